@@ -1,0 +1,1 @@
+"""Screen and audio capture into evidence (see ARCHITECTURE.md)."""

@@ -1,0 +1,146 @@
+"""Forget means gone (principle 3): tombstone, delete, scrub the audit trail, purge old versions, drop frames."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from memory import tables as T
+from memory.audit import ACTORS_AUTOMATED, audit_row, utcnow
+from memory.errors import InputError, NotFoundError
+from memory.fingerprint import fingerprint
+from memory.indexes import ensure_fts
+from memory.rows import kind_of, sql_literal_id, to_arrow
+from memory.scopes import validate_scope
+
+log = logging.getLogger(__name__)
+
+_KIND_COLS = {
+    "memory": ("memories", ["id", "scope", "fingerprint"]),
+    "evidence": ("evidence", ["id", "scope", "text", "frame_path"]),
+    "vault": ("vault", ["id", "scope", "fingerprint"]),
+}
+
+
+def _id_list(ids: Iterable[str]) -> str:
+    return "(" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+
+
+def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True,
+           scopes: Iterable[str] | None = None) -> dict:
+    """Erase rows by id. Every id is checked first: one unknown id and nothing is deleted."""
+    if actor in ACTORS_AUTOMATED:
+        raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        raise InputError("no ids given: pass one or more ids from `mirador search` or `mirador list`")
+    by_kind: dict[str, list[str]] = {}
+    for i in ids:
+        by_kind.setdefault(kind_of(i), []).append(i)
+    found: dict[str, list[dict]] = {}
+    from memory.scopes import scope_filter
+
+    sf = scope_filter(scopes)
+    for kind, kids in by_kind.items():
+        table_name, cols = _KIND_COLS[kind]
+        table = getattr(store, table_name)
+        where = f"id IN {_id_list(kids)}" + (f" AND {sf}" if sf else "")
+        rows = store._rows(table, where, cols, limit=len(kids))
+        missing = set(kids) - {r["id"] for r in rows}
+        if missing:
+            raise NotFoundError(
+                f"no row with id {sorted(missing)[0]} (never existed, outside your scopes, or already forgotten) "
+                "— nothing was deleted; find ids with `mirador search`"
+            )
+        found[kind] = rows
+    return _erase(store, found, actor, purge_now)
+
+
+def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+                 until: datetime | None = None, actor: str = "person", purge_now: bool = True) -> dict:
+    """Bulk forget: everything in a scope (and below), all evidence from an app, or a time range."""
+    if not (scope or app or since or until):
+        raise InputError("bulk forget needs --scope, --app, --since or --until; refusing to erase everything")
+    found: dict[str, list[dict]] = {}
+    scopes = [validate_scope(scope)] if scope else None
+    ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
+    found["evidence"] = store._rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
+    if not app:  # memories and vault entries have no app; an app filter targets captured evidence
+        mem_where = store.where("memory", scopes=scopes, statuses=[], since=since, until=until)
+        found["memory"] = store._rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        v_where = store.where("vault", scopes=scopes, since=since, until=until)
+        found["vault"] = store._rows(store.vault, v_where, _KIND_COLS["vault"][1], limit=None)
+    found = {k: v for k, v in found.items() if v}
+    return _erase(store, found, actor, purge_now)
+
+
+def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> dict:
+    now = utcnow()
+    stones, audits, frames = [], [], []
+    for kind, rows in found.items():
+        for r in rows:
+            fp = r.get("fingerprint") or fingerprint(r.get("text") or "")
+            stones.append({"id": r["id"], "kind": kind, "fingerprint": fp, "deleted_at": now, "scope": r["scope"]})
+            audits.append(audit_row(actor, "delete", kind, r["id"], r["scope"], after={"tombstone": fp[:16]}))
+            if r.get("frame_path"):
+                frames.append(r["frame_path"])
+    if not stones:
+        return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False}
+    # Tombstones first: if we crash between steps, a half-deleted row is still never re-extracted.
+    store._append(store.tombstones, stones, T.tombstones_schema())
+    for kind, rows in found.items():
+        table = getattr(store, _KIND_COLS[kind][0])
+        ids = [r["id"] for r in rows]
+        for start in range(0, len(ids), 500):
+            chunk = _id_list(ids[start:start + 500])
+            store._commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
+            # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
+            store._commit(lambda c=chunk: store.audit.update(
+                where=f"entity_id IN {c}", values={"before": None, "after": None}))
+    store._audit(audits)
+    removed = sum(_remove_frame(store.home, p) for p in frames)
+    if purge_now:
+        purge(store)
+    return {
+        "deleted": len(stones),
+        "by_kind": {k: len(v) for k, v in found.items()},
+        "frames_removed": removed,
+        "purged": purge_now,
+    }
+
+
+def _remove_frame(home: Path, path: str) -> int:
+    p = Path(path)
+    if not p.is_absolute():
+        p = home / p
+    try:
+        p.resolve().relative_to(home.resolve())  # never delete files we do not own
+    except ValueError:
+        log.warning("frame %s is outside the data dir; not removing it", p)
+        return 0
+    if p.exists():
+        p.unlink()
+        return 1
+    return 0
+
+
+def purge(store) -> None:
+    """Physically remove deleted rows: compact, rebuild full-text indexes, drop every old version."""
+    with store._lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # lancedb warns that cleanup_older_than=0 breaks concurrent readers
+        for name, col in ((T.MEMORIES, "search_text"), (T.EVIDENCE, "text"), (T.VAULT, "label"),
+                          (T.AUDIT, None), (T.TOMBSTONES, None)):
+            table = store.db.open_table(name)
+            store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True))
+            if col:
+                # An inverted index keeps the tokens of deleted rows until it is rebuilt.
+                ensure_fts(table, col, replace=True)
+                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True))
+    store.memories = store.db.open_table(T.MEMORIES)
+    store.evidence = store.db.open_table(T.EVIDENCE)
+    store.vault = store.db.open_table(T.VAULT)
+    store.audit = store.db.open_table(T.AUDIT)
+    store.tombstones = store.db.open_table(T.TOMBSTONES)

@@ -1,0 +1,23 @@
+"""Errors a person or a calling tool can act on: each says what went wrong and what to do."""
+
+
+class MiradorError(Exception):
+    """Base class; the message is shown to the person as one line."""
+
+    exit_code = 1
+
+
+class InputError(MiradorError):
+    """Bad input from the caller: an unknown id, an empty text, an invalid value."""
+
+    exit_code = 2
+
+
+class NotFoundError(InputError):
+    """An id that is not in the store (or was forgotten)."""
+
+
+class ConfigError(MiradorError):
+    """The config file is unreadable or holds an unknown key or a bad value."""
+
+    exit_code = 3

@@ -1,0 +1,66 @@
+"""Named, append-only schema migrations, applied in order when the store opens.
+
+Never edit or reorder a released migration: add a new one. Each is recorded in `_migrations`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from memory import tables as T
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def m001_initial(db, dim: int) -> str:
+    """Create the five tables of the data model."""
+    existing = set(db.table_names())
+    for name, schema in (
+        (T.EVIDENCE, T.evidence_schema(dim)),
+        (T.MEMORIES, T.memories_schema(dim)),
+        (T.VAULT, T.vault_schema()),
+        (T.TOMBSTONES, T.tombstones_schema()),
+        (T.AUDIT, T.audit_schema()),
+    ):
+        if name not in existing:
+            db.create_table(name, schema=schema)
+    return f"tables created, vector dim {dim}"
+
+
+def m002_fts_indexes(db, dim: int) -> str:
+    """Full-text indexes: memory search text, evidence text, vault labels (never vault values)."""
+    from memory.indexes import ensure_fts
+
+    ensure_fts(db.open_table(T.MEMORIES), "search_text")
+    ensure_fts(db.open_table(T.EVIDENCE), "text")
+    ensure_fts(db.open_table(T.VAULT), "label")
+    return "fts on memories.search_text, evidence.text, vault.label"
+
+
+MIGRATIONS: list[tuple[str, Callable]] = [
+    ("m001_initial", m001_initial),
+    ("m002_fts_indexes", m002_fts_indexes),
+]
+
+
+def apply_migrations(db, dim: int) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied now."""
+    if T.MIGRATIONS not in db.table_names():
+        db.create_table(T.MIGRATIONS, schema=T.migrations_schema())
+    log_table = db.open_table(T.MIGRATIONS)
+    done = {r["name"] for r in log_table.to_arrow().to_pylist()}
+    applied = []
+    for name, fn in MIGRATIONS:
+        if name in done:
+            continue
+        note = fn(db, dim)
+        log_table.add([{"name": name, "applied_at": _now(), "note": note}])
+        log.info("migration %s applied: %s", name, note)
+        applied.append(name)
+    return applied

@@ -1,0 +1,52 @@
+"""Hierarchical scope keys (`work`, `work/acme`, `personal`) and the filters that enforce them.
+
+A search in `work` sees `work` and everything under `work/`, never `personal` or `workshop`.
+The filter is a SQL predicate that goes inside the LanceDB query (principle 5).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from memory.errors import InputError
+
+_SEGMENT = r"[a-z0-9][a-z0-9_.-]{0,63}"
+_SCOPE_RE = re.compile(rf"^{_SEGMENT}(/{_SEGMENT}){{0,7}}$")
+
+
+def validate_scope(scope: str) -> str:
+    """Return the scope key if valid, else raise an InputError that shows the expected form."""
+    s = (scope or "").strip()
+    if not _SCOPE_RE.match(s):
+        raise InputError(
+            f"invalid scope {scope!r}: use lowercase segments of letters, digits, '.', '_' or '-' "
+            "joined by '/', e.g. 'work' or 'work/acme'"
+        )
+    return s
+
+
+def sql_literal(value: str) -> str:
+    """Quote a string for a LanceDB SQL predicate."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def scope_filter(scopes: Iterable[str] | None, column: str = "scope") -> str | None:
+    """SQL predicate matching the given scopes and their descendants; None means every scope."""
+    if scopes is None:
+        return None
+    scopes = [validate_scope(s) for s in scopes]
+    if not scopes:
+        return "false"
+    parts = []
+    for s in scopes:
+        # starts_with rather than LIKE: '_' is a LIKE wildcard and would let 'my_x' match 'myAx/..'.
+        parts.append(f"({column} = {sql_literal(s)} OR starts_with({column}, {sql_literal(s + '/')}))")
+    return "(" + " OR ".join(parts) + ")"
+
+
+def in_scopes(scope: str, scopes: Iterable[str] | None) -> bool:
+    """Python twin of scope_filter, for checking a single known row (e.g. before a write)."""
+    if scopes is None:
+        return True
+    return any(scope == s or scope.startswith(s + "/") for s in scopes)

@@ -1,0 +1,107 @@
+"""Arrow schemas of the LanceDB tables (ARCHITECTURE.md, "Data model")."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+TS = pa.timestamp("us")  # naive UTC; LanceDB filters compare it with `timestamp '...'` literals
+
+EVIDENCE = "evidence"
+MEMORIES = "memories"
+VAULT = "vault"
+TOMBSTONES = "tombstones"
+AUDIT = "audit"
+MIGRATIONS = "_migrations"
+
+
+def evidence_schema(dim: int) -> pa.Schema:
+    """One row per captured unit: screen text, an utterance, a note, an imported message."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("captured_at", TS),
+        ("source", pa.string()),
+        ("app", pa.string()),
+        ("window", pa.string()),
+        ("speaker", pa.string()),
+        ("scope", pa.string()),
+        ("text", pa.string()),
+        ("redactions", pa.int32()),
+        ("content_hash", pa.string()),
+        ("frame_path", pa.string()),
+        ("meta", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
+        ("extracted_at", TS),
+    ])
+
+
+def memories_schema(dim: int) -> pa.Schema:
+    """Typed memories; `details` is the type's JSON fields, `search_text` what FTS indexes."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("type", pa.string()),
+        ("scope", pa.string()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+        ("details", pa.string()),
+        ("search_text", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
+        ("status", pa.string()),
+        ("confidence", pa.float32()),
+        ("salience", pa.float32()),
+        ("provenance", pa.list_(pa.string())),
+        ("supersedes", pa.string()),
+        ("superseded_by", pa.string()),
+        ("valid_from", TS),
+        ("valid_to", TS),
+        ("created_at", TS),
+        ("updated_at", TS),
+        ("origin", pa.string()),
+        ("user_edited", pa.bool_()),
+        ("pinned", pa.bool_()),
+        ("fingerprint", pa.string()),
+    ])
+
+
+def vault_schema() -> pa.Schema:
+    """Knowledge-vault entries. No vector and no text column for the value: only the label is searchable."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("label", pa.string()),
+        ("value_enc", pa.string()),
+        ("scope", pa.string()),
+        ("provenance", pa.list_(pa.string())),
+        ("created_at", TS),
+        ("updated_at", TS),
+        ("origin", pa.string()),
+        ("fingerprint", pa.string()),
+    ])
+
+
+def tombstones_schema() -> pa.Schema:
+    """What survives a delete: enough to stop re-extraction, nothing to read."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("kind", pa.string()),
+        ("fingerprint", pa.string()),
+        ("deleted_at", TS),
+        ("scope", pa.string()),
+    ])
+
+
+def audit_schema() -> pa.Schema:
+    """Append-only change log. before/after are JSON; they are scrubbed when the entity is forgotten."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("at", TS),
+        ("actor", pa.string()),
+        ("action", pa.string()),
+        ("entity_kind", pa.string()),
+        ("entity_id", pa.string()),
+        ("scope", pa.string()),
+        ("before", pa.string()),
+        ("after", pa.string()),
+    ])
+
+
+def migrations_schema() -> pa.Schema:
+    return pa.schema([("name", pa.string()), ("applied_at", TS), ("note", pa.string())])

@@ -1,0 +1,1 @@
+"""Local model runtimes behind small interfaces. Nothing here imports the rest of Mirador."""

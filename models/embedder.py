@@ -1,0 +1,126 @@
+"""Sentence embeddings with sentence-transformers, offline, lazy-loaded, batched, with a query cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from models.locate import embedder_dir
+
+log = logging.getLogger(__name__)
+
+
+class Embedder:
+    """Turns text into L2-normalised float32 vectors.
+
+    model_dir: a sentence-transformers model directory; None = the bundled all-MiniLM-L6-v2.
+    batch_size: texts per forward pass when embedding many at once.
+    threads: torch intra-op threads; 0 keeps torch's default.
+    cache_size: how many distinct query strings keep their vector (repeated searches are free).
+    device: "cpu" here; any torch device string elsewhere.
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        batch_size: int = 32,
+        threads: int = 0,
+        cache_size: int = 2048,
+        device: str = "cpu",
+    ) -> None:
+        self.model_dir = embedder_dir(model_dir)
+        self.batch_size = batch_size
+        self.threads = threads
+        self.device = device
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        """Vector size, read from the model's pooling config so it costs no model load."""
+        pooling = self.model_dir / "1_Pooling" / "config.json"
+        if pooling.exists():
+            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        return int(self._load().get_sentence_embedding_dimension())
+
+    @property
+    def name(self) -> str:
+        """A short identifier of the weights, recorded with the store."""
+        return self.model_dir.name if self.model_dir.name != "model" else self.model_dir.parent.name
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                # Never reach for a hub: the weights are local and the machine may be offline.
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                try:
+                    import torch
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as e:
+                    raise RuntimeError(
+                        "sentence-transformers is not installed — run `make run` once or "
+                        "`pip install sentence-transformers torch==2.13.0`"
+                    ) from e
+                try:  # a progress bar on stderr would pollute every CLI call's output
+                    import transformers
+
+                    transformers.logging.set_verbosity_error()
+                    transformers.logging.disable_progress_bar()
+                except (ImportError, AttributeError):
+                    pass
+                if self.threads:
+                    torch.set_num_threads(self.threads)
+                log.info("loading embedder from %s", self.model_dir)
+                self._model = SentenceTransformer(str(self.model_dir), device=self.device)
+            return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed many texts in batches; returns an (n, dim) float32 array."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vecs = model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return vecs.astype(np.float32, copy=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one query string, served from an LRU cache when seen before."""
+        with self._lock:
+            hit = self._cache.get(text)
+            if hit is not None:
+                self._cache.move_to_end(text)
+                return hit
+        vec = self.embed([text])[0]
+        with self._lock:
+            self._cache[text] = vec
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vec
+
+
+_shared: dict[tuple, Embedder] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_embedder(model_dir: Path | None = None, batch_size: int = 32, threads: int = 0) -> Embedder:
+    """One Embedder per model dir per process: loading weights twice wastes seconds and memory."""
+    key = (str(embedder_dir(model_dir)), batch_size, threads)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = Embedder(model_dir, batch_size=batch_size, threads=threads)
+        return _shared[key]

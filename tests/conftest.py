@@ -1,0 +1,31 @@
+"""Every test gets its own data directory; nothing touches the person's real store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def mirador_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("MIRADOR_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def store(mirador_home):
+    from memory.store import Store
+
+    return Store(mirador_home)
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    """Every file under root whose bytes contain needle (UTF-8)."""
+    data = needle.encode("utf-8")
+    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]

@@ -1,0 +1,127 @@
+"""Store: every memory type, lifecycle, audit, batching, migrations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memory.errors import InputError, NotFoundError
+from memory.store import EvidenceSpec, MemorySpec, Store
+from memory.types import MAX_MEMORY_CHARS
+
+TYPED = [
+    ("episodic", "Sprint review with Sam on Friday", {"who": ["Sam"], "where": "room 4", "when": "2024-05-10T15:00:00"}),
+    ("semantic", "The team picked PostgreSQL for the ledger", {"subject": "database"}),
+    ("procedural", "Release the app", {"steps": ["bump version", "tag", "push tag"]}),
+    ("resource", "Design doc for the ledger", {"uri": "https://example.com/ledger", "kind": "doc"}),
+    ("core", "Prefers concise answers with code first", {"block": "user"}),
+]
+
+
+def _audit(store, entity_id):
+    return [r for r in store.audit.to_arrow().to_pylist() if r["entity_id"] == entity_id]
+
+
+@pytest.mark.parametrize("mtype,text,details", TYPED)
+def test_each_type_is_stored_with_its_typed_fields(store, mtype, text, details):
+    row = store.add_memory(text, type=mtype, details=details, scope="work")
+    got = store.get(row["id"])
+    assert got["type"] == mtype and got["text"] == text and got["scope"] == "work"
+    for k, v in details.items():
+        assert got["details"][k] == v
+    assert got["status"] == "active" and got["user_edited"] is False
+    assert [a["action"] for a in _audit(store, row["id"])] == ["create"]
+
+
+def test_typed_fields_are_validated(store):
+    with pytest.raises(InputError, match="procedural"):
+        store.add_memory("x", type="procedural", details={"steps": "not a list"})
+    with pytest.raises(InputError, match="takes: subject, fact"):
+        store.add_memory("x", type="semantic", details={"colour": "red"})
+    with pytest.raises(InputError, match="unknown memory type"):
+        store.add_memory("x", type="gossip")
+    assert store.memories.count_rows() == 0
+
+
+def test_empty_and_oversized_text_are_refused(store):
+    with pytest.raises(InputError, match="empty"):
+        store.add_memory("   ")
+    with pytest.raises(InputError, match=f"{MAX_MEMORY_CHARS:,}"):
+        store.add_memory("x" * (MAX_MEMORY_CHARS + 1))
+    with pytest.raises(InputError, match="source"):
+        store.add_evidence("hello", source="telepathy")
+    assert store.memories.count_rows() == 0 and store.evidence.count_rows() == 0
+
+
+def test_edit_marks_user_edited_and_audits_before_after(store):
+    row = store.add_memory("The API limit is 100 requests", scope="work")
+    new = store.update_memory(row["id"], text="The API limit is 250 requests")
+    assert new["user_edited"] is True and new["details"]["fact"] == "The API limit is 250 requests"
+    upd = [a for a in _audit(store, row["id"]) if a["action"] == "update"]
+    assert len(upd) == 1
+    assert "100" in json.loads(upd[0]["before"])["text"] and "250" in json.loads(upd[0]["after"])["text"]
+
+
+def test_automated_actor_cannot_overwrite_user_edited(store):
+    row = store.add_memory("Standup is at 9:30", scope="work")
+    store.update_memory(row["id"], text="Standup is at 9:45")
+    with pytest.raises(InputError, match="edited or pinned"):
+        store.update_memory(row["id"], text="Standup is at 10:00", actor="extractor")
+    # corroboration (provenance only) is still allowed
+    ev = store.add_evidence("standup 9:45 confirmed", source="screen")
+    got = store.update_memory(row["id"], actor="extractor", confidence=1.0, provenance_add=[ev["id"]])
+    assert got["text"] == "Standup is at 9:45" and ev["id"] in got["provenance"]
+
+
+def test_status_lifecycle_and_illegal_moves(store):
+    row = store.add_memory("Candidate fact", status="candidate")
+    assert store.set_status(row["id"], "active")["status"] == "active"
+    with pytest.raises(InputError, match="allowed"):
+        store.set_status(row["id"], "deleted")
+    with pytest.raises(InputError, match="may propose"):
+        store.set_status(row["id"], "rejected", actor="dream")
+    assert store.set_status(row["id"], "rejected")["status"] == "rejected"
+
+
+def test_supersede_keeps_both_rows_with_closed_validity(store):
+    old = store.add_memory("Deploys go out on Tuesdays", scope="work")
+    old2, new = store.supersede(old["id"], MemorySpec(text="Deploys go out on Thursdays"))
+    assert old2["status"] == "superseded" and old2["valid_to"] is not None
+    assert old2["superseded_by"] == new["id"] and new["supersedes"] == old["id"]
+    assert store.get(old["id"])["text"] == "Deploys go out on Tuesdays"
+
+
+def test_unknown_id_is_a_clear_error(store):
+    with pytest.raises(NotFoundError, match="mirador search"):
+        store.get("mem_doesnotexist0000")
+    with pytest.raises(InputError, match="mem_, evd_ or vlt_"):
+        store.get("banana")
+
+
+def test_evidence_batch_is_one_commit_and_one_audit_row(store):
+    before = store.evidence.version
+    rows = store.add_evidence_batch([EvidenceSpec(text=f"line {i}", source="screen", app="term") for i in range(50)])
+    assert len(rows) == 50 and store.evidence.count_rows() == 50
+    assert store.evidence.version == before + 1
+    ev_audit = [a for a in store.audit.to_arrow().to_pylist() if a["entity_kind"] == "evidence"]
+    assert len(ev_audit) == 1 and len(json.loads(ev_audit[0]["after"])["ids"]) == 50
+
+
+def test_migrations_are_recorded_and_not_reapplied(mirador_home):
+    s1 = Store(mirador_home)
+    assert s1.migrations_applied == ["m001_initial", "m002_fts_indexes"]
+    s1.add_memory("survives reopening")
+    s2 = Store(mirador_home)
+    assert s2.migrations_applied == []
+    assert s2.memories.count_rows() == 1
+
+
+def test_rows_added_after_index_build_are_found(store):
+    from memory.search import search_memories
+
+    store.add_memory("first row about kubernetes")
+    store.optimize()
+    store.add_memory("a later row about zeppelins")  # not covered by the FTS index yet
+    hits = search_memories(store, "zeppelins")
+    assert hits and hits[0].text == "a later row about zeppelins"

@@ -1,0 +1,53 @@
+"""Vault values are encrypted at rest, never embedded or indexed; only the label is searchable."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from memory.errors import InputError
+from memory.search import search_memories
+from tests.conftest import files_containing
+
+SECRET = "hunter2-PLAINTEXT-d41d8cd98f"
+
+
+def test_value_never_in_plaintext_on_disk(store, mirador_home):
+    row = store.add_memory("Staging database password", type="vault", value=SECRET, scope="work")
+    store.optimize()
+    assert files_containing(mirador_home, SECRET) == []
+    assert files_containing(mirador_home, "d41d8cd98f") == []
+    assert store.reveal(row["id"]) == SECRET
+    assert files_containing(mirador_home, SECRET) == []
+
+
+def test_label_is_searchable_value_is_not(store):
+    row = store.add_memory("Staging database password", type="vault", value=SECRET, scope="work")
+    assert [h.id for h in search_memories(store, "staging database password")] == [row["id"]]
+    assert search_memories(store, "hunter2 PLAINTEXT") == []
+    shown = store.get(row["id"])
+    assert "value" not in shown and "value_enc" not in shown and SECRET not in str(shown)
+
+
+def test_vault_has_no_vector_and_label_only_index(store):
+    names = store.vault.schema.names
+    assert "vector" not in names
+    indexed = {c for ix in store.vault.list_indices() for c in ix.columns}
+    assert indexed == {"label"}
+
+
+def test_key_file_fallback_is_private(store, mirador_home):
+    store.add_memory("k", type="vault", value="v")
+    key = mirador_home / "vault.key"
+    if key.exists():  # no OS keyring here, so the 0600 file holds the key
+        assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+
+
+def test_vault_needs_a_value_and_automated_actors_cannot_write(store):
+    with pytest.raises(InputError, match="secret value"):
+        store.add_memory("label only", type="vault")
+    row = store.add_memory("API token", type="vault", value="abc")
+    with pytest.raises(InputError, match="may not write the vault"):
+        store.update_vault(row["id"], actor="extractor", value="evil")

@@ -1,0 +1,42 @@
+"""The bundled embedder loads offline and behaves: normalised, batched, cached."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models.embedder import Embedder, shared_embedder
+from models.locate import ModelNotFound, embedder_dir
+
+
+def test_bundled_model_is_found_and_offline():
+    path = embedder_dir()
+    assert (path / "model.safetensors").exists()
+
+
+def test_vectors_are_normalised_and_semantic():
+    emb = shared_embedder()
+    v = emb.embed(["The cat sat on the mat", "A kitten rested on the rug", "Quarterly tax filing deadline"])
+    assert v.shape == (3, emb.dim) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_query_cache_returns_same_vector_without_recompute():
+    emb = shared_embedder()
+    a = emb.embed_query("where is the runbook")
+    b = emb.embed_query("where is the runbook")
+    assert a is b
+
+
+def test_batch_equals_single():
+    emb = shared_embedder()
+    texts = [f"sentence number {i}" for i in range(40)]
+    batch = emb.embed(texts)
+    single = emb.embed([texts[17]])[0]
+    assert np.allclose(batch[17], single, atol=1e-5)
+
+
+def test_configured_dir_must_hold_a_model(tmp_path):
+    with pytest.raises(ModelNotFound, match="embedder_dir"):
+        Embedder(tmp_path)
