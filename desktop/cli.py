@@ -154,6 +154,12 @@ def cmd_purge(a) -> int:
     return 0
 
 
+def cmd_optimize(a) -> int:
+    _open().optimize()
+    print("optimized: fragments compacted, indexes brought up to date")
+    return 0
+
+
 def cmd_list(a) -> int:
     kind = "evidence" if a.evidence else "vault" if a.vault else "memory"
     store = _open()

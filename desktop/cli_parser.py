@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+
+# Modules with `register(cmd, as_json, scope)` adding their subcommands.
+COMMAND_MODULES: list[str] = []
 
 TYPES = "episodic, semantic, procedural, resource, core, vault"
 
@@ -81,6 +85,7 @@ def build(cmds, version: str) -> argparse.ArgumentParser:
     as_json(sp)
 
     cmd("purge", cmds.cmd_purge, "remove deleted data from old versions and indexes now")
+    cmd("optimize", cmds.cmd_optimize, "compact tables and update indexes now (also runs after write batches)")
 
     sp = cmd("list", cmds.cmd_list, "list memories (newest first), or --evidence / --vault")
     scope(sp)
@@ -121,6 +126,10 @@ def build(cmds, version: str) -> argparse.ArgumentParser:
     ep.add_argument("--scope")
     as_json(ep)
     sp.set_defaults(func=lambda a: (_ for _ in ()).throw(_usage("evidence", "add")))
+
+    for name in COMMAND_MODULES:
+        # Each feature registers its own commands, so features do not edit one shared parser.
+        importlib.import_module(name).register(cmd, as_json, scope)
 
     sp = cmd("service", cmds.cmd_service, "run the headless service (maintenance on a schedule) until stopped")
     sp.add_argument("--once", action="store_true", help="print the status screen, run maintenance once, exit")

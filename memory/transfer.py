@@ -10,7 +10,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import InputError
-from memory.rows import parse_time
+from memory.rows import kind_of, parse_time, sql_literal_id
 from memory.store import EvidenceSpec, MemorySpec
 from memory.types import MemoryType, parse_type
 
@@ -106,6 +106,11 @@ def _parse(path: Path) -> list[MemoryLine | EvidenceLine]:
             if not isinstance(data, dict):
                 raise InputError(f"{path}:{no}: expected a JSON object per line — nothing was imported")
             try:
+                if data.get("id") is not None:
+                    expected = "evidence" if data.get("kind") == "evidence" else (
+                        "vault" if data.get("kind") == "vault" or data.get("type") == "vault" else "memory")
+                    if kind_of(str(data["id"])) != expected:
+                        raise InputError(f"id {data['id']!r} is not a {expected} id — drop the id to get a new one")
                 if data.get("kind") == "evidence":
                     items.append(EvidenceLine.model_validate(data))
                 else:
@@ -160,34 +165,34 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
     for s in ev_specs:
         store._evidence_row(s, now)
     existing = _existing_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
-    new_mem = [s for s in mem_specs if not s.id or s.id not in existing]
-    new_ev = [s for s in ev_specs if not s.id or s.id not in existing]
+    forgotten = _forgotten_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
+    skip = existing | forgotten
+    new_mem = [s for s in mem_specs if not s.id or s.id not in skip]
+    new_ev = [s for s in ev_specs if not s.id or s.id not in skip]
     for start in range(0, len(new_mem), 256):
         store.add_memories(new_mem[start:start + 256], actor=actor)
     for start in range(0, len(new_ev), 256):
         store.add_evidence_batch(new_ev[start:start + 256], actor=actor)
     return {"imported": len(new_mem) + len(new_ev), "memories": len(new_mem), "evidence": len(new_ev),
-            "skipped_existing": len(items) - len(new_mem) - len(new_ev)}
+            "skipped_existing": len(existing), "skipped_forgotten": len(forgotten - existing)}
 
 
-def _existing_ids(store, ids: list[str]) -> set[str]:
-    from memory.rows import kind_of, sql_literal_id
-
+def _ids_in(store, table, ids: list[str]) -> set[str]:
     out: set[str] = set()
-    for kind, table in (("memory", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
-        kids = [i for i in ids if _safe_kind(i) == kind]
-        for start in range(0, len(kids), 500):
-            chunk = kids[start:start + 500]
-            where = "id IN (" + ", ".join(sql_literal_id(i) for i in chunk) + ")"
-            out |= {r["id"] for r in store._rows(table, where, ["id"], limit=len(chunk))}
-    _ = kind_of
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        where = "id IN (" + ", ".join(sql_literal_id(i) for i in chunk) + ")"
+        out |= {r["id"] for r in store._rows(table, where, ["id"], limit=len(chunk))}
     return out
 
 
-def _safe_kind(id_: str) -> str | None:
-    from memory.rows import kind_of
+def _existing_ids(store, ids: list[str]) -> set[str]:
+    out: set[str] = set()
+    for kind, table in (("memory", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
+        out |= _ids_in(store, table, [i for i in ids if kind_of(i) == kind])
+    return out
 
-    try:
-        return kind_of(id_)
-    except InputError:
-        return None
+
+def _forgotten_ids(store, ids: list[str]) -> set[str]:
+    # An export made before a delete must not bring the deleted rows back (principle 3).
+    return _ids_in(store, store.tombstones, ids)

@@ -148,3 +148,15 @@ def test_console_script_version_and_doctor(mirador_home):
     assert checks["data dir"]["status"] == "ok" and checks["embedder"]["status"] == "ok"
     assert checks["store"]["status"] == "ok"
     assert all(c["fix"] for c in checks.values() if c["status"] != "ok")
+
+
+def test_import_does_not_resurrect_forgotten_rows(capsys, tmp_path):
+    keep = run(capsys, "add", "kept memory")[1].strip()
+    gone = run(capsys, "add", "memory that will be forgotten")[1].strip()
+    f = tmp_path / "backup.jsonl"
+    assert run(capsys, "export", "--out", str(f))[0] == 0
+    assert run(capsys, "delete", gone)[0] == 0
+    res = jrun(capsys, "import", str(f), "--json")
+    assert res["imported"] == 0 and res["skipped_forgotten"] == 1 and res["skipped_existing"] == 1
+    ids = [r["id"] for r in jrun(capsys, "list", "--json")]
+    assert ids == [keep]
