@@ -59,12 +59,182 @@ class VaultConfig(_Section):
     key_store: Literal["auto", "keyring", "file"] = "auto"
 
 
+class CaptureConfig(_Section):
+    """Screen and voice capture: cadence, OCR, thumbnails, audio, batching (see capture/)."""
+
+    enabled: bool = Field(True, description="the service starts capture when it starts")
+    screen: bool = True
+    interval_seconds: float = Field(2.0, ge=0.25, le=3600)
+    monitors: list[int] = Field(default_factory=list, description="mss monitor numbers (1 = first); empty = all")
+    prefer_active_window: bool = Field(True, description="grab and OCR only the active window when it is known")
+    min_changed_fraction: float = Field(0.0005, ge=0, le=1, description="share of screen cells that must change")
+    ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]{3,}(\+[A-Za-z_]{3,})*$")
+    ocr_queue_size: int = Field(4, ge=1, le=1000)
+    thumbnails: bool = True
+    thumbnail_width: int = Field(640, ge=64, le=4096)
+    retention_days: int = Field(7, ge=1, le=3650, description="frames older than this are deleted")
+    audio: bool = True
+    input_device: str | int | None = Field(None, description="sounddevice name or index; empty = system default")
+    keep_audio: bool = Field(False, description="keep each utterance as a WAV under audio/")
+    asr_queue_size: int = Field(8, ge=1, le=1000)
+    asr_threads: int = Field(2, ge=0, le=64)
+    flush_seconds: float = Field(5.0, ge=0.1, le=600)
+    flush_rows: int = Field(50, ge=1, le=10_000)
+    scope: str | None = Field(None, description="scope of captured evidence; empty = store.default_scope")
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, v: str | None) -> str | None:
+        try:
+            return validate_scope(v) if v else None
+        except InputError as e:
+            raise ValueError(str(e)) from None
+
+
+REDACTION_KINDS = ("aws_key", "aws_secret", "github_token", "slack_token", "stripe_key", "openai_key", "jwt",
+                   "private_key", "card_number", "password")
+
+DEFAULT_EXCLUDED_APPS = ["KeePassXC", "1Password", "Bitwarden", "mirador"]
+DEFAULT_EXCLUDED_TITLES = [
+    r"(?i)\bkeepass(xc)?\b", r"(?i)\b1password\b", r"(?i)\bbitwarden\b",
+    r"(?i)\b(private browsing|incognito|inprivate)\b", r"^Mirador(\s|$|[-—:·])",
+]
+
+
+class PrivacyConfig(_Section):
+    """What is never grabbed, and which secrets are redacted before anything is stored."""
+
+    excluded_apps: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_APPS))
+    excluded_title_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_TITLES))
+    redact: bool = True
+    redact_kinds: list[str] = Field(default_factory=lambda: list(REDACTION_KINDS))
+
+    @field_validator("excluded_title_patterns")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        import re
+
+        for p in v:
+            try:
+                re.compile(p)
+            except re.error as e:
+                raise ValueError(f"title pattern {p!r} is not a valid regular expression ({e})") from None
+        return v
+
+    @field_validator("redact_kinds")
+    @classmethod
+    def _kinds(cls, v: list[str]) -> list[str]:
+        bad = [k for k in v if k not in REDACTION_KINDS]
+        if bad:
+            raise ValueError(f"unknown redaction kind(s) {', '.join(bad)}; known: {', '.join(REDACTION_KINDS)}")
+        return v
+
+
+class HalfLives(_Section):
+    """Days after which recency halves an item's recall score, per memory type (and for evidence)."""
+
+    core: float = Field(3650.0, gt=0)
+    semantic: float = Field(365.0, gt=0)  # facts and decisions stay relevant for a long time
+    procedural: float = Field(365.0, gt=0)
+    resource: float = Field(180.0, gt=0)
+    episodic: float = Field(30.0, gt=0)  # session notes and events fade fast
+    evidence: float = Field(14.0, gt=0)
+
+
+class RecallConfig(_Section):
+    """How `recall()` scores and packs memories and evidence into a token budget."""
+
+    half_life_days: HalfLives = HalfLives()
+    recency_floor: float = Field(0.3, ge=0, le=1, description="weight an infinitely old item keeps")
+    redundancy_penalty: float = Field(0.7, ge=0, le=1, description="score x (1 - p * overlap with what is chosen)")
+    duplicate_overlap: float = Field(0.9, gt=0, le=1, description="skip an item this similar to a chosen one")
+    max_candidates: int = Field(60, ge=5, le=500, description="hits taken from each of memories and evidence")
+    summary_tokens: int = Field(60, ge=10, le=1000, description="longest summary rendered for one item")
+    full_share: float = Field(0.5, gt=0, le=1, description="largest share of the budget left one full item may take")
+
+
+class McpConfig(_Section):
+    """The local MCP endpoint (memory/mcp_server.py): always bound to 127.0.0.1."""
+
+    enabled: bool = Field(True, description="the app and service start the HTTP endpoint when they start")
+    port: int = Field(8765, ge=1024, le=65535, description="serves http://127.0.0.1:PORT/mcp")
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="extra browser origins allowed besides http://127.0.0.1:PORT / localhost")
+
+
+class ExtractionConfig(_Section):
+    """Evidence → memories (memory/extraction.py): LLM runtime, batching and the write policy."""
+
+    engine: Literal["auto", "llm", "rules"] = Field("auto", description="auto = LLM, rules when it is unavailable")
+    llm_threads: int = Field(1, ge=1, le=256, description="generation threads (1 is fastest for small models)")
+    llm_batch_threads: int = Field(2, ge=1, le=256, description="prompt-processing threads")
+    llm_context: int = Field(2048, ge=256, le=131072, description="n_ctx tokens")
+    llm_timeout_seconds: float = Field(90.0, gt=0, le=3600, description="per call; then the rules take over")
+    llm_max_tokens: int = Field(160, ge=16, le=4096)
+    llm_instruct: bool | None = Field(None, description="use the chat template; empty = detect from the GGUF")
+    llm_isolated: bool = Field(True, description="run llama.cpp in a child process so a crash cannot kill the app")
+    batch_size: int = Field(4, ge=1, le=100, description="evidence rows per LLM call")
+    batch_window_minutes: float = Field(10.0, gt=0, description="rows further apart start a new batch")
+    max_chars_per_item: int = Field(500, ge=50, le=20_000)
+    max_items_per_run: int = Field(500, ge=1, description="a scheduled run stops after this many rows")
+    active_min_confidence: float = Field(0.8, ge=0, le=1)
+    active_sources: list[str] = Field(default_factory=lambda: ["audio", "manual"],
+                                      description="only these sources may create active memories; never screen")
+    corroborate_similarity: float = Field(0.9, gt=0, le=1, description="cosine above which a draft is a paraphrase")
+    supersede_similarity: float = Field(0.5, ge=0, le=1, description="same subject and at least this similar")
+    corroborate_boost: float = Field(0.05, ge=0, le=1)
+
+    @field_validator("active_sources")
+    @classmethod
+    def _sources(cls, v: list[str]) -> list[str]:
+        if "screen" in v:
+            raise ValueError("screen text is untrusted and may only create candidates; remove 'screen'")
+        return v
+
+
+class DreamConfig(_Section):
+    """Consolidation (memory/dream.py): thresholds, salience half-lives, retention."""
+
+    merge_similarity: float = Field(0.95, gt=0, le=1)
+    crystallise_similarity: float = Field(0.8, gt=0, le=1)
+    crystallise_min_repeats: int = Field(3, ge=2)
+    half_life_days: HalfLives = HalfLives()
+    max_half_lives: int = Field(8, ge=1, le=30, description="salience stops decaying after this many")
+    candidate_retention_days: float = Field(60.0, gt=0, description="unreviewed candidates older than this: propose archive")
+    neighbours: int = Field(6, ge=2, le=50)
+
+
+class SchedulerConfig(_Section):
+    """Background jobs (memory/scheduler.py)."""
+
+    enabled: bool = True
+    extract_interval_minutes: float = Field(5.0, gt=0)
+    dream_cron: str = Field("30 3 * * *", description="crontab: minute hour day month weekday (local time)")
+    purge_cron: str = Field("0 4 * * *")
+    optimize_interval_minutes: float = Field(60.0, gt=0)
+    evidence_retention_days: float = Field(0.0, ge=0, description="0 keeps evidence forever")
+
+    @field_validator("dream_cron", "purge_cron")
+    @classmethod
+    def _cron(cls, v: str) -> str:
+        if len(v.split()) != 5:
+            raise ValueError(f"{v!r} is not a 5-field crontab such as '30 3 * * *'")
+        return v
+
+
 class Config(_Section):
     """The whole config file. Every section is optional; unknown keys are errors."""
 
     models: ModelsConfig = ModelsConfig()
     store: StoreConfig = StoreConfig()
     vault: VaultConfig = VaultConfig()
+    recall: RecallConfig = RecallConfig()
+    capture: CaptureConfig = CaptureConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+    mcp: McpConfig = McpConfig()
+    extraction: ExtractionConfig = ExtractionConfig()
+    dream: DreamConfig = DreamConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
 
 
 def config_path(home: Path | None = None) -> Path:

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 _KIND_COLS = {
     "memory": ("memories", ["id", "scope", "fingerprint"]),
-    "evidence": ("evidence", ["id", "scope", "text", "frame_path"]),
+    "evidence": ("evidence", ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]),
     "vault": ("vault", ["id", "scope", "fingerprint"]),
 }
 
@@ -101,6 +101,11 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
             store._commit(lambda c=chunk: store.audit.update(
                 where=f"entity_id IN {c}", values={"before": None, "after": None}))
     store._audit(audits)
+    if found.get("evidence"):
+        from memory.context import refresh_neighbours
+
+        # Neighbouring rows were indexed with the forgotten text as context: re-index them without it.
+        refresh_neighbours(store, found["evidence"])
     removed = sum(_remove_frame(store.home, p) for p in frames)
     if purge_now:
         purge(store)
@@ -128,17 +133,27 @@ def _remove_frame(home: Path, path: str) -> int:
 
 
 def purge(store) -> None:
-    """Physically remove deleted rows: compact, rebuild full-text indexes, drop every old version."""
+    """Physically remove deleted rows: compact, rebuild indexes, drop every old version."""
+    from memory.indexes import ensure_vector_index, vector_index_rows
+
+    fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
     with store._lock, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # lancedb warns that cleanup_older_than=0 breaks concurrent readers
-        for name, col in ((T.MEMORIES, "search_text"), (T.EVIDENCE, "text"), (T.VAULT, "label"),
-                          (T.AUDIT, None), (T.TOMBSTONES, None)):
+        # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
+        # manifest references yet are kept (delete_unverified=False): they may be another writer's
+        # in-flight commit, and deleted content only ever lives in files that old versions referenced.
+        warnings.simplefilter("ignore")
+        for name in (T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES):
             table = store.db.open_table(name)
-            store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True))
-            if col:
+            store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            cols = [c for c in fts.get(name, []) if c in table.schema.names]
+            for col in cols:
                 # An inverted index keeps the tokens of deleted rows until it is rebuilt.
                 ensure_fts(table, col, replace=True)
-                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=True))
+            if "vector" in table.schema.names and vector_index_rows(table) is not None:
+                # Likewise the quantised vectors of deleted rows stay in the IVF index until retrained.
+                store._commit(lambda t=table: ensure_vector_index(t, force=True))
+            if cols or "vector" in table.schema.names:
+                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
     store.memories = store.db.open_table(T.MEMORIES)
     store.evidence = store.db.open_table(T.EVIDENCE)
     store.vault = store.db.open_table(T.VAULT)

@@ -43,9 +43,32 @@ def m002_fts_indexes(db, dim: int) -> str:
     return "fts on memories.search_text, evidence.text, vault.label"
 
 
+def m003_evidence_search_text(db, dim: int) -> str:
+    """Evidence gains `search_text` (text + speaker + resolved dates, see memory/context.py) with its own FTS index."""
+    from memory.indexes import ensure_fts
+
+    table = db.open_table(T.EVIDENCE)
+    if "search_text" not in table.schema.names:
+        # Existing rows start from their plain text; new rows get the full context at ingest.
+        table.add_columns({"search_text": "text"})
+    ensure_fts(table, "search_text")
+    return "evidence.search_text added (from text) with fts"
+
+
+def m004_derivations_and_proposals(db, dim: int) -> str:
+    """Extraction ledger (evidence → memory ids) and the dream pass's proposals for review."""
+    existing = set(db.table_names())
+    for name, schema in ((T.DERIVATIONS, T.derivations_schema()), (T.PROPOSALS, T.proposals_schema())):
+        if name not in existing:
+            db.create_table(name, schema=schema)
+    return "derivations and proposals tables"
+
+
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", m001_initial),
     ("m002_fts_indexes", m002_fts_indexes),
+    ("m003_evidence_search_text", m003_evidence_search_text),
+    ("m004_derivations_and_proposals", m004_derivations_and_proposals),
 ]
 
 

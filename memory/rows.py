@@ -86,8 +86,8 @@ def public_memory(row: dict) -> dict:
 
 
 def public_evidence(row: dict) -> dict:
-    """An evidence row as callers see it."""
-    out = {k: v for k, v in row.items() if k != "vector" and not k.startswith("_")}
+    """An evidence row as callers see it (no vector, no index text)."""
+    out = {k: v for k, v in row.items() if k not in ("vector", "search_text") and not k.startswith("_")}
     out["meta"] = json.loads(row["meta"]) if row.get("meta") else {}
     for k in ("captured_at", "extracted_at"):
         out[k] = iso(row.get(k))

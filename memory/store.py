@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,6 @@ from memory.audit import ACTORS_AUTOMATED, audit_row, diff, utcnow
 from memory.config import Config, data_dir, load_config
 from memory.errors import InputError, MiradorError, NotFoundError
 from memory.fingerprint import content_hash, fingerprint
-from memory.indexes import ensure_fts
 from memory.migrations import apply_migrations
 from memory.rows import kind_of, new_id, public_evidence, public_memory, public_vault, sql_literal_id, to_arrow
 from memory.scopes import in_scopes, scope_filter, validate_scope
@@ -105,7 +104,9 @@ class Store:
             m = self.config.models
             embedder = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads)
         self.embedder = embedder
-        self.db = lancedb.connect(str(self.home / "lancedb"))
+        # Strong read consistency: another process (the MCP stdio server, the app) may write the same
+        # store, and a reader must see its commits; the per-read version check costs ~nothing locally.
+        self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
         self._lock = threading.RLock()
         self._batches_since_optimize = 0
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
@@ -158,15 +159,26 @@ class Store:
     def _after_batch(self) -> None:
         self._batches_since_optimize += 1
         if self._batches_since_optimize >= self.config.store.optimize_after_writes:
-            self.optimize()
+            # Light pass only: training a vector index takes tens of seconds at 100k rows and
+            # belongs to the scheduled maintenance (service / scheduler), not to a writer.
+            from memory.indexes import maintain
 
-    def optimize(self) -> None:
-        """Compact fragments and bring indexes up to date with rows added since the last build."""
+            with self._lock:
+                maintain(self, train=False)
+                self._batches_since_optimize = 0
+
+    def optimize(self) -> dict:
+        """Compact fragments and bring indexes up to date with rows added since the last build.
+
+        Full-text indexes always; vector and scalar indexes once a table is large (memory/indexes.py,
+        which also indexes evidence.search_text from memory/context.py).
+        """
+        from memory.indexes import maintain
+
         with self._lock:
-            for table, col in ((self.memories, "search_text"), (self.evidence, "text"), (self.vault, "label")):
-                ensure_fts(table, col)
-                self._commit(table.optimize)
+            report = maintain(self)
             self._batches_since_optimize = 0
+        return report
 
     # ---- memories -------------------------------------------------------------------------
 
@@ -456,17 +468,23 @@ class Store:
         return self.add_evidence_batch([EvidenceSpec(text=text, **kw)], actor=actor)[0]
 
     def add_evidence_batch(self, specs: list[EvidenceSpec], actor: str = "capture",
-                           embed_texts: list[str] | None = None) -> list[dict]:
+                           embed_texts: list[str] | None = None, context=None) -> list[dict]:
         """Validate, embed and write many evidence rows in one commit; one audit row for the batch.
 
-        embed_texts, when given, is what gets embedded for each row (e.g. the text with its
-        neighbours) while `text` stays exactly what was captured.
+        `text` stays exactly what was captured; what is indexed (search_text, vector) adds the
+        speaker, resolved dates and neighbouring rows (memory/context.py; `context` overrides its
+        ContextConfig). embed_texts, when given, replaces the embedded text.
         """
+        from memory.context import index_texts
+
         if not specs:
             return []
         now = utcnow()
         rows = [self._evidence_row(s, now) for s in specs]
-        vecs = self.embedder.embed(embed_texts if embed_texts is not None else [r["text"] for r in rows])
+        search_texts, ctx_texts = index_texts(rows, context)
+        for r, st in zip(rows, search_texts, strict=True):
+            r["search_text"] = st
+        vecs = self.embedder.embed(embed_texts if embed_texts is not None else ctx_texts)
         for r, v in zip(rows, vecs, strict=True):
             r["vector"] = v
         self._append(self.evidence, rows, self.evidence.schema)

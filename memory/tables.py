@@ -12,6 +12,8 @@ VAULT = "vault"
 TOMBSTONES = "tombstones"
 AUDIT = "audit"
 MIGRATIONS = "_migrations"
+DERIVATIONS = "derivations"
+PROPOSALS = "proposals"
 
 
 def evidence_schema(dim: int) -> pa.Schema:
@@ -105,3 +107,29 @@ def audit_schema() -> pa.Schema:
 
 def migrations_schema() -> pa.Schema:
     return pa.schema([("name", pa.string()), ("applied_at", TS), ("note", pa.string())])
+
+
+def derivations_schema() -> pa.Schema:
+    """Which evidence an automated pass derived which memory from: ids only, so a delete can block re-extraction."""
+    return pa.schema([
+        ("memory_id", pa.string()),
+        ("evidence_id", pa.string()),
+        ("type", pa.string()),
+        ("actor", pa.string()),
+        ("created_at", TS),
+    ])
+
+
+def proposals_schema() -> pa.Schema:
+    """Changes a dream pass may not apply itself (they would hide a memory): ids and a reason, no content."""
+    return pa.schema([
+        ("id", pa.string()),
+        ("kind", pa.string()),
+        ("target_id", pa.string()),
+        ("other_id", pa.string()),
+        ("scope", pa.string()),
+        ("reason", pa.string()),
+        ("status", pa.string()),
+        ("created_at", TS),
+        ("decided_at", TS),
+    ])

@@ -1,0 +1,148 @@
+"""LoCoMo turn-level evidence recall for Mirador's evidence search. Prints one JSON object.
+
+Every turn becomes one evidence row through Store.add_evidence_batch (one batch per session,
+captured at the session's date/time, speaker recorded, scope `locomo/<conversation>`); every
+category 1-4 question with evidence is asked through memory.search.search_evidence, the function
+the MCP evidence_search tool uses. Metric (../shared/data/locomo/README.md): |evidence ∩ top-k
+dia_ids| / |evidence|, averaged over questions. The store lives in a temp dir, never in the repo.
+
+    .venv/bin/python bench/locomo.py [--data PATH] [--limit-convs N]
+        [--context '{"neighbours_embed": 0}'] [--rank '{"speaker_boost": 0}']
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_DATA = ROOT / ".." / "shared" / "data" / "locomo" / "locomo_dev.json"
+CATEGORIES = (1, 2, 3, 4)
+
+
+def session_time(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> datetime(2023, 5, 8, 13, 56)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def turn_text(turn: dict) -> str:
+    """The turn as it was 'captured': its words plus the caption of an image it shared."""
+    text = turn.get("text", "").strip()
+    caption = (turn.get("blip_caption") or "").strip()
+    return f"{text} [shared an image: {caption}]" if caption else text
+
+
+def sessions(conv: dict) -> list[tuple[int, datetime, list[dict]]]:
+    """(number, time, turns) for every session of a conversation, in order."""
+    c = conv["conversation"]
+    nums = sorted(int(k.split("_")[1]) for k in c if k.startswith("session_") and k.count("_") == 1)
+    return [(n, session_time(c[f"session_{n}_date_time"]), c[f"session_{n}"]) for n in nums if c.get(f"session_{n}")]
+
+
+def scope_of(conv: dict) -> str:
+    return f"locomo/{conv['sample_id'].lower()}"
+
+
+def ingest(store, convs: list[dict], context=None) -> int:
+    """Write every turn as evidence, one batch per session; returns the row count."""
+    from memory.store import EvidenceSpec
+
+    n = 0
+    for conv in convs:
+        for num, when, turns in sessions(conv):
+            specs = [EvidenceSpec(text=turn_text(t), source="import", speaker=t["speaker"], scope=scope_of(conv),
+                                  captured_at=when, meta={"dia_id": t["dia_id"], "conversation": conv["sample_id"],
+                                                          "session": num})
+                     for t in turns if turn_text(t)]
+            store.add_evidence_batch(specs, actor="import", context=context)
+            n += len(specs)
+    store.optimize()
+    return n
+
+
+def questions(conv: dict) -> list[dict]:
+    """Category 1-4 questions that have evidence, with evidence ids cleaned ('D8:6; D9:17' split)."""
+    out = []
+    for q in conv["qa"]:
+        ev = [p.strip() for e in q.get("evidence") or [] for p in str(e).split(";") if p.strip()]
+        if q.get("category") in CATEGORIES and ev:
+            out.append({"question": q["question"], "category": q["category"], "evidence": set(ev)})
+    return out
+
+
+def evaluate(store, convs: list[dict], rank=None) -> dict:
+    """Ask every question; recall@5/@10 overall and per category, and query latency."""
+    from memory.search import search_evidence
+
+    per: dict[int, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
+    times = []
+    for conv in convs:
+        # Questions are asked after the conversation: relative words resolve against its last session.
+        now = sessions(conv)[-1][1] + timedelta(days=1)
+        for q in questions(conv):
+            t0 = time.perf_counter()
+            hits = search_evidence(store, q["question"], scopes=[scope_of(conv)], limit=10, now=now, rank=rank)
+            times.append((time.perf_counter() - t0) * 1000)
+            got = [h.row["meta"].get("dia_id") for h in hits]
+            ev = q["evidence"]
+            per[q["category"]].append((len(ev & set(got[:5])) / len(ev), len(ev & set(got[:10])) / len(ev)))
+    everything = [x for v in per.values() for x in v]
+    mean = lambda xs, i: round(sum(x[i] for x in xs) / len(xs), 4) if xs else None  # noqa: E731
+    return {
+        "recall@5": mean(everything, 0),
+        "recall@10": mean(everything, 1),
+        "per_category": {str(c): {"recall@5": mean(v, 0), "recall@10": mean(v, 1), "n": len(v)} for c, v in per.items()},
+        "median_query_ms": round(statistics.median(times), 2) if times else None,
+        "p95_query_ms": round(sorted(times)[int(0.95 * (len(times) - 1))], 2) if times else None,
+        "n_questions": len(everything),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_dev.json (default: %(default)s)")
+    ap.add_argument("--limit-convs", type=int, default=None, help="only the first N conversations")
+    ap.add_argument("--context", default="{}", help="JSON overrides of memory.context.ContextConfig")
+    ap.add_argument("--rank", default="{}", help="JSON overrides of memory.rank.RankConfig")
+    args = ap.parse_args(argv)
+
+    from memory import context as C
+    from memory import rank as R
+
+    convs = json.loads(args.data.read_text())[: args.limit_convs]
+    ctx = replace(C.DEFAULT, **json.loads(args.context))
+    rank = replace(R.DEFAULT, **json.loads(args.rank))
+    with tempfile.TemporaryDirectory(prefix="mirador-locomo-") as home:
+        os.environ["MIRADOR_HOME"] = home
+        from memory.store import Store
+
+        store = Store(Path(home))
+        store.embedder.embed_query("warm up")  # model load is not ingest or query time
+        t0 = time.perf_counter()
+        rows = ingest(store, convs, context=ctx)
+        ingest_s = time.perf_counter() - t0
+        result = evaluate(store, convs, rank)
+    result.update({
+        "ingest_s": round(ingest_s, 1),
+        "ingest_rows": rows,
+        "conversations": [c["sample_id"] for c in convs],
+        "config": {"embedder": store.embedder.name, "context": {k: str(v) for k, v in asdict(ctx).items()},
+                   "rank": rank.describe()},
+    })
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

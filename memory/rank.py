@@ -1,0 +1,121 @@
+"""Evidence ranking: vector + full-text candidates fused by weighted reciprocal rank, then boosted
+for the people and the dates a question names. Every candidate query carries the caller's filter
+(scope first), so boosts only reorder rows the caller may see.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta
+
+from memory.query import QueryPlan, analyze
+from memory.rows import ts_literal
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RankConfig:
+    """Knobs of evidence ranking. The defaults are what bench/locomo.py measured best."""
+
+    pool: int = 100  # candidates taken from each list
+    rrf_k: int = 60
+    w_vec: float = 1.0
+    w_fts: float = 1.0
+    w_window: float = 1.0  # the extra list restricted to the question's dates
+    rewrite: bool = True  # strip question scaffolding from the full-text query
+    speaker_boost: float = 0.3  # x(1+b) when the row's speaker is named in the question
+    date_boost: float = 0.3  # x(1+b) when the row was captured inside a date the question names
+    window_slack: timedelta = timedelta(days=1)  # "on 8 May" also matches rows captured late on the 7th (time zones)
+
+    def describe(self) -> dict:
+        """JSON-safe summary for benchmarks."""
+        d = asdict(self)
+        d["window_slack"] = str(self.window_slack)
+        return d
+
+
+DEFAULT = RankConfig()
+
+
+def _fts_column(table) -> str:
+    return "search_text" if "search_text" in table.schema.names else "text"
+
+
+def _lists(store, plan: QueryPlan, where: str | None, cols: list[str], cfg: RankConfig, run):
+    """Ranked id lists with their weights, plus every row seen."""
+    table = store.evidence
+    rows: dict[str, dict] = {}
+    lists: list[tuple[list[str], float]] = []
+    qv = store.embedder.embed_query(plan.vec)
+    fts_col = _fts_column(table)
+
+    def add(found: list[dict], weight: float) -> None:
+        lists.append(([r["id"] for r in found], weight))
+        for r in found:
+            rows.setdefault(r["id"], r)
+
+    vec_q = lambda: table.search(qv, vector_column_name="vector").distance_type("cosine")  # noqa: E731
+    fts_q = lambda: table.search(plan.fts, query_type="fts", fts_columns=fts_col)  # noqa: E731
+    add(run(vec_q(), where, cols + ["_distance"], cfg.pool), cfg.w_vec)
+    add(run(fts_q(), where, cols + ["_score"], cfg.pool), cfg.w_fts)
+    window_where = _window_filter(plan, cfg)
+    if window_where and cfg.w_window:
+        # Rows from the named dates join the candidates even when the whole store outranks them.
+        w = f"({where}) AND {window_where}" if where else window_where
+        add(run(vec_q(), w, cols + ["_distance"], cfg.pool), cfg.w_window)
+        add(run(fts_q(), w, cols + ["_score"], cfg.pool), cfg.w_window)
+    return lists, rows
+
+
+def _window_filter(plan: QueryPlan, cfg: RankConfig) -> str | None:
+    if not plan.windows:
+        return None
+    parts = [f"(captured_at >= {ts_literal(w.start - cfg.window_slack)} AND captured_at < "
+             f"{ts_literal(w.end + cfg.window_slack)})" for w in plan.windows]
+    return "(" + " OR ".join(parts) + ")"
+
+
+def _speaker_named(row: dict, names: set[str]) -> bool:
+    speaker = (row.get("speaker") or "").lower()
+    if not speaker or not names:
+        return False
+    first = speaker.split()[0]
+    # "Mel" names Melanie; at least three letters so "Al" does not name every "Alice".
+    return any(n == speaker or n == first or (len(n) >= 3 and first.startswith(n)) for n in names)
+
+
+def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
+    t = row.get("captured_at")
+    return t is not None and any(w.start - cfg.window_slack <= t < w.end + cfg.window_slack for w in plan.windows)
+
+
+def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int, run,
+                  now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
+    """(id, score, row) best first. `run(builder, where, cols, limit)` executes one LanceDB query."""
+    from dataclasses import replace
+
+    from memory.audit import utcnow
+
+    cfg = cfg or DEFAULT
+    if cfg.pool < limit:
+        cfg = replace(cfg, pool=limit)
+
+    plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite)
+    lists, rows = _lists(store, plan, where, cols, cfg, run)
+    total_w = sum(w for _, w in lists) or 1.0
+    scores: dict[str, float] = {}
+    for ids, w in lists:
+        for rank, id_ in enumerate(ids, start=1):
+            scores[id_] = scores.get(id_, 0.0) + w / (cfg.rrf_k + rank)
+    out = []
+    for id_, s in scores.items():
+        row = rows[id_]
+        if cfg.speaker_boost and _speaker_named(row, plan.names):
+            s *= 1.0 + cfg.speaker_boost
+        if cfg.date_boost and plan.windows and _in_window(row, plan, cfg):
+            s *= 1.0 + cfg.date_boost
+        out.append((id_, s / total_w, row))
+    out.sort(key=lambda x: x[1], reverse=True)
+    return out[:limit]

@@ -1,0 +1,304 @@
+"""Budgeted recall: the memories and evidence that best answer a query, packed into a token budget.
+
+Candidates come from the hybrid searches (memory/search.py) with the scope filter and the visible
+statuses (candidate, active) inside the queries. Each is scored relevance x recency x confidence,
+chosen greedily with a redundancy penalty against what is already chosen (MMR-style), and rendered
+at the richest level the budget left allows: full text, a summary, or a one-line header that still
+names the id, so a client can fetch the rest with `mirador show ID`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from memory.audit import utcnow
+from memory.errors import InputError
+from memory.rows import parse_time
+from memory.search import check_query, search_evidence, search_memories
+from memory.tokens import count_tokens, truncate_to_tokens
+from memory.types import MemoryType, parse_type
+
+log = logging.getLogger(__name__)
+
+MIN_BUDGET = 20
+MAX_BUDGET = 32_000
+_SEP = "\n\n"
+_CHARS_PER_TOKEN_MAX = 12  # no real tokenizer packs more; longer text cannot fit, so skip counting it
+_WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
+
+
+@dataclass
+class RecallItem:
+    """One memory or evidence row as rendered into the recall block."""
+
+    id: str
+    kind: str  # memory | evidence
+    type: str  # memory type, or evidence source
+    time: str | None  # ISO 8601, UTC
+    provenance: str
+    level: str  # full | summary | header
+    text: str  # exactly what this item contributes to the block
+    tokens: int
+    score: float
+    scope: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict."""
+        d = asdict(self)
+        d["score"] = round(self.score, 6)
+        return d
+
+
+@dataclass
+class RecallResult:
+    """The context block and what went into it."""
+
+    query: str
+    budget_tokens: int
+    used_tokens: int
+    items: list[RecallItem] = field(default_factory=list)
+    text: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-safe dict."""
+        return {"query": self.query, "budget_tokens": self.budget_tokens, "used_tokens": self.used_tokens,
+                "items": [i.to_dict() for i in self.items], "text": self.text}
+
+
+@dataclass
+class _Cand:
+    id: str
+    kind: str
+    type: str
+    scope: str
+    time: datetime | None
+    provenance: str
+    body: str
+    score: float
+    words: frozenset = frozenset()
+
+
+def check_budget(budget_tokens: int) -> int:
+    """Reject a budget outside MIN_BUDGET..MAX_BUDGET tokens."""
+    try:
+        b = int(budget_tokens)
+    except (TypeError, ValueError):
+        raise InputError(f"budget must be a whole number of tokens, got {budget_tokens!r}") from None
+    if not MIN_BUDGET <= b <= MAX_BUDGET:
+        raise InputError(f"budget must be between {MIN_BUDGET} and {MAX_BUDGET:,} tokens, got {b:,} "
+                         "— pass e.g. --budget 1000")
+    return b
+
+
+def _memory_types(types) -> list[str]:
+    if not types:
+        return [t.value for t in MemoryType if t != MemoryType.VAULT]
+    out = [parse_type(t).value for t in types]
+    if MemoryType.VAULT.value in out:
+        raise InputError("recall never includes vault entries — drop --type vault (use `mirador search --type vault`)")
+    return out
+
+
+def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=None,
+           include_evidence: bool = True, now: datetime | None = None) -> RecallResult:
+    """The best memories and evidence for query, rendered into a block that fits budget_tokens."""
+    budget = check_budget(budget_tokens)
+    query = check_query(query)
+    cfg = store.config.recall
+    now = now or utcnow()
+    pool = min(cfg.max_candidates, max(10, budget // 25))
+    cands = _candidates(store, query, scopes, _memory_types(types), include_evidence, pool, now)
+    items = _pack(_select(cands, cfg), budget, cfg)
+    text = _SEP.join(i.text for i in items)
+    used = count_tokens(text)
+    while used > budget and items:  # per-item counts sum to more than the block's, so this is a backstop
+        items.pop()
+        text = _SEP.join(i.text for i in items)
+        used = count_tokens(text)
+    return RecallResult(query=query, budget_tokens=budget, used_tokens=used, items=items, text=text)
+
+
+# ---- candidates and scores ------------------------------------------------------------------------
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mirador-recall")
+        return _pool
+
+
+
+def _candidates(store, query, scopes, mem_types, include_evidence, pool, now) -> list[_Cand]:
+    store.embedder.embed_query(query)  # once, before the threads: both searches then hit the cache
+    # The two searches are independent LanceDB queries that release the GIL: run them side by side.
+    ev_future = _executor().submit(search_evidence, store, query, scopes=scopes, limit=pool, now=now) \
+        if include_evidence else None
+    mem_hits = search_memories(store, query, scopes=scopes, types=mem_types, statuses=["candidate", "active"],
+                               limit=pool)
+    ev_hits = ev_future.result() if ev_future is not None else []
+    cfg = store.config.recall
+    out = []
+    for hits in (mem_hits, ev_hits):
+        # Scores of the two searches need not share a scale: each list is relative to its own best hit.
+        top = max((h.score for h in hits), default=0.0) or 1.0
+        for h in hits:
+            c = _memory_cand(h) if h.kind == "memory" else _evidence_cand(h)
+            half_life = getattr(cfg.half_life_days, "evidence" if h.kind == "evidence" else c.type)
+            c.score = (h.score / top) * _recency(c, h.row, now, half_life, cfg.recency_floor) * _confidence(h)
+            c.words = frozenset(w.lower() for w in _WORD.findall(c.body))
+            out.append(c)
+    out.sort(key=lambda c: c.score, reverse=True)
+    return out
+
+
+def _recency(c: _Cand, row: dict, now: datetime, half_life: float, floor: float) -> float:
+    # Decay from the last time a memory was touched (edits, corroboration), or an evidence capture.
+    t = parse_time(row.get("updated_at")) if c.kind == "memory" else c.time
+    if t is None:
+        return 1.0
+    age_days = max((now - t).total_seconds() / 86400.0, 0.0)
+    return floor + (1.0 - floor) * math.pow(0.5, age_days / half_life)
+
+
+def _confidence(hit) -> float:
+    if hit.kind != "memory":
+        return 1.0
+    conf = hit.row.get("confidence")
+    return float(conf) if conf is not None else 1.0
+
+
+def _memory_cand(h) -> _Cand:
+    r = h.row
+    prov = list(r.get("provenance") or [])
+    if prov:
+        provenance = "from " + prov[0] + (f" +{len(prov) - 1}" if len(prov) > 1 else "")
+    else:
+        provenance = f"by {r.get('origin') or 'person'}"
+    return _Cand(h.id, "memory", h.type or r.get("type", "semantic"), h.scope,
+                 parse_time(r.get("valid_from") or r.get("created_at")), provenance, h.text or "", 0.0)
+
+
+def _evidence_cand(h) -> _Cand:
+    r = h.row
+    where = " — ".join(x for x in (r.get("app"), r.get("window")) if x)
+    who = r.get("speaker") or ""
+    provenance = " ".join(x for x in (where, f"speaker {who}" if who else "") if x) or "captured"
+    return _Cand(h.id, "evidence", h.source or r.get("source", "manual"), h.scope,
+                 parse_time(r.get("captured_at")), provenance, h.text or "", 0.0)
+
+
+def _overlap(a: frozenset, b: frozenset) -> float:
+    if not a or not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def _select(cands: list[_Cand], cfg) -> Iterator[tuple[_Cand, int]]:
+    """Greedy MMR, lazily: (pick, candidates left) with the best adjusted score first; each pick
+    penalises the remaining ones that repeat it. Lazy so packing stops paying once the budget is full."""
+    left = list(cands)
+    worst = [0.0] * len(left)  # highest overlap of each remaining candidate with anything chosen
+    while left:
+        adj = [c.score * (1.0 - cfg.redundancy_penalty * w) for c, w in zip(left, worst, strict=True)]
+        i = max(range(len(left)), key=adj.__getitem__)
+        pick = left.pop(i)
+        worst.pop(i)
+        keep = []
+        for j, c in enumerate(left):
+            o = _overlap(pick.words, c.words)
+            if o >= cfg.duplicate_overlap or c.body.strip() == pick.body.strip():
+                continue  # a near-copy (same screen captured twice) adds nothing
+            worst[j] = max(worst[j], o)
+            keep.append(j)
+        left = [left[j] for j in keep]
+        worst = [worst[j] for j in keep]
+        yield pick, len(left)
+
+
+# ---- rendering --------------------------------------------------------------------------------------
+
+
+def _iso(t: datetime | None) -> str | None:
+    return t.isoformat(timespec="seconds") + "Z" if t else None
+
+
+def _headers(c: _Cand) -> list[str]:
+    """Header lines, richest first: id, type, time and provenance; shorter ones for tiny budgets."""
+    minute = c.time.strftime("%Y-%m-%dT%H:%MZ") if c.time else "undated"
+    day = c.time.strftime("%Y-%m-%d") if c.time else "undated"
+    return [f"[{c.id}] {c.type} {minute} · {c.provenance}", f"[{c.id}] {c.type} {day}", f"[{c.id}] {c.type}"]
+
+
+def _clean(text: str) -> str:
+    # Blank lines and runs of spaces cost tokens and carry nothing for a reader.
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _summary_source(body: str, max_tokens: int) -> str:
+    m = _SENTENCE_END.search(body)
+    first = body[: m.start()].strip() if m else body
+    return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
+
+
+def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool) -> tuple[str, str, int] | None:
+    """(level, text, tokens) of the richest rendering that fits, or None if not even a header does."""
+    head = _headers(c)
+    body = _clean(c.body)
+    room = remaining - reserve
+    full = head[0] + "\n" + body
+    # The best item may fill what the reserve leaves; later ones only a share, so several get shown.
+    cap = room if first else min(room, int(remaining * cfg.full_share))
+    if body and len(full) <= cap * _CHARS_PER_TOKEN_MAX:
+        n = count_tokens(full)
+        if n <= cap:
+            return "full", full, n
+    head_n = count_tokens(head[0])
+    summary_room = min(room, head_n + cfg.summary_tokens)
+    if body and summary_room > head_n + 4:
+        short = truncate_to_tokens(_summary_source(body, cfg.summary_tokens), summary_room - head_n)
+        if short:
+            text = head[0] + "\n" + short
+            n = count_tokens(text)
+            if n <= summary_room:
+                return ("full" if short == body else "summary"), text, n
+    for h in head:
+        n = head_n if h is head[0] else count_tokens(h)
+        if n <= remaining:
+            return "header", h, n
+    return None
+
+
+def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg) -> list[RecallItem]:
+    """Render in rank order; each item gets the richest level that leaves room for two more headers."""
+    items: list[RecallItem] = []
+    remaining = budget
+    header_n = 0
+    for c, after in ordered:
+        sep = 2 if items else 0  # "\n\n" between items, counted generously
+        header_n = header_n or count_tokens(_headers(c)[1]) + 2  # ids have one length: count once
+        # Room for two more headers, but never more than 30% of what is left: a small budget is better
+        # spent on the best item's text than on ids.
+        reserve = min(min(after, 2) * header_n, int(0.3 * remaining))
+        got = _render(c, remaining - sep, reserve, cfg, first=not items)
+        if got is None:
+            continue  # another item's header may still be shorter
+        level, text, n = got
+        items.append(RecallItem(c.id, c.kind, c.type, _iso(c.time), c.provenance, level, text, n, c.score, c.scope))
+        remaining -= n + sep
+        if remaining < 20:
+            break
+    return items
