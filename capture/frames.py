@@ -1,0 +1,58 @@
+"""Downscaled WebP thumbnails of stored frames under <data dir>/frames/, and their retention purge."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+FRAMES = "frames"
+
+
+def save_thumbnail(image, home: Path, when: datetime, name: str, width: int = 640,
+                   black_boxes: Iterable[tuple[int, int, int, int]] = ()) -> str:
+    """Write a WebP thumbnail with the given boxes (left, top, width, height) blacked out; returns the path relative to home."""
+    from PIL import ImageDraw
+
+    img = image.convert("RGB")
+    boxes = list(black_boxes)
+    if boxes:
+        # Redacted words are painted over at full size, before scaling, so no trace survives in the image.
+        img = img.copy()
+        draw = ImageDraw.Draw(img)
+        for left, top, w, h in boxes:
+            draw.rectangle([left - 2, top - 2, left + w + 2, top + h + 2], fill=(0, 0, 0))
+    if img.width > width:
+        img = img.resize((width, max(1, round(img.height * width / img.width))))
+    rel = Path(FRAMES) / when.strftime("%Y-%m-%d") / f"{name}.webp"
+    path = home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    img.save(tmp, "WEBP", quality=60, method=2)
+    os.replace(tmp, path)
+    return rel.as_posix()
+
+
+def purge_frames(home: Path, retention_days: int, now: float | None = None) -> int:
+    """Delete thumbnails older than retention_days (by file time) and empty day folders; returns files removed."""
+    root = home / FRAMES
+    if not root.exists():
+        return 0
+    cutoff = (now or time.time()) - retention_days * 86400
+    removed = 0
+    for p in root.rglob("*"):
+        if p.is_file() and p.stat().st_mtime < cutoff:
+            try:
+                p.unlink()
+                removed += 1
+            except OSError as e:
+                log.warning("could not remove old frame %s: %s", p, e)
+    for d in sorted((d for d in root.iterdir() if d.is_dir()), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return removed

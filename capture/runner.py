@@ -1,0 +1,279 @@
+"""Capture: wires the screen and voice sources, their workers, the writer and health; pause/resume.
+
+`start()`/`stop()` run everything on threads; tests drive the screen deterministically with
+`step()` / `run_cycles(n)` and `drain()` instead of waiting on the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from capture.frames import purge_frames
+from capture.health import Health
+from capture.privacy import PrivacyFilter
+from capture.queues import Worker
+from capture.redact import Redactor
+from capture.screen import ScreenSource
+from capture.voice import VoiceSource
+from capture.writer import EvidenceWriter
+
+log = logging.getLogger(__name__)
+
+CONTROL_FILE = "capture_control.json"
+
+
+def set_pause(home: Path, minutes: float | None = None, paused: bool = True) -> dict:
+    """Ask a running capture (any process) to pause, for N minutes or until resumed; or to resume."""
+    until = time.time() + minutes * 60 if (paused and minutes) else None
+    doc = {"paused": paused, "paused_until": until, "at": time.time()}
+    path = Path(home) / CONTROL_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, path)
+    return doc
+
+
+def open_store_for_capture(home: Path | None = None):
+    """A Store tuned for a capture process: one embedder thread unless configured otherwise.
+
+    Capture embeds small batches all day; with torch's default thread pool the idle threads
+    spin-wait after every batch, which measured ~6x the CPU of one thread on a shared 2-core box.
+    """
+    from memory.config import data_dir, load_config
+    from memory.store import Store
+
+    cfg = load_config(home or data_dir())
+    if cfg.models.embedder_threads == 0:
+        cfg.models.embedder_threads = 1
+    return Store(home, config=cfg)
+
+
+class Capture:
+    """Screen + voice capture into the store's evidence table, with health and pause control.
+
+    store: the process's Store (the writer is its only capture writer).
+    screen / audio: which sources to run; audio_file feeds a WAV instead of the microphone.
+    probe, ocr, asr, vad: injectable runtimes (tests, benches); defaults are built from the config.
+    """
+
+    def __init__(self, store, screen: bool = True, audio: bool = True, audio_file: Path | None = None,
+                 probe=None, ocr=None, asr=None, vad=None) -> None:
+        self.store = store
+        self.home = Path(store.home)
+        self.cfg = store.config.capture
+        self.health = Health(pid=os.getpid())
+        self.redactor = Redactor(store.config.privacy.redact_kinds, store.config.privacy.redact)
+        self.model_lock = threading.Lock()
+        self.writer = EvidenceWriter(store, self.health, self.cfg.flush_seconds, self.cfg.flush_rows,
+                                     model_lock=self.model_lock)
+        self.audio_file = Path(audio_file) if audio_file else None
+        self._paused_until: float | None = None
+        self._paused = False
+        self._control_mtime = 0.0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._workers: list[Worker] = []
+        self.screen = self._make_screen(probe, ocr) if screen else None
+        self.voice = self._make_voice(asr, vad) if (audio or audio_file) else None
+        self.audio_done = threading.Event()
+
+    def _make_screen(self, probe, ocr) -> ScreenSource:
+        if ocr is None:
+            from models.ocr import Ocr
+
+            ocr = Ocr(language=self.cfg.ocr_language)
+        return ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
+                            self.writer, self.health, ocr, self.cfg.scope, probe)
+
+    def _make_voice(self, asr, vad) -> VoiceSource:
+        if asr is None:
+            from models.asr import Asr
+
+            asr = Asr(self.store.config.models.whisper_dir, cpu_threads=self.cfg.asr_threads)
+        if vad is None:
+            from models.asr import Vad
+
+            vad = Vad()
+        return VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
+                           self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock)
+
+    # ---- pause ----------------------------------------------------------------------------------
+
+    @property
+    def paused(self) -> bool:
+        """True while paused (a timed pause ends by itself)."""
+        if self._paused_until is not None and time.time() >= self._paused_until:
+            self.resume()
+        return self._paused
+
+    def pause(self, minutes: float | None = None) -> None:
+        """Stop grabbing and listening, for N minutes or until resume()."""
+        self._paused = True
+        self._paused_until = time.time() + minutes * 60 if minutes else None
+        self.health.set(state="paused", paused_until=self._paused_until)
+        if self.screen:
+            self.screen.detector.forget()
+
+    def resume(self) -> None:
+        """Capture again."""
+        self._paused, self._paused_until = False, None
+        self.health.set(state="capturing" if self.health.state != "stopped" else "stopped", paused_until=None)
+
+    def _check_control(self) -> None:
+        """Apply a pause/resume request written by `mirador pause` / `mirador resume` in another process."""
+        path = self.home / CONTROL_FILE
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._control_mtime:
+            return
+        self._control_mtime = mtime
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return
+        if doc.get("paused") and (doc.get("paused_until") is None or doc["paused_until"] > time.time()):
+            self.pause((doc["paused_until"] - time.time()) / 60 if doc.get("paused_until") else None)
+        elif not doc.get("paused"):
+            self.resume()
+
+    # ---- deterministic driving (tests, benches) ----------------------------------------------------
+
+    def step(self) -> str:
+        """One screen cycle now, on the calling thread: 'paused', 'excluded', 'unchanged', 'queued' or 'error'."""
+        self._check_control()
+        if self.paused:
+            return "paused"
+        return self.screen.step() if self.screen else "off"
+
+    def run_cycles(self, n: int, drain: bool = True) -> list[str]:
+        """n screen cycles back to back; with drain, OCR finishes and the writer commits before returning."""
+        out = []
+        for _ in range(n):
+            out.append(self.step())
+            if drain:
+                self.drain()
+        return out
+
+    def drain(self, timeout: float = 120.0) -> bool:
+        """Process every queued frame/utterance (on worker threads if running, else here) and commit."""
+        ok = True
+        for src in (self.screen, self.voice):
+            if src is None:
+                continue
+            if self._workers:
+                ok = src.queue.wait_idle(timeout) and ok
+            else:
+                while (item := src.queue.get(timeout=0)) is not None:
+                    try:
+                        src.handle(item)
+                    finally:
+                        src.queue.done()
+        self.writer.flush()
+        self._refresh_health()
+        return ok
+
+    # ---- threads ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the writer, the OCR/ASR workers, the screen loop and the audio source."""
+        self.health.set(state="capturing", started_at=time.time(),
+                        screen="on" if self.screen else "off", audio=self._audio_label())
+        self.writer.start()
+        for src, name in ((self.screen, "ocr-worker"), (self.voice, "asr-worker")):
+            if src is not None:
+                w = Worker(src.queue, src.handle, self.health.error, name)
+                w.start()
+                self._workers.append(w)
+        if self.screen:
+            self._spawn(self._screen_loop, "screen-loop")
+        if self.voice:
+            self._spawn(self._audio_main, "audio-source")
+        self._spawn(self._health_loop, "capture-health")
+        self.health.save(self.home)
+
+    def _audio_label(self) -> str:
+        if not self.voice:
+            return "off"
+        return f"file {self.audio_file.name}" if self.audio_file else "microphone"
+
+    def _spawn(self, fn, name: str) -> None:
+        t = threading.Thread(target=fn, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _screen_loop(self) -> None:
+        interval = self.cfg.interval_seconds
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            self.step()
+            self._stop.wait(max(0.0, interval - (time.monotonic() - t0)))
+        self.screen.close()
+
+    def _audio_main(self) -> None:
+        try:
+            if self.audio_file:
+                self.voice.feed_wav(self.audio_file)
+            else:
+                self.voice.start_microphone()
+                return
+        except Exception as e:  # no microphone / bad file: say so, keep the screen running
+            log.warning("audio capture unavailable: %s", e)
+            self.health.set(audio=f"unavailable: {e}")
+            self.health.error(f"audio: {type(e).__name__}: {e}")
+        finally:
+            if self.audio_file or self.health.audio.startswith("unavailable"):
+                self.audio_done.set()
+
+    def _refresh_health(self) -> None:
+        busy = [time.monotonic() - w.busy_since for w in self._workers if w.name == "ocr-worker" and w.busy_since]
+        self.health.set(ocr_queue=len(self.screen.queue) if self.screen else 0,
+                        asr_queue=len(self.voice.queue) if self.voice else 0,
+                        evidence_pending=self.writer.pending, ocr_busy_seconds=busy[0] if busy else 0.0)
+
+    def _health_loop(self) -> None:
+        last_purge = 0.0
+        while not self._stop.wait(1.0):
+            self._refresh_health()
+            if not self._paused and self.health.state != "capturing":
+                self.health.set(state="capturing")
+            self.health.save(self.home)
+            if self.cfg.thumbnails and time.time() - last_purge > 3600:
+                last_purge = time.time()
+                try:
+                    purge_frames(self.home, self.cfg.retention_days)
+                except OSError as e:
+                    self.health.error(f"frame retention purge: {e}")
+
+    def wait_audio_done(self, timeout: float | None = None) -> bool:
+        """For a WAV source: wait until the file is read and every utterance transcribed."""
+        if not self.audio_done.wait(timeout):
+            return False
+        return self.voice.queue.wait_idle(timeout or 600)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop sources, finish queued OCR/ASR (bounded by timeout), commit everything, mark stopped."""
+        self._stop.set()
+        if self.voice:
+            self.voice.stop()
+        for t in self._threads:
+            t.join(timeout)
+        deadline = time.monotonic() + timeout
+        for src in (self.screen, self.voice):
+            if src is not None and self._workers:
+                src.queue.wait_idle(max(0.1, deadline - time.monotonic()))
+        for w in self._workers:
+            w.stop()
+        if not self._workers and self.screen:
+            self.screen.close()
+        self.writer.stop() if self.writer.is_alive() else self.writer.flush()
+        self._refresh_health()
+        self.health.set(state="stopped")
+        self.health.save(self.home)

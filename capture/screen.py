@@ -1,0 +1,239 @@
+"""Screen source: privacy check → grab (mss) → cheap change detection → OCR worker → redact → dedupe → writer.
+
+An idle screen costs one window probe, one grab and one downscaled comparison per cycle; OCR,
+thumbnails and writes happen only for frames that changed, and text already stored for the same
+window is not stored again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from capture.frames import save_thumbnail
+from capture.health import Health
+from capture.privacy import PrivacyFilter
+from capture.queues import DropOldestQueue
+from capture.redact import Redactor
+from capture.window import WindowInfo, WindowProbe, default_probe
+from memory.audit import utcnow
+from memory.rows import new_id
+from memory.store import EvidenceSpec
+
+log = logging.getLogger(__name__)
+
+CELL = 4  # change detection compares 4x4-pixel block means of the green channel
+PIXEL_DELTA = 10.0  # a block "changed" if its mean moved more than this (0..255)
+MIN_TEXT_CHARS = 3
+
+
+@dataclass
+class Frame:
+    """A grabbed, changed frame waiting for OCR."""
+
+    image: object  # PIL.Image
+    captured_at: datetime
+    window: WindowInfo | None
+    monitor: int | None
+    region: dict = field(default_factory=dict)
+
+
+def signature(raw: bytes | bytearray, width: int, height: int) -> np.ndarray:
+    """Downscaled grayscale-ish signature of a BGRA frame: CELLxCELL block means of the green channel."""
+    a = np.frombuffer(raw, np.uint8).reshape(height, width, 4)
+    h, w = height - height % CELL, width - width % CELL
+    g = a[:h, :w, 1].astype(np.uint16)
+    return g.reshape(h // CELL, CELL, w // CELL, CELL).sum(axis=(1, 3), dtype=np.uint16) / float(CELL * CELL)
+
+
+class ChangeDetector:
+    """Remembers the last signature per view and says whether a new one differs enough to OCR."""
+
+    def __init__(self, min_changed_fraction: float = 0.0005) -> None:
+        self.min_changed_fraction = min_changed_fraction
+        self._last: dict[object, np.ndarray] = {}
+
+    def changed(self, key: object, sig: np.ndarray) -> bool:
+        """True if this view is new, resized, or more than min_changed_fraction of its blocks moved."""
+        prev = self._last.get(key)
+        self._last[key] = sig
+        if prev is None or prev.shape != sig.shape:
+            return True
+        frac = float(np.count_nonzero(np.abs(sig - prev) > PIXEL_DELTA)) / sig.size
+        return frac > self.min_changed_fraction
+
+    def forget(self) -> None:
+        """Drop every remembered view (e.g. after a pause) so the next frame counts as changed."""
+        self._last.clear()
+
+
+def _norm_line(line: str) -> str:
+    return re.sub(r"\W+", " ", line.lower()).strip()
+
+
+class TextDedupe:
+    """Per-window memory of lines already stored, so unchanged text is not stored again."""
+
+    def __init__(self, windows: int = 64, lines_per_window: int = 4000) -> None:
+        self._seen: OrderedDict[tuple, OrderedDict[str, None]] = OrderedDict()
+        self.windows = windows
+        self.lines_per_window = lines_per_window
+
+    def new_text(self, key: tuple, text: str) -> tuple[str, bool]:
+        """What to store for this window: ('', False) if nothing is new, the full text if most lines
+        are new, else only the new lines (partial=True)."""
+        lines = [ln for ln in text.splitlines() if _norm_line(ln)]
+        seen = self._seen.setdefault(key, OrderedDict())
+        self._seen.move_to_end(key)
+        while len(self._seen) > self.windows:
+            self._seen.popitem(last=False)
+        fresh = [ln for ln in lines if _norm_line(ln) not in seen]
+        for ln in lines:
+            seen[_norm_line(ln)] = None
+            seen.move_to_end(_norm_line(ln))
+        while len(seen) > self.lines_per_window:
+            seen.popitem(last=False)
+        if not fresh:
+            return "", False
+        if len(fresh) * 2 >= len(lines):
+            return "\n".join(lines), False
+        return "\n".join(fresh), True
+
+
+class ScreenSource:
+    """One capture cycle per `step()`; changed frames go to `queue`, `handle()` turns them into evidence."""
+
+    def __init__(self, home: Path, cfg, privacy: PrivacyFilter, redactor: Redactor, writer, health: Health,
+                 ocr, scope: str | None = None, probe: WindowProbe | None = None) -> None:
+        self.home = Path(home)
+        self.cfg = cfg
+        self.privacy = privacy
+        self.redactor = redactor
+        self.writer = writer
+        self.health = health
+        self.ocr = ocr
+        self.scope = scope
+        self._probe = probe
+        self._mss = None
+        self.detector = ChangeDetector(cfg.min_changed_fraction)
+        self.dedupe = TextDedupe()
+        self.queue = DropOldestQueue(cfg.ocr_queue_size, "ocr")
+
+    def _grabber(self):
+        # mss and the X connection belong to the thread that first calls step().
+        if self._mss is None:
+            import mss
+
+            self._mss = (getattr(mss, "MSS", None) or mss.mss)()
+        if self._probe is None:
+            self._probe = default_probe()
+            self.health.set(window_probe=self._probe.name)
+        return self._mss
+
+    def step(self) -> str:
+        """Run one cycle: 'excluded', 'unchanged', 'queued' or 'error' (see Health for counts)."""
+        now = time.time()
+        self.health.set(last_cycle_at=now)
+        try:
+            sct = self._grabber()
+            win = self._probe.active()
+            reason = self.privacy.excluded(win)
+            if reason:
+                # Checked before any pixel is read: an excluded window is never grabbed.
+                self.health.bump("frames_excluded")
+                self.detector.forget()
+                log.debug("not capturing: %s", reason)
+                return "excluded"
+            views = self._views(sct, win)
+            queued = False
+            for key, region, monitor in views:
+                shot = sct.grab(region)
+                self.health.bump("frames_grabbed")
+                self.health.set(last_frame_at=now)
+                if not self.detector.changed(key, signature(shot.raw, shot.width, shot.height)):
+                    self.health.bump("frames_skipped")
+                    continue
+                self.health.set(last_change_at=now)
+                from PIL import Image
+
+                img = Image.frombuffer("RGB", shot.size, bytes(shot.raw), "raw", "BGRX", 0, 1)
+                self.queue.put(Frame(img, utcnow(), win, monitor, region))
+                self.health.set(ocr_queue=len(self.queue), ocr_dropped=self.queue.dropped)
+                queued = True
+            return "queued" if queued else "unchanged"
+        except Exception as e:  # a failed grab is reported and retried next cycle
+            log.exception("screen capture cycle failed")
+            self.health.error(f"screen: {type(e).__name__}: {e}")
+            return "error"
+
+    def _views(self, sct, win: WindowInfo | None) -> list[tuple[object, dict, int | None]]:
+        """What to grab: the active window's rectangle when known and preferred, else each monitor."""
+        screen = sct.monitors[0]
+        if self.cfg.prefer_active_window and win is not None and win.region:
+            r = _clip(win.region, screen)
+            if r:
+                return [(("window", win.id), r, None)]
+        mons = self.cfg.monitors or list(range(1, len(sct.monitors)))
+        return [(("monitor", i), sct.monitors[i], i) for i in mons if 0 < i < len(sct.monitors)]
+
+    def handle(self, frame: Frame) -> None:
+        """OCR one changed frame, redact, drop already-stored text, save a thumbnail, submit evidence."""
+        res = self.ocr.read(frame.image)
+        self.health.bump("frames_ocrd")
+        self.health.ocr_time(res.ms)
+        text = res.text.strip()
+        if len(text) < MIN_TEXT_CHARS:
+            return
+        red = self.redactor.redact(text)
+        win = frame.window
+        title = self.redactor.redact(win.title) if win else None
+        key = (win.app, win.title) if win else ("monitor", frame.monitor)
+        new, partial = self.dedupe.new_text(key, red.text)
+        if not new:
+            self.health.bump("texts_deduped")
+            return
+        eid = new_id("evidence")
+        frame_path = None
+        if self.cfg.thumbnails:
+            boxes = [(w.left, w.top, w.width, w.height) for s, e, _ in red.spans for w in res.words_in(s, e)]
+            frame_path = save_thumbnail(frame.image, self.home, frame.captured_at, eid, self.cfg.thumbnail_width, boxes)
+        count = red.total + (title.total if title else 0)
+        meta = {"ocr_confidence": round(res.confidence, 1), "ocr_ms": round(res.ms, 1), "region": frame.region}
+        if frame.monitor is not None:
+            meta["monitor"] = frame.monitor
+        if partial:
+            meta["partial"] = True
+        if count:
+            kinds = dict(red.counts)
+            for k, v in (title.counts if title else {}).items():
+                kinds[k] = kinds.get(k, 0) + v
+            meta["redacted"] = kinds
+            self.health.bump("redactions", count)
+        self.writer.submit(EvidenceSpec(
+            id=eid, text=new, source="screen", app=win.app if win else "", window=title.text if title else "",
+            scope=self.scope, captured_at=frame.captured_at, redactions=count, frame_path=frame_path, meta=meta))
+        self.health.bump("frames_stored")
+
+    def close(self) -> None:
+        """Release the grabber and the window probe."""
+        if self._mss is not None:
+            self._mss.close()
+            self._mss = None
+        if self._probe is not None:
+            self._probe.close()
+
+
+def _clip(r: dict, screen: dict) -> dict | None:
+    left, top = max(r["left"], screen["left"]), max(r["top"], screen["top"])
+    right = min(r["left"] + r["width"], screen["left"] + screen["width"])
+    bottom = min(r["top"] + r["height"], screen["top"] + screen["height"])
+    if right - left < 16 or bottom - top < 16:
+        return None
+    return {"left": left, "top": top, "width": right - left, "height": bottom - top}
