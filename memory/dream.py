@@ -1,0 +1,372 @@
+"""Dream consolidation: merge near-duplicates, flag stale facts, decay salience, crystallise patterns.
+
+A pass is incremental. It looks only at memories changed since the checkpoint kept in
+`dream_state.json` in the data dir (plus the rows whose age crossed a half-life or the
+retention limit in that interval), so its cost follows what changed, not the store's size.
+
+It first writes a plan. Steps that hide nothing apply: adding a duplicate's provenance to the
+memory it duplicates, halving salience, creating a *candidate* for a repeated pattern. Steps
+that would hide a memory (merge away a duplicate, supersede a stale fact, archive an old
+unreviewed candidate) become rows in the `proposals` table for the person to accept or
+dismiss — a separate table rather than fake memories, so proposals never show up in search or
+recall, and they hold ids and a reason only (no content to erase later). Every write is audited
+with actor "dream". `dry_run=True` builds the same plan and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from memory import tables as T
+from memory.audit import audit_row, utcnow
+from memory.errors import InputError, NotFoundError
+from memory.extract_rules import find_commands
+from memory.fingerprint import fingerprint
+from memory.rows import parse_time, sql_literal_id, to_arrow, ts_literal
+from memory.scopes import sql_literal
+from memory.store import MemorySpec
+from memory.write_policy import blocked_derivations, neighbours, record_derivations, subject_key, tombstoned_fps
+
+log = logging.getLogger(__name__)
+
+ACTOR = "dream"
+STATE_FILE = "dream_state.json"
+VISIBLE = ("candidate", "active")
+_COLS = ["id", "type", "scope", "text", "details", "status", "provenance", "confidence", "user_edited", "pinned",
+         "fingerprint", "created_at", "valid_from", "vector"]
+_TYPES = ("episodic", "semantic", "procedural", "resource", "core")
+
+
+@dataclass
+class Step:
+    """One planned change. action 'apply' runs now; 'propose' becomes a proposal row."""
+
+    kind: str  # merge | provenance | supersede | decay | crystallise | archive
+    action: str  # apply | propose
+    scope: str
+    reason: str
+    target_id: str | None = None
+    other_id: str | None = None
+    ids: list[str] = field(default_factory=list)
+    spec: dict | None = None
+
+
+@dataclass
+class DreamPlan:
+    """What a pass found and (unless dry_run) did."""
+
+    since: str | None
+    until: str
+    changed: int
+    dry_run: bool
+    steps: list[Step] = field(default_factory=list)
+    applied: int = 0
+    proposed: int = 0
+    seconds: float = 0.0
+
+    def counts(self) -> dict:
+        """Steps per kind/action."""
+        out: dict[str, int] = {}
+        for s in self.steps:
+            key = f"{s.kind}:{s.action}"
+            out[key] = out.get(key, 0) + (len(s.ids) if s.kind == "decay" else 1)
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-ready."""
+        d = asdict(self)
+        d["counts"] = self.counts()
+        return d
+
+
+def _iso_us(dt: datetime | None) -> str | None:
+    # Full precision: a checkpoint cut to the second would count rows from that second twice.
+    return dt.isoformat(timespec="microseconds") + "Z" if dt else None
+
+
+def state_path(store) -> Path:
+    """Where the checkpoint lives."""
+    return Path(store.home) / STATE_FILE
+
+
+def load_checkpoint(store) -> datetime | None:
+    """End of the last completed pass (naive UTC), None before the first."""
+    p = state_path(store)
+    if not p.exists():
+        return None
+    try:
+        return parse_time(json.loads(p.read_text(encoding="utf-8")).get("checkpoint"))
+    except (ValueError, json.JSONDecodeError, InputError):
+        log.warning("%s is unreadable; the next pass starts from scratch", p)
+        return None
+
+
+def _save_checkpoint(store, until: datetime, plan: DreamPlan) -> None:
+    p = state_path(store)
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"checkpoint": _iso_us(until), "last_counts": plan.counts()}, indent=1), encoding="utf-8")
+    tmp.replace(p)  # atomic: a crash never leaves half a checkpoint
+
+
+def set_checkpoint(store, when: datetime) -> None:
+    """Declare everything changed up to `when` consolidated (e.g. after an import or a benchmark build)."""
+    _save_checkpoint(store, when, DreamPlan(since=None, until=_iso_us(when), changed=0, dry_run=False))
+
+
+def _changed(store, since: datetime | None, until: datetime) -> list[dict]:
+    where = f"status IN ('candidate', 'active') AND updated_at <= {ts_literal(until)}"
+    if since:
+        where += f" AND updated_at > {ts_literal(since)}"
+    return store._rows(store.memories, where, _COLS, None)
+
+
+def _by_ids(store, ids) -> dict[str, dict]:
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+    return {r["id"]: r for r in store._rows(store.memories, where, _COLS[:-1], None)}
+
+
+def _protected(row: dict) -> bool:
+    return bool(row.get("user_edited") or row.get("pinned"))
+
+
+def _survivor(a: dict, b: dict) -> tuple[dict, dict]:
+    key = lambda r: (_protected(r), r["status"] == "active", float(r["confidence"]), -r["created_at"].timestamp())  # noqa: E731
+    return (a, b) if key(a) >= key(b) else (b, a)
+
+
+def _plan_pairs(store, changed: list[dict], cfg, xcfg) -> list[Step]:
+    """Merges (near-duplicates) and supersessions (same subject, different value) around changed rows."""
+    steps, seen = [], set()
+    for m in changed:
+        for n in neighbours(store, m["vector"], m["type"], m["scope"], k=cfg.neighbours, statuses=VISIBLE):
+            pair = tuple(sorted((m["id"], n["id"])))
+            if n["id"] == m["id"] or pair in seen:
+                continue
+            if n["similarity"] >= cfg.merge_similarity or n["fingerprint"] == m["fingerprint"]:
+                seen.add(pair)
+                keep, dup = _survivor(m, n)
+                if _protected(dup):
+                    continue  # never propose hiding what the person edited or pinned
+                extra = [e for e in (dup["provenance"] or []) if e not in (keep["provenance"] or [])]
+                if extra:
+                    steps.append(Step("provenance", "apply", keep["scope"], "absorb a duplicate's evidence",
+                                      keep["id"], dup["id"], ids=extra))
+                steps.append(Step("merge", "propose", keep["scope"], f"near-duplicate (similarity {n['similarity']:.2f})",
+                                  dup["id"], keep["id"]))
+                continue
+            subj = subject_key(m)
+            if subj and n["similarity"] >= xcfg.supersede_similarity and subject_key(n) == subj \
+                    and m["status"] == n["status"] == "active":
+                seen.add(pair)
+                old, new = (m, n) if m["created_at"] < n["created_at"] else (n, m)
+                if not _protected(old):
+                    steps.append(Step("supersede", "propose", old["scope"], "newer value for the same subject",
+                                      old["id"], new["id"]))
+    return steps
+
+
+def _plan_crystallise(store, changed: list[dict], cfg) -> list[Step]:
+    """Candidates for patterns that repeat across episodic memories."""
+    steps, used = [], set()
+    for m in (r for r in changed if r["type"] == "episodic"):
+        if m["id"] in used:
+            continue
+        near = [n for n in neighbours(store, m["vector"], "episodic", m["scope"], k=cfg.neighbours + 4, statuses=VISIBLE)
+                if n["id"] != m["id"] and n["similarity"] >= cfg.crystallise_similarity]
+        if len(near) + 1 < cfg.crystallise_min_repeats:
+            continue
+        cluster = [m] + near
+        texts = [c["text"] for c in cluster]
+        mtype = "procedural" if any(find_commands(t) for t in texts) else "semantic"
+        known = neighbours(store, m["vector"], mtype, m["scope"], k=3,
+                           statuses=("candidate", "active", "superseded", "rejected"))
+        if any(k["similarity"] >= cfg.crystallise_similarity for k in known):
+            continue  # already crystallised (or the person rejected it): do not propose again
+        base = min(texts, key=len)
+        text = f"Recurring: {base}"
+        details = {"subject": "recurring pattern", "fact": text} if mtype == "semantic" else {"goal": text}
+        # Provenance: the episodes' evidence, and the episodes themselves (a person's own notes have no evidence).
+        prov = list(dict.fromkeys([e for c in cluster for e in (c["provenance"] or [])] + [c["id"] for c in cluster]))
+        used.update(c["id"] for c in cluster)
+        steps.append(Step("crystallise", "apply", m["scope"], f"{len(cluster)} similar episodes",
+                          m["id"], None, ids=[c["id"] for c in cluster],
+                          spec={"text": text, "type": mtype, "details": details, "provenance": prov}))
+    return _drop_forbidden(store, steps)
+
+
+def _drop_forbidden(store, steps: list[Step]) -> list[Step]:
+    # Never recreate what the person deleted: by fingerprint, or from evidence whose derivation they deleted.
+    if not steps:
+        return steps
+    dead = tombstoned_fps(store, [fingerprint(s.spec["text"]) for s in steps])
+    # The ledger's source ids include the episodes' memory ids, so a deleted crystallisation of a
+    # person's own notes stays deleted too; any blocked source is enough to stay away.
+    blocked = blocked_derivations(store, sorted({e for s in steps for e in s.spec["provenance"]}))
+    return [s for s in steps if fingerprint(s.spec["text"]) not in dead and s.spec["provenance"]
+            and not any((e, s.spec["type"]) in blocked for e in s.spec["provenance"])]
+
+
+def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta) -> str:
+    """Rows whose `col` + age fell inside (since, until]: each boundary is crossed in exactly one pass."""
+    where = f"{col} <= {ts_literal(until - age)}"
+    if since:
+        where += f" AND {col} > {ts_literal(since - age)}"
+    return where
+
+
+def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+    """Halve salience once per half-life of age (per type); pinned memories keep theirs."""
+    steps = []
+    for mtype in _TYPES:
+        hl = timedelta(days=getattr(cfg.half_life_days, mtype))
+        for k in range(1, cfg.max_half_lives + 1):
+            if since is None and until - k * hl < datetime(1970, 1, 2):
+                break
+            where = (f"type = {sql_literal(mtype)} AND status IN ('candidate', 'active') AND pinned = false AND "
+                     + _crossing("created_at", since, until, k * hl))
+            rows = store._rows(store.memories, where, ["id", "scope"], None)
+            if rows:
+                steps.append(Step("decay", "apply", rows[0]["scope"], f"{mtype}: half-life {k}",
+                                  ids=[r["id"] for r in rows]))
+    return steps
+
+
+def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+    """Unreviewed candidates past the retention limit: propose archiving (rejecting) them."""
+    where = ("status = 'candidate' AND pinned = false AND user_edited = false AND "
+             + _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
+    return [Step("archive", "propose", r["scope"], f"unreviewed for {cfg.candidate_retention_days:g} days", r["id"])
+            for r in store._rows(store.memories, where, ["id", "scope"], None)]
+
+
+def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
+    targets = sorted({s.target_id for s in steps if s.action == "propose"})
+    if not targets:
+        return set()
+    table = store.db.open_table(T.PROPOSALS)
+    where = "target_id IN (" + ", ".join(sql_literal_id(t) for t in targets) + ")"
+    return {(r["kind"], r["target_id"], r["other_id"]) for r in store._rows(table, where, ["kind", "target_id", "other_id"], None)}
+
+
+def plan_dream(store, now: datetime | None = None) -> DreamPlan:
+    """Build the plan for the next pass (reads only)."""
+    cfg, xcfg = store.config.dream, store.config.extraction
+    since, until = load_checkpoint(store), now or utcnow()
+    changed = _changed(store, since, until)
+    plan = DreamPlan(since=_iso_us(since), until=_iso_us(until), changed=len(changed), dry_run=True)
+    steps = _plan_pairs(store, changed, cfg, xcfg) + _plan_crystallise(store, changed, cfg)
+    steps += _plan_decay(store, since, until, cfg) + _plan_archive(store, since, until, cfg)
+    done = _open_proposal_keys(store, steps)  # a proposal made (or dismissed) once is not made again
+    plan.steps = [s for s in steps if s.action != "propose" or (s.kind, s.target_id, s.other_id) not in done]
+    return plan
+
+
+def run_dream(store, dry_run: bool = False, now: datetime | None = None) -> DreamPlan:
+    """Plan a pass and, unless dry_run, apply what is safe and file the rest as proposals."""
+    start = time.monotonic()
+    plan = plan_dream(store, now)
+    plan.dry_run = dry_run
+    if not dry_run:
+        for step in plan.steps:
+            try:
+                _APPLY[step.kind](store, step)
+            except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
+                log.info("dream step %s on %s skipped: %s", step.kind, step.target_id, e)
+                continue
+            if step.action == "apply":
+                plan.applied += 1
+            else:
+                plan.proposed += 1
+        _save_checkpoint(store, parse_time(plan.until), plan)
+    plan.seconds = round(time.monotonic() - start, 3)
+    log.info("dream%s: %d changed, %s (%.2fs)", " (dry run)" if dry_run else "", plan.changed, plan.counts(),
+             plan.seconds)
+    return plan
+
+
+def _apply_provenance(store, step: Step) -> None:
+    store.update_memory(step.target_id, actor=ACTOR, provenance_add=step.ids)
+
+
+def _apply_decay(store, step: Step) -> None:
+    where = "id IN (" + ", ".join(sql_literal_id(i) for i in step.ids) + ") AND pinned = false"
+    store._commit(lambda: store.memories.update(where=where, values_sql={"salience": "salience * 0.5"}))
+    store._audit([audit_row(ACTOR, "decay", "memory", step.ids[0] if len(step.ids) == 1 else f"batch:{len(step.ids)}",
+                            step.scope, after={"ids": step.ids, "salience": "x0.5", "reason": step.reason})])
+
+
+def _apply_crystallise(store, step: Step) -> None:
+    s = step.spec
+    spec = MemorySpec(text=s["text"], type=s["type"], scope=step.scope, details=s["details"], status="candidate",
+                      confidence=0.5, provenance=s["provenance"], origin="dream:crystallise")
+    row = store.add_memories([spec], actor=ACTOR)[0]
+    record_derivations(store, [(row["id"], e, row["type"]) for e in row["provenance"]], ACTOR)
+
+
+def _apply_proposal(store, step: Step) -> None:
+    table = store.db.open_table(T.PROPOSALS)
+    row = {"id": "prp_" + uuid.uuid4().hex[:24], "kind": step.kind, "target_id": step.target_id,
+           "other_id": step.other_id, "scope": step.scope, "reason": step.reason, "status": "open",
+           "created_at": utcnow(), "decided_at": None}
+    data = to_arrow([row], T.proposals_schema())
+    store._commit(lambda: table.add(data))
+    store._audit([audit_row(ACTOR, "propose", "memory", step.target_id, step.scope,
+                            after={"proposal": row["id"], "kind": step.kind, "other": step.other_id})])
+
+
+_APPLY = {"provenance": _apply_provenance, "decay": _apply_decay, "crystallise": _apply_crystallise,
+          "merge": _apply_proposal, "supersede": _apply_proposal, "archive": _apply_proposal}
+
+
+def list_proposals(store, status: str | None = "open", scopes=None) -> list[dict]:
+    """Proposals for review, newest first (status None = all)."""
+    from memory.scopes import scope_filter
+
+    parts = [p for p in (f"status = {sql_literal(status)}" if status else None, scope_filter(scopes)) if p]
+    rows = store._rows(store.db.open_table(T.PROPOSALS), " AND ".join(parts) or None,
+                       [f.name for f in T.proposals_schema()], None)
+    return sorted(rows, key=lambda r: r["created_at"], reverse=True)
+
+
+def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person") -> dict:
+    """Accept (hide the target: superseded, or rejected for archive) or dismiss a proposal. People only."""
+    from memory.audit import ACTORS_AUTOMATED
+
+    if actor in ACTORS_AUTOMATED:
+        raise InputError(f"{actor} may propose but not decide; a person accepts or dismisses proposals")
+    table = store.db.open_table(T.PROPOSALS)
+    rows = store._rows(table, f"id = {sql_literal_id(proposal_id)}", [f.name for f in T.proposals_schema()])
+    if not rows or rows[0]["status"] != "open":
+        raise NotFoundError(f"no open proposal {proposal_id} — list them with `mirador dream --proposals`")
+    p = rows[0]
+    if accept:
+        store.set_status(p["target_id"], "rejected" if p["kind"] == "archive" else "superseded", actor=actor)
+        if p["kind"] != "archive" and p["other_id"]:  # keep the chain: what replaced it
+            where = f"id = {sql_literal_id(p['target_id'])}"
+            store._commit(lambda: store.memories.update(where=where, values={"superseded_by": p["other_id"]}))
+    status = "accepted" if accept else "dismissed"
+    now = utcnow()
+    store._commit(lambda: table.update(where=f"id = {sql_literal_id(proposal_id)}",
+                                       values={"status": status, "decided_at": now}))
+    store._audit([audit_row(actor, status, "memory", p["target_id"], p["scope"], after={"proposal": proposal_id})])
+    return {**p, "status": status, "decided_at": now}
+
+
+def reinforce(store, ids: list[str], amount: float = 0.1, actor: str = "recall") -> None:
+    """Recall reinforces: raise the salience of recalled memories (capped at 1)."""
+    if not ids:
+        return
+    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+    store._commit(lambda: store.memories.update(
+        where=where, values_sql={"salience": f"least(salience + {float(amount)}, 1.0)"}))
+    store._audit([audit_row(actor, "reinforce", "memory", ids[0] if len(ids) == 1 else f"batch:{len(ids)}", "",
+                            after={"ids": ids, "salience": f"+{amount}"})])
