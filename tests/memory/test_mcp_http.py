@@ -1,0 +1,177 @@
+"""The HTTP endpoint as a client sees it: a `mirador serve` child process, real sockets, real tokens."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import anyio
+import httpx
+import pytest
+
+from memory.mcp_auth import TokenStore
+from memory.mcp_server import PROFILE_URI
+from tests.memory.mcp_support import INIT, free_port, http_session, start_server, stop_server
+
+MARK = "zanzibarquokka"  # appears only in personal rows: any response containing it is a leak
+# The newest Inspector needs node >= 22; 0.17.2 is the newest whose CLI runs on this machine's node 20
+# and it has --header (0.15, what a bare `npx @modelcontextprotocol/inspector` resolves to here, does not).
+INSPECTOR = "@modelcontextprotocol/inspector@0.17.2"
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from memory.store import Store
+
+    home = tmp_path_factory.mktemp("mcp_http")
+    store = Store(home)
+    ids = {
+        "work": store.add_memory("The billing service retries webhooks three times", scope="work")["id"],
+        "personal": store.add_memory(f"My {MARK} passport number is in the drawer", scope="personal")["id"],
+        "pcore": store.add_memory(f"I secretly love {MARK} karaoke", type="core", scope="personal")["id"],
+        "wcore": store.add_memory("I write Go at work", type="core", scope="work")["id"],
+        "pev": store.add_evidence(f"{MARK} chat with family about holidays", app="signal-desktop",
+                                  window="Family", scope="personal")["id"],
+        "wev": store.add_evidence("billing webhooks failing with 502", app="kitty", window="logs", scope="work")["id"],
+        "wvault": store.add_memory("billing api key", type="vault", scope="work", value="sk-very-secret")["id"],
+    }
+    tokens = TokenStore(home)
+    toks = {name: tokens.add(name, read, write)[0] for name, read, write in (
+        ("worker", ["work"], "work"), ("reader", ["work"], None), ("doomed", ["work"], "work"))}
+    port = free_port()
+    proc = start_server(home, port, home / "serve.log")
+    try:
+        yield {"url": f"http://127.0.0.1:{port}/mcp", "port": port, "home": home, "ids": ids, "tokens": toks,
+               "store": store}
+    finally:
+        stop_server(proc)
+
+
+def post(server, headers: dict) -> httpx.Response:
+    return httpx.post(server["url"], json=INIT, headers={**HEADERS, **headers}, timeout=60)
+
+
+def test_no_token_and_wrong_token_get_401(server):
+    assert post(server, {}).status_code == 401
+    assert post(server, {"Authorization": "Bearer mir_not-a-real-token"}).status_code == 401
+    assert post(server, {"Authorization": "Basic d29yazp3b3Jr"}).status_code == 401
+    ok = post(server, {"Authorization": f"Bearer {server['tokens']['worker']}"})
+    assert ok.status_code == 200 and "mirador" in ok.text
+
+
+def test_revoked_token_gets_401_without_restart(server):
+    tok = server["tokens"]["doomed"]
+    assert post(server, {"Authorization": f"Bearer {tok}"}).status_code == 200
+    TokenStore(server["home"]).revoke("doomed")
+    assert post(server, {"Authorization": f"Bearer {tok}"}).status_code == 401
+
+
+def test_host_and_origin_are_checked(server):
+    auth = {"Authorization": f"Bearer {server['tokens']['worker']}"}
+    assert post(server, {**auth, "Host": f"evil.example:{server['port']}"}).status_code == 421
+    assert post(server, {**auth, "Host": "127.0.0.1:1"}).status_code == 421
+    assert post(server, {**auth, "Origin": "http://evil.example"}).status_code == 403
+    assert post(server, {"Origin": "http://evil.example"}).status_code == 403  # refused before auth is consulted
+    assert post(server, {**auth, "Origin": f"http://localhost:{server['port']}"}).status_code == 200
+
+
+def test_read_only_token_cannot_write(server):
+    async def main():
+        async with http_session(server["url"], server["tokens"]["reader"]) as s:
+            add = await s.call_tool("memory_add", {"text": "reader was here"})
+            upd = await s.call_tool("memory_update", {"id": server["ids"]["work"], "text": "changed"})
+            forget = await s.call_tool("memory_forget", {"ids": [server["ids"]["work"]]})
+            search = await s.call_tool("memory_search", {"query": "billing webhooks"})
+            return add, upd, forget, search
+
+    add, upd, forget, search = anyio.run(main)
+    for r in (add, upd, forget):
+        assert r.isError and "read-only" in r.content[0].text
+    assert not search.isError and server["ids"]["work"] in search.content[0].text
+    store = server["store"]
+    assert store.memories.count_rows("text = 'reader was here'") == 0
+    assert store.get(server["ids"]["work"])["text"].startswith("The billing service")
+
+
+def test_writes_carry_the_client_name(server):
+    async def main():
+        async with http_session(server["url"], server["tokens"]["worker"]) as s:
+            return json.loads((await s.call_tool("memory_add", {"text": "Billing owner is Dana"})).content[0].text)
+
+    created = anyio.run(main)["created"]
+    row = server["store"].get(created["id"])
+    assert row["origin"] == "mcp:worker" and row["scope"] == "work"
+    audit = server["store"]._rows(server["store"].audit, f"entity_id = '{row['id']}'", ["actor"], None)
+    assert audit == [{"actor": "mcp:worker"}]
+
+
+def test_work_token_never_sees_personal(server):
+    ids = server["ids"]
+
+    async def main():
+        async with http_session(server["url"], server["tokens"]["worker"]) as s:
+            calls = {
+                "memory_search": ("memory_search", {"query": f"{MARK} passport drawer"}),
+                "memory_search_all": ("memory_search", {"query": f"{MARK}", "include_inactive": True, "limit": 50}),
+                "memory_search_scope": ("memory_search", {"query": MARK, "scope": "personal"}),
+                "memory_recall": ("memory_recall", {"query": f"{MARK} passport karaoke", "budget_tokens": 2000}),
+                "memory_get": ("memory_get", {"id": ids["personal"]}),
+                "memory_get_core": ("memory_get", {"id": ids["pcore"]}),
+                "memory_update": ("memory_update", {"id": ids["personal"], "text": "overwritten"}),
+                "memory_forget": ("memory_forget", {"ids": [ids["personal"]]}),
+                "memory_add": ("memory_add", {"text": "sneaky", "scope": "personal"}),
+                "evidence_search": ("evidence_search", {"query": f"{MARK} family holidays", "limit": 50}),
+                "evidence_get": ("evidence_get", {"id": ids["pev"]}),
+                "timeline": ("timeline", {"since": "2000-01-01T00:00:00Z"}),
+                "status": ("status", {}),
+                "vault": ("memory_get", {"id": ids["wvault"]}),
+            }
+            out = {k: await s.call_tool(name, args) for k, (name, args) in calls.items()}
+            profile = (await s.read_resource(PROFILE_URI)).contents[0].text
+            return calls, out, profile
+
+    calls, out, profile = anyio.run(main)
+    for key, r in out.items():
+        body = json.dumps(r.model_dump(mode="json"))
+        for sent in _strings(calls[key][1]):  # what the client sent may be echoed back; that is not a leak
+            body = body.replace(json.dumps(sent)[1:-1], "")
+        for secret in (MARK, ids["personal"], ids["pcore"], ids["pev"], "signal-desktop", "sk-very-secret"):
+            assert secret not in body, f"{key} leaked {secret!r}: {body[:300]}"
+    for key in ("memory_get", "memory_get_core", "memory_update", "memory_forget", "memory_add", "evidence_get",
+                "memory_search_scope"):
+        assert out[key].isError, key
+    status = json.loads(out["status"].content[0].text)
+    assert status["visible"]["evidence"] == 1 and status["read_scopes"] == ["work"]
+    assert MARK not in profile and "I write Go at work" in profile
+    store = server["store"]
+    assert store.get(ids["personal"])["text"].startswith(f"My {MARK}")  # untouched by the refused writes
+    assert store.memories.count_rows("text = 'sneaky'") == 0
+
+
+def test_mcp_inspector_cli_lists_tools_and_searches(server):
+    if not shutil.which("npx") or not shutil.which("node"):
+        pytest.skip("node/npx not installed: the MCP Inspector CLI cannot run here")
+    base = ["npx", "-y", INSPECTOR, "--cli", server["url"], "--transport", "http",
+            "--header", f"Authorization: Bearer {server['tokens']['worker']}"]
+
+    def run(*args):
+        p = subprocess.run(base + list(args), capture_output=True, text=True, timeout=400)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return json.loads(p.stdout)
+
+    listed = run("--method", "tools/list")
+    assert {t["name"] for t in listed["tools"]} >= {"memory_search", "memory_recall", "timeline", "status"}
+    found = run("--method", "tools/call", "--tool-name", "memory_search", "--tool-arg", "query=billing webhooks")
+    assert not found.get("isError") and server["ids"]["work"] in found["content"][0]["text"]
+    denied = subprocess.run(base[:-2] + ["--method", "tools/list"], capture_output=True, text=True, timeout=400)
+    assert denied.returncode != 0
+    assert "invalid_token" in denied.stdout + denied.stderr
+
+
+def _strings(args: dict) -> list[str]:
+    out = []
+    for v in args.values():
+        out.extend(v if isinstance(v, list) else [v] if isinstance(v, str) else [])
+    return sorted(out, key=len, reverse=True)
