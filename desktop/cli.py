@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     if not getattr(args, "func", None):
-        args = parser.parse_args(["service"] + (argv or []))
+        # No command: the tray app where there is a display, the headless service otherwise.
+        args = parser.parse_args(["app"] + (argv or []))
     try:
         return args.func(args)
     except MiradorError as e:

@@ -6,7 +6,7 @@ import argparse
 import importlib
 
 # Modules with `register(cmd, as_json, scope)` adding their subcommands.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["desktop.cmd_mcp", "desktop.cmd_capture", "desktop.cmd_recall", "desktop.cmd_app", "desktop.cmd_extract"]
 
 TYPES = "episodic, semantic, procedural, resource, core, vault"
 

@@ -1,0 +1,163 @@
+"""Screenshots of the browser, review queue, timeline and settings with realistic data, for the README.
+
+Writes PNGs to assets/screenshots/ (and the tray icons to assets/icons/). Asserts they are real
+images of the windows, not blank captures.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+from PySide6.QtCore import Qt
+
+from desktop import icons
+from desktop.browser import MemoryBrowser
+from desktop.qt_models import now_utc
+from desktop.review import ReviewQueue
+from desktop.settings_dialog import SettingsDialog
+from desktop.settings_tokens import TokensPanel
+from desktop.timeline import EvidenceTimeline
+from tests.desktop.conftest import wait_idle
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "assets" / "screenshots"
+MONO = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
+SANS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+
+
+def _font(path, size):
+    try:
+        return ImageFont.truetype(path, size)
+    except OSError:
+        return ImageFont.load_default()
+
+
+def _screen(path: Path, lines: list[str], dark: bool, title: str) -> str:
+    img = Image.new("RGB", (1280, 800), "#1e1f22" if dark else "#f6f7f9")
+    d = ImageDraw.Draw(img)
+    d.rectangle((0, 0, 1280, 36), fill="#2b2d31" if dark else "#4a154b")
+    d.text((16, 8), title, fill="white", font=_font(SANS, 18))
+    font = _font(MONO if dark else SANS, 22)
+    for i, line in enumerate(lines):
+        d.text((24, 60 + i * 34), line, fill="#d4d4d4" if dark else "#1d1c1d", font=font)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+    return str(path)
+
+
+def _populate(store, home: Path) -> dict:
+    t = now_utc()
+    f1 = _screen(home / "frames" / "term.png", ["$ psql ledger -c 'select version()'",
+                                                 " PostgreSQL 16.2 on x86_64-pc-linux-gnu", "(1 row)", "",
+                                                 "$ git log --oneline -3", "a41c2e9 ledger: move to pg16",
+                                                 "9be01d3 ci: cache wheels"], True, "Terminal — ledger")
+    f2 = _screen(home / "frames" / "slack.png", ["Maya Chen  10:42", "Standup moves to 9:30 from Monday,",
+                                                  "the 9:00 slot clashes with the EU sync.", "",
+                                                  "Sam Ortiz  10:44", "works for me 👍"], False, "Slack — #ledger-team")
+    e1 = store.add_evidence("$ psql ledger -c 'select version()' PostgreSQL 16.2 on x86_64-pc-linux-gnu",
+                            source="screen", app="Terminal", window="ledger — psql", frame_path=f1,
+                            captured_at=t - timedelta(minutes=50), scope="work/acme")
+    e2 = store.add_evidence("Maya Chen: Standup moves to 9:30 from Monday, the 9:00 slot clashes with the EU sync.",
+                            source="screen", app="Slack", window="#ledger-team", frame_path=f2,
+                            captured_at=t - timedelta(minutes=20), scope="work/acme")
+    e3 = store.add_evidence("Let's keep the retry budget at three attempts and page on the fourth.",
+                            source="audio", speaker="Sam", captured_at=t - timedelta(hours=26), scope="work/acme")
+    store.add_evidence("Firefox: LanceDB docs — merge_insert upserts", source="screen", app="Firefox",
+                       captured_at=t - timedelta(hours=27), scope="work")
+    pg = store.add_memory("The ledger service runs on PostgreSQL 16", scope="work/acme", provenance=[e1["id"]],
+                          details={"subject": "ledger"}, origin="extractor", confidence=0.93)
+    store.add_memory("Rotate the signing key", type="procedural", scope="work/acme",
+                     details={"steps": ["generate a new key in Vault", "upload to the CI secrets", "revoke the old key"]})
+    store.add_memory("Prefers TypeScript for front-end work and Python for tooling", type="core", scope="personal",
+                     details={"block": "preferences"})
+    store.add_memory("On-call runbook", type="resource", scope="work/acme",
+                     details={"uri": "https://wiki.example.com/ledger/on-call"})
+    store.add_memory("Shipped the pg16 migration with Maya", type="episodic", scope="work/acme",
+                     details={"who": ["Maya Chen"]}, provenance=[e1["id"]])
+    store.add_memory("Dentist appointment is on the 14th at 08:15", type="episodic", scope="personal")
+    store.add_memory("Retry budget is three attempts; page on the fourth", scope="work/acme",
+                     provenance=[e3["id"]], origin="extractor", confidence=0.88)
+    c1 = store.add_memory("Standup moves to 9:30 from Monday", type="episodic", status="candidate",
+                          origin="extractor", provenance=[e2["id"]], confidence=0.72, scope="work/acme",
+                          details={"who": ["Maya Chen", "Sam Ortiz"]})
+    store.add_memory("The team's database of record is PostgreSQL", status="candidate", origin="dream",
+                     provenance=[e1["id"]], confidence=0.81, scope="work/acme")
+    store.add_memory("Sam prefers pairing on Thursdays", status="candidate", origin="extractor",
+                     confidence=0.44, scope="work/acme")
+    store.add_memory("The ledger service runs on PostgreSQL 17 since the March upgrade", scope="work/acme",
+                     details={"subject": "ledger"}, origin="extractor", confidence=0.9)
+    from memory.dream import run_dream
+
+    run_dream(store)  # proposes superseding the PostgreSQL 16 fact: the review window's second tab
+    return {"pg": pg, "candidate": c1}
+
+
+def _save(widget, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / name
+    assert widget.grab().save(str(path), "PNG")
+    img = Image.open(path)
+    assert img.width >= 600 and len(img.convert("L").getcolors(1 << 16) or []) > 20, "looks blank"
+    return path
+
+
+def test_screenshots(qtbot, jobs, store, mirador_home):
+    icons.export(ROOT / "assets" / "icons")
+    ids = _populate(store, mirador_home)
+
+    browser = MemoryBrowser(jobs, store)
+    qtbot.addWidget(browser)
+    browser.resize(1280, 760)
+    browser.show()
+    qtbot.waitUntil(lambda: browser.model.rowCount() == 11, timeout=30_000)
+    browser.select_id(ids["pg"]["id"])
+    qtbot.waitUntil(lambda: browser.detail.row is not None and bool(browser.detail.row["_evidence"]), timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(browser, "browser.png")
+
+    browser.search.setText("which database does the ledger use")
+    browser.reload()
+    qtbot.waitUntil(lambda: browser.model.rowCount() > 0 and browser.model.row_at(0)["id"] == ids["pg"]["id"],
+                    timeout=30_000)
+    browser.select_id(ids["pg"]["id"])
+    qtbot.waitUntil(lambda: browser.detail.row is not None, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(browser, "browser-search.png")
+
+    review = ReviewQueue(jobs, store)
+    qtbot.addWidget(review)
+    review.resize(1200, 680)
+    review.show()
+    qtbot.waitUntil(lambda: review.model.rowCount() == 3, timeout=30_000)
+    idx = review.table.model().mapFromSource(review.model.index(review.model.index_of(ids["candidate"]["id"]), 0))
+    qtbot.mouseClick(review.table.viewport(), Qt.MouseButton.LeftButton, pos=review.table.visualRect(idx).center())
+    qtbot.waitUntil(lambda: review.detail.row is not None, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(review, "review.png")
+    review.tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: review.proposals.model.rowCount() >= 1, timeout=30_000)
+    review.proposals.table.selectRow(0)
+    qtbot.waitUntil(lambda: review.proposals.detail.row is not None, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(review, "review-proposals.png")
+
+    timeline = EvidenceTimeline(jobs, store)
+    qtbot.addWidget(timeline)
+    timeline.resize(1200, 680)
+    timeline.show()
+    qtbot.waitUntil(lambda: timeline.model.rowCount() == 2, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(timeline, "timeline.png")
+
+    settings = SettingsDialog(home=mirador_home, extra_tabs=[("MCP tokens", TokensPanel(jobs, mirador_home))])
+    qtbot.addWidget(settings)
+    settings.resize(760, 700)
+    settings.show()
+    qtbot.waitExposed(settings)
+    _save(settings, "settings.png")
+    settings.fields["capture.interval_seconds"].widget.setText("0.1")
+    settings.validate()
+    _save(settings, "settings-invalid.png")
+    wait_idle(qtbot, jobs)
