@@ -139,9 +139,10 @@ class MiradorShell(QObject):
 
     def __init__(self, services_factory, poll_ms: int = 5000, parent=None) -> None:
         from desktop.tray import Tray
-        from desktop.workers import Jobs
+        from desktop.workers import Jobs, MainThreadGC
 
         super().__init__(parent)
+        self.gc = MainThreadGC(self)  # before any worker runs: see MainThreadGC for the deadlock it avoids
         self.factory = services_factory
         self.services: Services | None = None
         self.jobs = Jobs(self, max_threads=3)
@@ -246,5 +247,6 @@ class MiradorShell(QObject):
 
     def _finish(self) -> None:
         log.info("stopped")
+        self.gc.stop()
         self.stopped.emit()
         QApplication.instance().quit()

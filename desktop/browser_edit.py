@@ -16,8 +16,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from memory.errors import InputError
-from memory.scopes import validate_scope
+from memory.scopes import scope_field
 from memory.types import MAX_MEMORY_CHARS, TEXT_FIELD, MemoryType
 
 
@@ -43,10 +42,7 @@ class MemoryEdit(BaseModel):
     @field_validator("scope")
     @classmethod
     def _scope(cls, v: str) -> str:
-        try:
-            return validate_scope(v)
-        except InputError as e:
-            raise ValueError(str(e)) from None
+        return scope_field(v)
 
     @field_validator("details", mode="before")
     @classmethod

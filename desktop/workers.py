@@ -106,3 +106,43 @@ def _deliver(callback: Callback | None, value: object) -> None:
         if "already deleted" not in str(e):
             raise
         log.debug("dropped a result for a closed view: %s", e)
+
+
+class MainThreadGC(QObject):
+    """Run Python's cyclic garbage collector only on the GUI thread.
+
+    If automatic collection fires in a worker thread it can finalise a Qt object there; its
+    destructor takes a Qt mutex and then waits for the GIL while the GUI thread holds the GIL
+    and waits for that mutex — a deadlock we hit in the tray-app test. So automatic collection
+    is turned off while the app runs, and a timer collects on the GUI thread instead.
+    """
+
+    def __init__(self, parent=None, interval_ms: int = 1000) -> None:
+        import gc
+
+        from PySide6.QtCore import QTimer
+
+        super().__init__(parent)
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        self._timer = QTimer(self)
+        self._timer.timeout.connect(self.collect)
+        self._timer.start(interval_ms)
+
+    def collect(self) -> None:
+        """Collect the generations whose thresholds have been crossed (what automatic GC would do)."""
+        import gc
+
+        t0, t1, t2 = gc.get_threshold()
+        c0, c1, c2 = gc.get_count()
+        if c0 > t0:
+            gc.collect(2 if c2 > t2 else 1 if c1 > t1 else 0)
+
+    def stop(self) -> None:
+        """Stop the timer, collect once, and give collection back to the interpreter."""
+        import gc
+
+        self._timer.stop()
+        gc.collect()
+        if self._was_enabled:
+            gc.enable()

@@ -11,8 +11,8 @@ import platformdirs
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memory.errors import ConfigError, InputError
-from memory.scopes import validate_scope
+from memory.errors import ConfigError
+from memory.scopes import scope_field
 
 CONFIG_NAME = "config.toml"
 
@@ -47,10 +47,7 @@ class StoreConfig(_Section):
     @field_validator("default_scope")
     @classmethod
     def _scope(cls, v: str) -> str:
-        try:
-            return validate_scope(v)
-        except InputError as e:
-            raise ValueError(str(e)) from None
+        return scope_field(v)
 
 
 class VaultConfig(_Section):
@@ -85,10 +82,7 @@ class CaptureConfig(_Section):
     @field_validator("scope")
     @classmethod
     def _scope(cls, v: str | None) -> str | None:
-        try:
-            return validate_scope(v) if v else None
-        except InputError as e:
-            raise ValueError(str(e)) from None
+        return scope_field(v) if v else None
 
 
 REDACTION_KINDS = ("aws_key", "aws_secret", "github_token", "slack_token", "stripe_key", "openai_key", "jwt",

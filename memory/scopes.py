@@ -50,3 +50,11 @@ def in_scopes(scope: str, scopes: Iterable[str] | None) -> bool:
     if scopes is None:
         return True
     return any(scope == s or scope.startswith(s + "/") for s in scopes)
+
+
+def scope_field(value: str) -> str:
+    """validate_scope for pydantic validators, which must raise ValueError to name the field."""
+    try:
+        return validate_scope(value)
+    except InputError as e:
+        raise ValueError(str(e)) from None

@@ -121,3 +121,18 @@ def jobs(qapp):
 def wait_idle(qtbot, jobs, timeout=30_000):
     """Wait until every submitted job has delivered its result to the GUI thread."""
     qtbot.waitUntil(lambda: jobs.pending == 0, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_on_main_thread():
+    """Automatic GC in a worker thread can finalise a Qt object there and deadlock (see
+    desktop.workers.MainThreadGC); during these tests collect only here, on the main thread."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    yield
+    gc.collect()
+    if was_enabled:
+        gc.enable()
