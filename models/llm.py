@@ -298,7 +298,7 @@ class LLM:
             raise LLMError(f"the LLM worker did not load {self.path} within {load_timeout:.0f}s")
         try:
             msg = parent.recv()
-        except EOFError:
+        except (EOFError, OSError):  # a killed worker shows up as EOF or a reset connection
             _kill(proc)
             raise LLMError(f"the LLM worker crashed while loading {self.path} (exit code {proc.exitcode})") from None
         if not msg.get("ready"):
@@ -342,7 +342,7 @@ class LLM:
                            "extraction.llm_timeout_seconds or lower extraction.batch_size")
         try:
             reply = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # a killed worker shows up as EOF or a reset connection
             code = self._proc.exitcode if self._proc else None
             self.close()
             raise LLMError(f"the LLM worker crashed (exit code {code}); it restarts on the next call") from None
