@@ -207,6 +207,8 @@ class SchedulerConfig(_Section):
     purge_cron: str = Field("0 4 * * *")
     optimize_interval_minutes: float = Field(60.0, gt=0)
     evidence_retention_days: float = Field(0.0, ge=0, description="0 keeps evidence forever")
+    evidence_storage_cap_mb: float = Field(
+        0.0, ge=0, description="evidence table + frame thumbnails above this many MB lose their oldest rows; 0 = no cap")
 
     @field_validator("dream_cron", "purge_cron")
     @classmethod

@@ -87,7 +87,41 @@ def job_purge(store) -> str:
         for i in range(0, len(ids), 500):
             removed += forget(store, ids[i:i + 500], actor="retention", purge_now=False)["deleted"]
     purge(store)
-    return f"{removed} evidence rows past retention removed; old versions purged"
+    capped = enforce_storage_cap(store)
+    return (f"{removed} evidence rows past retention removed, {capped} oldest removed for the storage cap; "
+            "old versions purged")
+
+
+def evidence_bytes(store) -> int:
+    """Bytes the captured evidence takes on disk: its LanceDB table plus frame thumbnails."""
+    roots = [store.home / "lancedb" / "evidence.lance", store.home / "frames"]
+    return sum(p.stat().st_size for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
+
+
+def enforce_storage_cap(store, max_rounds: int = 20) -> int:
+    """Forget the oldest evidence, a tenth at a time, until evidence fits scheduler.evidence_storage_cap_mb.
+
+    The person sets the cap; memories and vault entries are never touched, only raw evidence
+    (memories keep their provenance ids, which then point at tombstones).
+    """
+    from memory.erasure import forget, purge
+
+    cap = store.config.scheduler.evidence_storage_cap_mb * 1024 * 1024
+    removed = 0
+    for _ in range(max_rounds):
+        if cap <= 0 or evidence_bytes(store) <= cap:
+            break
+        rows = store._rows(store.evidence, None, ["id", "captured_at"], None)
+        if not rows:
+            break
+        rows.sort(key=lambda r: r["captured_at"])
+        oldest = [r["id"] for r in rows[: max(1, len(rows) // 10)]]
+        for i in range(0, len(oldest), 500):
+            removed += forget(store, oldest[i:i + 500], actor="retention", purge_now=False)["deleted"]
+        purge(store)
+    if cap > 0 and evidence_bytes(store) > cap:
+        log.warning("evidence still uses %.1f MB, above the %.1f MB cap", evidence_bytes(store) / 2**20, cap / 2**20)
+    return removed
 
 
 def job_optimize(store) -> str:

@@ -1,0 +1,40 @@
+"""The evidence storage cap removes the oldest evidence first, and nothing else."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from memory.erasure import purge
+from memory.scheduler import evidence_bytes, job_purge
+from memory.store import EvidenceSpec
+from tests.conftest import files_containing
+
+
+def test_cap_forgets_oldest_evidence_until_it_fits(store, mirador_home):
+    t0 = datetime(2024, 1, 1)
+    specs = [EvidenceSpec(text=f"screen text number {i} " + "lorem ipsum dolor " * 40, source="screen", app="term",
+                          captured_at=t0 + timedelta(minutes=i)) for i in range(300)]
+    specs[0].text = "the very oldest row mentions quillfeather-4411"
+    for start in range(0, 300, 100):
+        store.add_evidence_batch(specs[start:start + 100])
+    mem = store.add_memory("A memory that must survive the cap")
+    purge(store)  # measure live data, not old versions the purge would drop anyway
+    before = evidence_bytes(store)
+    store.config.scheduler.evidence_storage_cap_mb = before * 0.6 / 2**20
+
+    report = job_purge(store)
+
+    assert "oldest removed for the storage cap" in report
+    assert evidence_bytes(store) <= before * 0.6
+    left = store.list("evidence", limit=1000)
+    assert 0 < len(left) < 300
+    newest = max(s.captured_at for s in specs)
+    assert any(e["captured_at"].startswith(newest.isoformat()[:16]) for e in left)  # the newest stays
+    assert files_containing(mirador_home, "quillfeather-4411") == []  # the oldest is gone for good
+    assert store.get(mem["id"])["text"] == "A memory that must survive the cap"
+
+
+def test_no_cap_means_nothing_removed(store):
+    store.add_evidence("kept evidence", source="manual")
+    job_purge(store)
+    assert len(store.list("evidence")) == 1
