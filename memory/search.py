@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
@@ -67,8 +68,15 @@ def _run(builder, where: str | None, cols: list[str], limit: int) -> list[dict]:
     return builder.select(cols).limit(limit).to_list()
 
 
+_LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
+
+
 def _hybrid(store, table, query: str, where: str | None, cols: list[str], fts_col: str, pool: int,
             vector: bool = True) -> tuple[dict[str, float], dict[str, dict]]:
+    # The two legs run side by side: LanceDB releases the GIL, and at 100k rows each leg is
+    # 20-25 ms with the scope prefilter, so running them one after the other doubled latency.
+    fts = _LEGS.submit(_run, table.search(query, query_type="fts", fts_columns=fts_col), where,
+                       cols + ["_score"], pool)
     rows: dict[str, dict] = {}
     lists = []
     if vector:
@@ -77,7 +85,7 @@ def _hybrid(store, table, query: str, where: str | None, cols: list[str], fts_co
                         cols + ["_distance"], pool)
         lists.append([r["id"] for r in vec_rows])
         rows.update({r["id"]: r for r in vec_rows})
-    fts_rows = _run(table.search(query, query_type="fts", fts_columns=fts_col), where, cols + ["_score"], pool)
+    fts_rows = fts.result()
     lists.append([r["id"] for r in fts_rows])
     for r in fts_rows:
         rows.setdefault(r["id"], r)
