@@ -47,14 +47,15 @@ class MemoryEdit(BaseModel):
     @field_validator("details", mode="before")
     @classmethod
     def _details(cls, v):
-        if isinstance(v, str):
-            try:
-                v = json.loads(v or "{}")
-            except json.JSONDecodeError as e:
-                raise ValueError(f"not valid JSON ({e.msg}); example: {{\"subject\": \"ledger\"}}") from None
-        if not isinstance(v, dict):
-            raise ValueError("must be a JSON object, e.g. {\"subject\": \"ledger\"}")
-        return v
+        from memory.errors import InputError
+        from memory.types import parse_details
+
+        if isinstance(v, dict):
+            return v
+        try:
+            return parse_details(v if isinstance(v, str) else "null")
+        except InputError as e:
+            raise ValueError(str(e)) from None
 
 
 def explain(err: ValidationError) -> str:

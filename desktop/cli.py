@@ -29,15 +29,14 @@ def _open():
 
 
 def _details(raw: str | None) -> dict | None:
+    from memory.types import parse_details
+
     if raw is None:
         return None
     try:
-        d = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(f"--details is not valid JSON ({e.msg}); example: --details '{{\"subject\": \"db\"}}'") from None
-    if not isinstance(d, dict):
-        raise InputError("--details must be a JSON object, e.g. '{\"subject\": \"db\"}'")
-    return d
+        return parse_details(raw)
+    except InputError as e:
+        raise InputError(f"--details is {e}") from None
 
 
 def _read_text(text: str) -> str:

@@ -75,8 +75,9 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
         print(f"service running; maintenance every {interval:.0f}s — Ctrl+C to stop", flush=True)
     try:
         while True:
-            store.optimize()
-            log.info("maintenance pass done")
+            if sched is None:  # the scheduler's optimise job does this when it runs; no need twice
+                store.optimize()
+                log.info("maintenance pass done")
             if once:
                 return 0
             if stop.wait(interval):

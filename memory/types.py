@@ -175,3 +175,16 @@ def check_text(text: str, limit: int, what: str = "text") -> str:
     if len(text) > limit:
         raise InputError(f"{what} is {len(text):,} characters; the limit is {limit:,} — shorten it or split it")
     return text
+
+
+def parse_details(raw: str) -> dict[str, Any]:
+    """Parse type-specific fields given as JSON text; must be an object."""
+    import json
+
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON ({e.msg}); example: {{\"subject\": \"ledger\"}}") from None
+    if not isinstance(value, dict):
+        raise InputError("must be a JSON object, e.g. {\"subject\": \"ledger\"}")
+    return value
