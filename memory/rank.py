@@ -39,33 +39,46 @@ class RankConfig:
 DEFAULT = RankConfig()
 
 
+_FTS_COLUMN: dict[str, str] = {}
+
+
 def _fts_column(table) -> str:
-    return "search_text" if "search_text" in table.schema.names else "text"
+    # Cached: table.schema is a round trip to the manifest, and the column only appears by migration.
+    col = _FTS_COLUMN.get(table.name)
+    if col is None:
+        col = _FTS_COLUMN[table.name] = "search_text" if "search_text" in table.schema.names else "text"
+    return col
 
 
-def _lists(store, plan: QueryPlan, where: str | None, cols: list[str], cfg: RankConfig, run):
-    """Ranked id lists with their weights, plus every row seen."""
+# What the ranking reads from each candidate; every other column is fetched for the winners only.
+_RANK_COLS = ["id", "speaker", "captured_at"]
+
+
+def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig, run):
+    """Ranked id lists with their weights, plus the ranking columns of every row seen."""
+    from memory.search import _LEGS
+
     table = store.evidence
-    rows: dict[str, dict] = {}
-    lists: list[tuple[list[str], float]] = []
     qv = store.embedder.embed_query(plan.vec)
     fts_col = _fts_column(table)
-
-    def add(found: list[dict], weight: float) -> None:
-        lists.append(([r["id"] for r in found], weight))
-        for r in found:
-            rows.setdefault(r["id"], r)
-
     vec_q = lambda: table.search(qv, vector_column_name="vector").distance_type("cosine")  # noqa: E731
     fts_q = lambda: table.search(plan.fts, query_type="fts", fts_columns=fts_col)  # noqa: E731
-    add(run(vec_q(), where, cols + ["_distance"], cfg.pool), cfg.w_vec)
-    add(run(fts_q(), where, cols + ["_score"], cfg.pool), cfg.w_fts)
+    legs = [(vec_q, where, "_distance", cfg.w_vec), (fts_q, where, "_score", cfg.w_fts)]
     window_where = _window_filter(plan, cfg)
     if window_where and cfg.w_window:
         # Rows from the named dates join the candidates even when the whole store outranks them.
         w = f"({where}) AND {window_where}" if where else window_where
-        add(run(vec_q(), w, cols + ["_distance"], cfg.pool), cfg.w_window)
-        add(run(fts_q(), w, cols + ["_score"], cfg.pool), cfg.w_window)
+        legs += [(vec_q, w, "_distance", cfg.w_window), (fts_q, w, "_score", cfg.w_window)]
+    # Full-text legs go to the leg pool while vector legs run here: LanceDB releases the GIL.
+    pending = [(_LEGS.submit(run, q(), f, _RANK_COLS + [col], cfg.pool) if col == "_score" else None, q, f, col, w)
+               for q, f, col, w in legs]
+    rows: dict[str, dict] = {}
+    lists: list[tuple[list[str], float]] = []
+    for fut, q, f, col, w in pending:
+        found = fut.result() if fut is not None else run(q(), f, _RANK_COLS + [col], cfg.pool)
+        lists.append(([r["id"] for r in found], w))
+        for r in found:
+            rows.setdefault(r["id"], r)
     return lists, rows
 
 
@@ -93,8 +106,10 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
 
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int, run,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
-    """(id, score, row) best first. `run(builder, where, cols, limit)` executes one LanceDB query."""
+    """(id, score, row) best first; row holds `cols`. `run(builder, where, cols, limit)` executes one query."""
     from dataclasses import replace
+
+    from memory.search import fetch_rows
 
     from memory.audit import utcnow
 
@@ -103,7 +118,7 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
         cfg = replace(cfg, pool=limit)
 
     plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite)
-    lists, rows = _lists(store, plan, where, cols, cfg, run)
+    lists, rows = _lists(store, plan, where, cfg, run)
     total_w = sum(w for _, w in lists) or 1.0
     scores: dict[str, float] = {}
     for ids, w in lists:
@@ -118,4 +133,6 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
             s *= 1.0 + cfg.date_boost
         out.append((id_, s / total_w, row))
     out.sort(key=lambda x: x[1], reverse=True)
-    return out[:limit]
+    out = out[:limit]
+    full = fetch_rows(store.evidence, [id_ for id_, _, _ in out], where, cols)
+    return [(id_, s, full[id_]) for id_, s, _ in out if id_ in full]

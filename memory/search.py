@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from memory.errors import InputError
-from memory.rows import public_evidence, public_memory, public_vault
+from memory.rows import public_evidence, public_memory, public_vault, sql_literal_id
+from memory.reinforcement import boost_scores
 from memory.store import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
 
 MAX_QUERY_CHARS = 2_000
@@ -71,27 +72,35 @@ def _run(builder, where: str | None, cols: list[str], limit: int) -> list[dict]:
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
 
 
-def _hybrid(store, table, query: str, where: str | None, cols: list[str], fts_col: str, pool: int,
-            vector: bool = True) -> tuple[dict[str, float], dict[str, dict]]:
-    # The two legs run side by side: LanceDB releases the GIL, and at 100k rows each leg is
-    # 20-25 ms with the scope prefilter, so running them one after the other doubled latency.
+def fetch_rows(table, ids: list[str], where: str | None, cols: list[str]) -> dict[str, dict]:
+    """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
+
+    The ranking legs select only ids: materialising every column of 30-100 candidates per leg cost
+    more than the search itself at 100k rows, and most candidates are thrown away by the fusion.
+    """
+    if not ids:
+        return {}
+    f = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+    rows = table.search().where(f"({where}) AND {f}" if where else f).select(cols).limit(len(ids)).to_list()
+    return {r["id"]: r for r in rows}
+
+
+def _hybrid(store, table, query: str, where: str | None, fts_col: str, pool: int,
+            vector: bool = True) -> dict[str, float]:
+    """RRF scores of the ids the vector and full-text legs found (ids only; see fetch_rows)."""
+    # The two legs run side by side: LanceDB releases the GIL, so the wall time is the slower leg.
     fts = _LEGS.submit(_run, table.search(query, query_type="fts", fts_columns=fts_col), where,
-                       cols + ["_score"], pool)
-    rows: dict[str, dict] = {}
+                       ["id", "_score"], pool)
     lists = []
     if vector:
         qv = store.embedder.embed_query(query)
         vec_rows = _run(table.search(qv, vector_column_name="vector").distance_type("cosine"), where,
-                        cols + ["_distance"], pool)
+                        ["id", "_distance"], pool)
         lists.append([r["id"] for r in vec_rows])
-        rows.update({r["id"]: r for r in vec_rows})
-    fts_rows = fts.result()
-    lists.append([r["id"] for r in fts_rows])
-    for r in fts_rows:
-        rows.setdefault(r["id"], r)
+    lists.append([r["id"] for r in fts.result()])
     # Averaged over the lists used, so a label-only vault search and a two-list memory search
     # produce scores on the same scale and can be merged.
-    return {k: v / len(lists) for k, v in rrf(lists).items()}, rows
+    return {k: v / len(lists) for k, v in rrf(lists).items()}
 
 
 def search_memories(store, query: str, *, scopes=None, types=None, statuses=None, since: datetime | None = None,
@@ -100,19 +109,26 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     query = check_query(query)
     limit = _check_limit(limit)
     pool = max(limit * 3, 30)
-    hits: list[Hit] = []
     types = list(types) if types else None
     mem_types = [t for t in types if t != "vault"] if types else None
+    scores: dict[str, float] = {}
+    where = None
     if types is None or mem_types:
         where = store.where("memory", scopes=scopes, types=mem_types, statuses=statuses, since=since, until=until)
-        scores, rows = _hybrid(store, store.memories, query, where, _MEMORY_COLS, "search_text", pool)
-        for id_, s in scores.items():
+        scores = _hybrid(store, store.memories, query, where, "search_text", pool)
+        scores = boost_scores(store, scores)  # memories answers used rank above equally relevant unused ones
+    vault = search_vault(store, query, scopes=scopes, limit=pool) if types is None or "vault" in types else []
+    ranked = sorted([(s, id_, None) for id_, s in scores.items()] + [(h.score, h.id, h) for h in vault],
+                    key=lambda x: x[0], reverse=True)[:limit]
+    rows = fetch_rows(store.memories, [id_ for _, id_, h in ranked if h is None], where, _MEMORY_COLS)
+    hits: list[Hit] = []
+    for s, id_, vault_hit in ranked:
+        if vault_hit is not None:
+            hits.append(vault_hit)
+        elif id_ in rows:
             m = public_memory(rows[id_])
             hits.append(Hit(id_, "memory", m["scope"], m["text"], s, type=m["type"], row=m))
-    if types is None or "vault" in types:
-        hits.extend(search_vault(store, query, scopes=scopes, limit=pool))
-    hits.sort(key=lambda h: h.score, reverse=True)
-    return hits[:limit]
+    return hits
 
 
 def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, since: datetime | None = None,
@@ -139,9 +155,12 @@ def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, 
 def search_vault(store, query: str, *, scopes=None, limit: int = 10) -> list[Hit]:
     """Full-text search over vault labels only; values are never indexed."""
     where = store.where("vault", scopes=scopes)
-    scores, rows = _hybrid(store, store.vault, check_query(query), where, _VAULT_COLS, "label", limit, vector=False)
+    scores = _hybrid(store, store.vault, check_query(query), where, "label", limit, vector=False)
+    rows = fetch_rows(store.vault, list(scores), where, _VAULT_COLS)
     hits = []
     for id_, s in scores.items():
+        if id_ not in rows:
+            continue
         v = public_vault(rows[id_])
         hits.append(Hit(id_, "vault", v["scope"], v["label"], s, type="vault", row=v))
     return hits

@@ -13,9 +13,11 @@ undercounted; see the bench output for mean and max over-count.
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import math
 import re
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,25 @@ def count_tokens(text: str) -> int:
     """A token count for text that is at least what Gemma / GPT-2 BPE tokenizers report (measured)."""
     if not text:
         return 0
+    # Recall renders the same headers and bodies for every query that finds them, so counts are
+    # cached — keyed by a digest, so a forgotten memory's words do not linger in the cache.
+    key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+    n = _COUNTS.get(key)
+    if n is None:
+        n = _count(text)
+        with _COUNTS_LOCK:
+            if len(_COUNTS) >= _COUNTS_MAX:
+                _COUNTS.pop(next(iter(_COUNTS)))  # oldest first: dicts keep insertion order
+            _COUNTS[key] = n
+    return n
+
+
+_COUNTS: dict[bytes, int] = {}
+_COUNTS_LOCK = threading.Lock()
+_COUNTS_MAX = 8192
+
+
+def _count(text: str) -> int:
     tok = _wordpiece()
     if tok is None:
         return _fallback(text)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.errors import InputError, NotFoundError
-from memory.scopes import scope_filter, validate_scope
+from memory.scopes import in_scopes, scope_filter, validate_scope
 from memory.search import search_evidence, search_memories, search_vault
 
 
@@ -30,7 +30,24 @@ def test_scope_keys_are_validated():
 
 def test_filter_is_a_query_predicate_not_python():
     f = scope_filter(["work"])
-    assert "starts_with(scope, 'work/')" in f and "scope = 'work'" in f
+    assert "scope >= 'work/' AND scope < 'work0'" in f and "scope = 'work'" in f
+
+
+_KEYS = ["work", "work/acme", "work/acme/x", "workshop", "work-x", "work.x", "work_x", "work0", "wor", "work/",
+         "personal", "a", "a/b", "a-b", "a.b", "a0", "a/b/c", "ab", "a_", "z"]
+
+
+@pytest.mark.parametrize("indexed", [False, True])
+def test_range_filter_matches_exactly_the_scope_and_its_descendants(tmp_path, indexed):
+    """The SQL range must agree with the Python prefix rule on neighbours like 'workshop' and 'work0'."""
+    import lancedb
+
+    table = lancedb.connect(tmp_path).create_table("t", data=[{"scope": k} for k in _KEYS])
+    if indexed:
+        table.create_scalar_index("scope", index_type="BITMAP")
+    for s in ["work", "work/acme", "a", "a/b", "personal", "ab", "z"]:
+        got = sorted(r["scope"] for r in table.search().where(scope_filter([s])).limit(100).to_list())
+        assert got == sorted(k for k in _KEYS if in_scopes(k, [s])), s
 
 
 @pytest.mark.parametrize("search", [search_memories, search_evidence])
