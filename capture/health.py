@@ -26,6 +26,7 @@ class Health:
     screen: str = "off"  # on | off | unavailable: reason
     audio: str = "off"
     window_probe: str = "none"
+    window_probe_failures: int = 0  # active-window calls that failed (app/title unknown for that frame)
     started_at: float | None = None  # unix seconds
     updated_at: float | None = None
     paused_until: float | None = None
@@ -38,9 +39,15 @@ class Health:
     frames_skipped: int = 0  # unchanged since the previous frame
     frames_excluded: int = 0  # active window excluded: never grabbed
     frames_ocrd: int = 0
+    ocr_full_reads: int = 0  # whole frame read (new view, or most rows changed)
+    ocr_band_reads: int = 0  # changed bands read instead of the whole frame
+    frames_no_new_rows: int = 0  # changed by the cheap check, but no row differed from the last read
     frames_stored: int = 0
     texts_deduped: int = 0
     utterances: int = 0
+    audio_status_flags: int = 0  # overflow/underflow flags the input device reported
+    audio_ring_dropped: int = 0  # microphone blocks dropped because the VAD fell 30 s behind
+    audio_reopened: int = 0  # times the microphone stream was reopened after it stopped by itself
     utterances_rejected: int = 0
     evidence_written: int = 0
     evidence_pending: int = 0

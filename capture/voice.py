@@ -145,6 +145,9 @@ class VoiceSource:
         self._ring_max = SAMPLE_RATE * 30  # 30 s of microphone audio at most waits for the VAD
         self._ring_lock = threading.Lock()
         self._stream = None
+        self._flags: deque[str] = deque(maxlen=256)  # status flags seen by the audio callback
+        self._retry_at = 0.0
+        self._backoff = 1.0
         self._pump: threading.Thread | None = None
         self._stop = threading.Event()
         self.ring_dropped = 0
@@ -230,22 +233,31 @@ class VoiceSource:
 
     def start_microphone(self) -> None:
         """Open the input device at 16 kHz mono; a pump thread moves audio from the ring buffer to the VAD."""
-        import sounddevice as sd
-
-        def callback(indata, frames, time_info, status):  # audio thread: never block here
-            with self._ring_lock:
-                self._ring.append(indata[:, 0].copy())
-                self._ring_samples += frames
-                while self._ring_samples > self._ring_max:
-                    self._ring_samples -= len(self._ring.popleft())
-                    self.ring_dropped += 1
-
-        self._stream = sd.InputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32", blocksize=1600,
-                                      device=self.cfg.input_device, callback=callback)
-        self._stream.start()
-        self._stream_t0, self._clock = utcnow(), 0
+        self._open_stream()
         self._pump = threading.Thread(target=self._pump_loop, name="audio-pump", daemon=True)
         self._pump.start()
+
+    def _open_stream(self) -> None:
+        import sounddevice as sd
+
+        stream = sd.InputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32", blocksize=1600,
+                                device=self.cfg.input_device, callback=self._callback)
+        stream.start()
+        self._stream = stream
+        self._stream_t0, self._clock = utcnow(), 0
+        self.segmenter.reset()
+
+    def _callback(self, indata, frames, time_info, status) -> None:
+        """PortAudio's audio thread: copy the block into the ring and note device flags; never block here."""
+        if status:
+            # Overflows and the like: counted here, reported to health by the pump thread.
+            self._flags.append(str(status))
+        with self._ring_lock:
+            self._ring.append(indata[:, 0].copy())
+            self._ring_samples += frames
+            while self._ring_samples > self._ring_max:
+                self._ring_samples -= len(self._ring.popleft())
+                self.ring_dropped += 1
 
     def _pump_loop(self) -> None:
         while not self._stop.wait(0.25):
@@ -253,20 +265,69 @@ class VoiceSource:
                 chunks = list(self._ring)
                 self._ring.clear()
                 self._ring_samples = 0
+            self._report_device()
             if chunks:
                 try:
                     self.feed(np.concatenate(chunks), "microphone")
                 except Exception as e:  # keep listening; the error is visible in health
                     log.exception("audio pipeline failed")
                     self.health.error(f"audio: {type(e).__name__}: {e}")
+            if self._stream is None or not self._stream.active:
+                self._recover()
+
+    def _report_device(self) -> None:
+        """Put what the audio thread noticed (status flags, ring overflow) into health."""
+        flags = []
+        while self._flags:
+            flags.append(self._flags.popleft())
+        if flags:
+            self.health.bump("audio_status_flags", len(flags))
+            self.health.error(f"audio: the microphone reported {', '.join(sorted(set(flags)))} ({len(flags)}x)")
+        if self.ring_dropped != self.health.audio_ring_dropped:
+            self.health.set(audio_ring_dropped=self.ring_dropped)
+
+    def _recover(self) -> None:
+        """The stream stopped without stop() (device unplugged, driver error): say so, flush, reopen with backoff."""
+        if self._stop.is_set() or time.monotonic() < self._retry_at:
+            return
+        if self._stream is not None:
+            log.warning("microphone stream stopped unexpectedly; reopening")
+            self.health.error("audio: the microphone stream stopped unexpectedly; reopening")
+            try:
+                self._stream.close()
+            except Exception as e:  # already broken; closing is best effort
+                log.debug("closing the dead stream: %s", e)
+            self._stream = None
+            self._queue(self.segmenter.flush(), "microphone", False)
+            self.health.set(audio="reopening")
+        try:
+            self._open_stream()
+        except Exception as e:
+            self._backoff = min(60.0, self._backoff * 2)
+            self._retry_at = time.monotonic() + self._backoff
+            self.health.set(audio=f"unavailable: {e}")
+            self.health.error(f"audio: reopening the microphone failed: {type(e).__name__}: {e}")
+            return
+        self._backoff = 1.0
+        self.health.bump("audio_reopened")
+        self.health.set(audio="microphone")
 
     def stop(self) -> None:
         """Stop the microphone (if open) and flush the open utterance."""
         self._stop.set()
-        if self._stream is not None:
-            self._stream.stop()
-            self._stream.close()
-            self._stream = None
-            if self._pump:
-                self._pump.join(5)
+        if self._pump is not None:
+            self._pump.join(5)
+            self._pump = None
+            if self._stream is not None:
+                try:
+                    self._stream.stop()
+                    self._stream.close()
+                except Exception as e:  # a dead device must not stop the shutdown
+                    log.warning("closing the microphone: %s", e)
+                self._stream = None
+            with self._ring_lock:
+                rest = list(self._ring)
+                self._ring.clear()
+            if rest:  # what arrived after the pump's last turn
+                self.feed(np.concatenate(rest), "microphone")
             self.end_of_stream("microphone")

@@ -43,12 +43,30 @@ class WindowInfo:
 
 
 class WindowProbe:
-    """Interface: `active()` returns the active window or None when it cannot tell."""
+    """Interface: `active()` returns the active window or None when it cannot tell.
+
+    Subclasses implement `_active()`; an OS call that fails there is logged and counted in
+    `failures` / `last_error` (the screen source copies them into health) and reads as "unknown"
+    instead of stopping capture.
+    """
 
     name = "none"
+    failures = 0
+    last_error = ""
 
     def active(self) -> WindowInfo | None:
-        """The currently focused window, or None."""
+        """The currently focused window, or None when unknown (including when the OS call failed)."""
+        try:
+            return self._active()
+        except Exception as e:  # noqa: BLE001 - any OS/binding failure means "unknown", never a crash
+            self.failures += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            # Once, then every 100th: a probe failing every 2 s must not flood the log.
+            if self.failures == 1 or self.failures % 100 == 0:
+                log.warning("%s window probe failed (%d so far): %s", self.name, self.failures, self.last_error)
+            return None
+
+    def _active(self) -> WindowInfo | None:
         return None
 
     def close(self) -> None:
@@ -120,7 +138,7 @@ class X11Probe(WindowProbe):
             return None
         return ax.value, ay.value, w.value, h.value
 
-    def active(self) -> WindowInfo | None:
+    def _active(self) -> WindowInfo | None:
         """The window EWMH says is active (None if the window manager does not say)."""
         raw = self._prop(self._root, "_NET_ACTIVE_WINDOW", _XA_WINDOW)
         if not raw:
@@ -158,7 +176,7 @@ class XpropProbe(WindowProbe):
 
     name = "xprop"
 
-    def active(self) -> WindowInfo | None:
+    def _active(self) -> WindowInfo | None:
         """The active window as xprop reports it (no geometry)."""
         try:
             root = subprocess.run(["xprop", "-root", "_NET_ACTIVE_WINDOW"], capture_output=True, text=True, timeout=2)
@@ -179,40 +197,62 @@ class XpropProbe(WindowProbe):
 
 
 class Win32Probe(WindowProbe):
-    """GetForegroundWindow and friends from user32/kernel32 via ctypes."""
+    """GetForegroundWindow and friends from user32/kernel32 via ctypes.
+
+    user32 / kernel32: objects exposing those DLL functions; None = `ctypes.windll.*` (the OS seam,
+    replaced by fakes in tests — this probe is tested against fakes, not on a real Windows desktop).
+    """
 
     name = "win32"
 
-    def __init__(self) -> None:
-        from ctypes import wintypes  # noqa: F401 - fails early off Windows
+    def __init__(self, user32=None, kernel32=None) -> None:
+        if user32 is None or kernel32 is None:
+            windll = ctypes.windll  # type: ignore[attr-defined]  # AttributeError off Windows
+            user32, kernel32 = user32 or windll.user32, kernel32 or windll.kernel32
+        self._u, self._k = user32, kernel32
 
-        self._u = ctypes.windll.user32  # type: ignore[attr-defined]
-        self._k = ctypes.windll.kernel32  # type: ignore[attr-defined]
-
-    def active(self) -> WindowInfo | None:
+    def _active(self) -> WindowInfo | None:
         """The foreground window with its title, rectangle and executable name."""
         from ctypes import wintypes
 
         hwnd = self._u.GetForegroundWindow()
         if not hwnd:
-            return None
+            return None  # no foreground window (desktop locked, switching)
         n = self._u.GetWindowTextLengthW(hwnd)
-        buf = ctypes.create_unicode_buffer(n + 1)
-        self._u.GetWindowTextW(hwnd, buf, n + 1)
+        buf = ctypes.create_unicode_buffer(max(0, n) + 1)
+        self._u.GetWindowTextW(hwnd, buf, max(0, n) + 1)
         rect = wintypes.RECT()
-        self._u.GetWindowRect(hwnd, ctypes.byref(rect))
+        geo = {}
+        if self._u.GetWindowRect(hwnd, ctypes.byref(rect)) and not self._u.IsIconic(hwnd):
+            # Minimised windows report (-32000, -32000): no useful rectangle, grab the monitors instead.
+            geo = {"left": rect.left, "top": rect.top, "width": rect.right - rect.left, "height": rect.bottom - rect.top}
         pid = wintypes.DWORD()
         self._u.GetWindowThreadProcessId(hwnd, ctypes.byref(pid))
-        exe = ""
-        h = self._k.OpenProcess(0x1000, False, pid.value)  # PROCESS_QUERY_LIMITED_INFORMATION
-        if h:
+        exe = exe_name(self._process_path(pid.value))
+        return WindowInfo(app=exe, title=buf.value, process=exe, id=int(hwnd), **geo)
+
+    def _process_path(self, pid: int) -> str:
+        """Full image path of a process, or "" when it cannot be opened (elevated or gone)."""
+        from ctypes import wintypes
+
+        h = self._k.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not h:
+            return ""
+        try:
             size = wintypes.DWORD(1024)
             path = ctypes.create_unicode_buffer(1024)
-            if self._k.QueryFullProcessImageNameW(h, 0, path, ctypes.byref(size)):
-                exe = os.path.splitext(os.path.basename(path.value))[0]
+            return path.value if self._k.QueryFullProcessImageNameW(h, 0, path, ctypes.byref(size)) else ""
+        finally:
             self._k.CloseHandle(h)
-        return WindowInfo(app=exe, title=buf.value, left=rect.left, top=rect.top, width=rect.right - rect.left,
-                          height=rect.bottom - rect.top, process=exe, id=int(hwnd))
+
+
+def exe_name(path: str) -> str:
+    """App name from a Windows image path: `C:\\Program Files\\KeePassXC\\KeePassXC.exe` -> `KeePassXC`."""
+    import ntpath  # Windows path rules on every OS, so this is testable anywhere
+
+    base = ntpath.basename(path.strip().strip('"'))
+    stem, ext = ntpath.splitext(base)
+    return stem if ext.lower() == ".exe" else base
 
 
 # ---- macOS ----------------------------------------------------------------------------------------
@@ -232,21 +272,57 @@ _OSA = '''tell application "System Events"
 end tell'''
 
 
+def run_osascript(script: str, timeout: float = 3.0) -> tuple[int, str, str]:
+    """Run AppleScript; (exit code, stdout, stderr). The macOS seam (tests pass a fake instead)."""
+    out = subprocess.run(["osascript", "-e", script], capture_output=True, text=True, timeout=timeout)
+    return out.returncode, out.stdout, out.stderr
+
+
 class MacProbe(WindowProbe):
-    """Front app and window through System Events (needs the Accessibility permission)."""
+    """Front app and window through System Events (needs the Accessibility permission).
+
+    osascript: the call that runs AppleScript (default `run_osascript`); tested against fakes,
+    not on a real Mac.
+    """
 
     name = "macos"
 
-    def active(self) -> WindowInfo | None:
+    def __init__(self, osascript=run_osascript) -> None:
+        self._osascript = osascript
+        self._hinted = False
+
+    def _active(self) -> WindowInfo | None:
         """The frontmost app's front window."""
+        code, out, err = self._osascript(_OSA)
+        if code != 0:
+            if "-1719" in err or "-25211" in err or "assistive access" in err.lower():
+                # No Accessibility permission: app and title stay unknown until the person grants it.
+                if not self._hinted:
+                    log.warning("macOS denied window information; allow Mirador in System Settings > "
+                                "Privacy & Security > Accessibility")
+                    self._hinted = True
+                return None
+            raise OSError(f"osascript exited {code}: {err.strip()[-200:]}")
+        return parse_osascript(out)
+
+
+def parse_osascript(out: str) -> WindowInfo | None:
+    """Parse `_OSA`'s three lines (app, title, "x,y,w,h"); None if there is no app name."""
+    lines = (out.rstrip("\n").split("\n") + ["", "", ""])[:3]
+    app = lines[0].strip()
+    if not app:
+        return None
+    geo = {}
+    parts = [p.strip() for p in lines[2].split(",")]
+    if len(parts) == 4:
         try:
-            out = subprocess.run(["osascript", "-e", _OSA], capture_output=True, text=True, timeout=3).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        lines = (out.rstrip("\n").split("\n") + ["", "", ""])[:3]
-        geo = [int(float(v)) for v in lines[2].split(",")] if lines[2].count(",") == 3 else None
-        return WindowInfo(app=lines[0], title=lines[1], process=lines[0],
-                          **(dict(zip(("left", "top", "width", "height"), geo, strict=True)) if geo else {}))
+            left, top, width, height = (int(round(float(p))) for p in parts)
+        except ValueError:
+            log.debug("unparsable window geometry %r", lines[2])
+        else:
+            if width > 0 and height > 0:
+                geo = {"left": left, "top": top, "width": width, "height": height}
+    return WindowInfo(app=app, title=lines[1], process=app, **geo)
 
 
 def default_probe() -> WindowProbe:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +59,16 @@ class Ocr:
     threads: OpenMP threads tesseract may use; 1 avoids busy-waiting threads on shared machines.
     tesseract_cmd: path of the tesseract binary; None = the one on PATH.
     timeout: seconds before one OCR call is abandoned.
+    engine: "auto" = a persistent libtesseract worker process when the library loads, else the CLI;
+        "library" = the worker only; "cli" = one `tesseract` process per image (reloads the model
+        every call: ~0.2 s more CPU per image, measured in bench/capture.py).
     """
 
     def __init__(self, language: str = "eng", psm: int = 3, min_confidence: float = 10.0, upscale: float = 1.0,
-                 threads: int = 1, tesseract_cmd: str | None = None, timeout: float = 30.0) -> None:
+                 threads: int = 1, tesseract_cmd: str | None = None, timeout: float = 30.0,
+                 engine: str = "auto") -> None:
+        if engine not in ("auto", "library", "cli"):
+            raise ValueError(f"engine must be auto, library or cli, not {engine!r}")
         self.language = language
         self.psm = psm
         self.min_confidence = min_confidence
@@ -66,9 +76,12 @@ class Ocr:
         self.threads = threads
         self.tesseract_cmd = tesseract_cmd
         self.timeout = timeout
+        self.engine = engine
         self._checked = False
         self._lock = threading.Lock()
         self._pt = None
+        self._worker: _Worker | None = None
+        self._worker_failed = engine == "cli" or getattr(sys, "frozen", False)  # frozen apps have no `python`
 
     def _load(self):
         with self._lock:
@@ -99,8 +112,8 @@ class Ocr:
         """Raise OcrUnavailable now if tesseract or the language is missing."""
         self._load()
 
-    def read(self, image) -> OcrResult:
-        """OCR one PIL image; word boxes are in that image's pixel coordinates."""
+    def read(self, image, psm: int | None = None) -> OcrResult:
+        """OCR one PIL image (psm overrides the page segmentation mode for it); word boxes in its pixels."""
         pt = self._load()
         img = image.convert("L")
         if _mean(img) < 110:
@@ -112,12 +125,48 @@ class Ocr:
         if self.upscale != 1.0:
             img = img.resize((int(img.width * self.upscale), int(img.height * self.upscale)))
         t0 = time.perf_counter()
-        data = self._run(pt, img)
+        psm = self.psm if psm is None else psm
+        tsv = self._run_worker(img, psm)
+        data = pt.pytesseract.file_to_dict(tsv, "\t", -1) if tsv is not None else self._run(pt, img, psm)
         ms = (time.perf_counter() - t0) * 1000.0
         return _assemble(data, self.min_confidence, 1.0 / self.upscale, ms)
 
+    @property
+    def engine_in_use(self) -> str:
+        """Which engine serves requests now: "library" (the persistent worker) or "cli"."""
+        return "library" if self._worker is not None and self._worker.alive else "cli"
 
-    def _run(self, pt, img) -> dict:
+    @property
+    def worker_pid(self) -> int | None:
+        """Process id of the persistent tesseract worker (benchmarks add its CPU), or None."""
+        return self._worker.proc.pid if self._worker is not None and self._worker.alive else None
+
+    def _run_worker(self, img, psm: int) -> str | None:
+        """TSV from the persistent worker, or None when the CLI must be used instead."""
+        if self._worker_failed:
+            return None
+        with self._lock:
+            if self._worker is None or not self._worker.alive:
+                try:
+                    self._worker = _Worker(self.language, self.psm, self.threads)
+                except OSError as e:
+                    if self.engine == "library":
+                        raise OcrUnavailable(f"libtesseract worker did not start: {e}") from e
+                    log.warning("libtesseract worker unavailable (%s); using the tesseract CLI", e)
+                    self._worker_failed = True
+                    return None
+                weakref.finalize(self, self._worker.close)
+            worker = self._worker
+        return worker.tsv(img, psm, self.timeout)
+
+    def close(self) -> None:
+        """Stop the persistent worker (it also exits by itself when this process ends)."""
+        with self._lock:
+            if self._worker is not None:
+                self._worker.close()
+                self._worker = None
+
+    def _run(self, pt, img, psm: int) -> dict:
         """One tesseract process with its own environment; returns the TSV table as pytesseract's DICT."""
         # OMP_THREAD_LIMIT goes to the child only: without it tesseract's OpenMP threads spin and
         # triple the CPU cost, but set process-wide it breaks CTranslate2 (whisper decodes garbage).
@@ -127,7 +176,7 @@ class Ocr:
             src = os.path.join(d, "frame.bmp")  # BMP: no compression work on either side
             img.save(src, "BMP")
             try:
-                out = subprocess.run([cmd, src, "stdout", "-l", self.language, "--psm", str(self.psm),
+                out = subprocess.run([cmd, src, "stdout", "-l", self.language, "--psm", str(psm),
                                       "-c", "tessedit_do_invert=0", "tsv"],
                                      capture_output=True, env=env, timeout=self.timeout)
             except FileNotFoundError as e:
@@ -135,6 +184,60 @@ class Ocr:
         if out.returncode != 0:
             raise RuntimeError(f"tesseract failed ({out.returncode}): {out.stderr.decode(errors='replace')[-300:]}")
         return pt.pytesseract.file_to_dict(out.stdout.decode("utf-8", "replace"), "\t", -1)
+
+
+class _Worker:
+    """Client of models/tesseract_worker.py: one request at a time, killed if a request overruns."""
+
+    def __init__(self, language: str, psm: int, threads: int) -> None:
+        script = Path(__file__).with_name("tesseract_worker.py")
+        # Only the child gets the OpenMP limit (see Ocr._run for why not process-wide).
+        env = dict(os.environ, OMP_THREAD_LIMIT=str(threads))
+        self.proc = subprocess.Popen([sys.executable, "-I", str(script), language, str(psm)], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._lock = threading.Lock()
+        ready = self.proc.stdout.readline()
+        if ready != b"OK\n":
+            self.close()
+            raise OSError(ready.decode(errors="replace").strip() or f"worker exited ({self.proc.poll()})")
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs."""
+        return self.proc.poll() is None
+
+    def tsv(self, img, psm: int, timeout: float) -> str:
+        """OCR one grayscale PIL image; RuntimeError if the worker dies or overruns (it is restarted next call)."""
+        gray = img.tobytes()
+        with self._lock:
+            timer = threading.Timer(timeout, self.proc.kill)
+            timer.start()
+            try:
+                self.proc.stdin.write(struct.pack("<III", img.width, img.height, psm) + gray)
+                self.proc.stdin.flush()
+                head = self.proc.stdout.read(4)
+                n = struct.unpack("<I", head)[0] if len(head) == 4 else -1
+                out = self.proc.stdout.read(n) if n >= 0 else b""
+            except (OSError, ValueError) as e:
+                self.proc.kill()
+                raise RuntimeError(f"tesseract worker failed: {e}") from e
+            finally:
+                timer.cancel()
+        if n < 0 or len(out) != n:
+            self.proc.kill()
+            raise RuntimeError(f"tesseract worker died or overran {timeout:.0f}s (exit {self.proc.poll()})")
+        return out.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """End the worker: EOF first, kill if it does not go."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(5)
+        finally:
+            self.proc.stdout.close()
 
 
 def _mean(img) -> float:

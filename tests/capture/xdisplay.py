@@ -78,7 +78,23 @@ class XDisplay:
                                 env=self.env)
         self.windows.append(proc)
         wait_for(lambda: self.active_title() == title, 20, what=f"window {title!r} to become active")
+        if not changing:
+            self.wait_painted()
         return proc
+
+    def wait_painted(self, timeout: float = 20.0) -> None:
+        """Wait until two grabs of the screen in a row are identical (the window finished drawing)."""
+        import mss
+
+        with mss.mss(display=self.display.encode()) as sct:
+            last = [b""]
+
+            def stable() -> bool:
+                raw = bytes(sct.grab(sct.monitors[0]).raw)
+                same, last[0] = raw == last[0], raw
+                return same
+
+            wait_for(stable, timeout, interval=0.15, what="the screen to stop changing")
 
     def close_windows(self) -> None:
         """Close every window opened by window()."""
