@@ -1,19 +1,32 @@
-"""The memory core: store, scopes, search, erasure, audit, vault."""
+"""The memory core: store, scopes, search, erasure, audit, vault.
 
-from memory.config import Config, data_dir, load_config, save_config
-from memory.errors import ConfigError, InputError, MiradorError, NotFoundError
-from memory.store import EvidenceSpec, MemorySpec, Store
+Names are imported lazily: `mirador --version` and the assistant hooks import this package, and
+pulling in LanceDB, pydantic models and numpy up front cost seconds of start-up on every call.
+"""
 
-__all__ = [
-    "Config",
-    "ConfigError",
-    "EvidenceSpec",
-    "InputError",
-    "MemorySpec",
-    "MiradorError",
-    "NotFoundError",
-    "Store",
-    "data_dir",
-    "load_config",
-    "save_config",
-]
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Config": "memory.config",
+    "data_dir": "memory.config",
+    "load_config": "memory.config",
+    "save_config": "memory.config",
+    "ConfigError": "memory.errors",
+    "InputError": "memory.errors",
+    "MiradorError": "memory.errors",
+    "NotFoundError": "memory.errors",
+    "EvidenceSpec": "memory.store",
+    "MemorySpec": "memory.store",
+    "Store": "memory.store",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

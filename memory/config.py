@@ -198,6 +198,46 @@ class DreamConfig(_Section):
     neighbours: int = Field(6, ge=2, le=50)
 
 
+class UseHalfLives(_Section):
+    """Days after which the strength a memory gained from use halves without further use, per type."""
+
+    core: float = Field(180.0, gt=0)
+    semantic: float = Field(60.0, gt=0)
+    procedural: float = Field(60.0, gt=0)
+    resource: float = Field(30.0, gt=0)
+    episodic: float = Field(14.0, gt=0)  # an event that mattered last week matters less next month
+
+
+class ReinforcementConfig(_Section):
+    """Salience from use (memory/reinforcement.py): memory_reinforce, `mirador reinforce`, the Stop hook."""
+
+    half_life_days: UseHalfLives = UseHalfLives()
+    step: float = Field(1.0, gt=0, le=10, description="strength one use adds")
+    saturation: float = Field(1.0, gt=0, le=100, description="strength at which salience is halfway to 1")
+    rank_weight: float = Field(0.3, ge=0, le=2, description="search score x (1 + w x use level); 0 = no boost")
+    count_search_as_use: bool = Field(False, description="appearing in an MCP search/recall or a hook injection "
+                                      "counts as a (weaker) use")
+    search_step: float = Field(0.2, gt=0, le=10, description="strength an appearance adds if count_search_as_use")
+
+
+class HooksConfig(_Section):
+    """Assistant hooks (memory/hooks.py): what the UserPromptSubmit hook may put into a prompt."""
+
+    allowed_scopes: list[str] = Field(default_factory=list, description="only these scopes (and below) may "
+                                      "leave the machine in a prompt; empty = the hook injects nothing")
+    budget_tokens: int = Field(400, ge=50, le=4000, description="recall budget of one injection")
+    include_evidence: bool = Field(False, description="also inject raw evidence (screen text, transcripts)")
+    timeout_seconds: float = Field(10.0, gt=0, le=120, description="inject nothing if recall takes longer")
+    min_prompt_chars: int = Field(8, ge=1, le=1000, description="shorter prompts get no injection")
+    use_min_words: int = Field(3, ge=1, le=50, description="Stop hook: shared content words that count as use")
+    use_min_overlap: float = Field(0.5, gt=0, le=1, description="Stop hook: or this share of the memory's words")
+
+    @field_validator("allowed_scopes")
+    @classmethod
+    def _scopes(cls, v: list[str]) -> list[str]:
+        return [scope_field(s) for s in v]
+
+
 class SchedulerConfig(_Section):
     """Background jobs (memory/scheduler.py)."""
 
@@ -231,6 +271,8 @@ class Config(_Section):
     extraction: ExtractionConfig = ExtractionConfig()
     dream: DreamConfig = DreamConfig()
     scheduler: SchedulerConfig = SchedulerConfig()
+    reinforcement: ReinforcementConfig = ReinforcementConfig()
+    hooks: HooksConfig = HooksConfig()
 
 
 def config_path(home: Path | None = None) -> Path:

@@ -353,6 +353,10 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
         if p["kind"] != "archive" and p["other_id"]:  # keep the chain: what replaced it
             where = f"id = {sql_literal_id(p['target_id'])}"
             store._commit(lambda: store.memories.update(where=where, values={"superseded_by": p["other_id"]}))
+        if p["kind"] == "supersede" and p["other_id"]:
+            from memory.relations import UPDATES, add_relation
+
+            add_relation(store, p["other_id"], UPDATES, p["target_id"], actor=actor, confidence=0.9, origin="dream")
     status = "accepted" if accept else "dismissed"
     now = utcnow()
     store._commit(lambda: table.update(where=f"id = {sql_literal_id(proposal_id)}",

@@ -101,6 +101,14 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
             store._commit(lambda c=chunk: store.audit.update(
                 where=f"entity_id IN {c}", values={"before": None, "after": None}))
     store._audit(audits)
+    if found.get("memory"):
+        from memory.relations import drop_for_memories
+
+        # An edge is a fact about both ends: it goes with either of them.
+        drop_for_memories(store, [r["id"] for r in found["memory"]], actor)
+        from memory.reinforcement import forget_usage
+
+        forget_usage(store, [r["id"] for r in found["memory"]])  # use counts of a memory that is gone
     if found.get("evidence"):
         from memory.context import refresh_neighbours
 
@@ -142,7 +150,9 @@ def purge(store) -> None:
         # manifest references yet are kept (delete_unverified=False): they may be another writer's
         # in-flight commit, and deleted content only ever lives in files that old versions referenced.
         warnings.simplefilter("ignore")
-        for name in (T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES):
+        names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
+        names += [T.RELATIONS] if T.RELATIONS in store.db.table_names() else []
+        for name in names:
             table = store.db.open_table(name)
             store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             cols = [c for c in fts.get(name, []) if c in table.schema.names]

@@ -33,7 +33,21 @@ SCHEMA: dict = {
                 },
                 "required": ["type", "subject", "text"],
             },
-        }
+        },
+        # Optional: edges between the memories above, by their position (memory/relations.py).
+        "relations": {
+            "type": "array",
+            "maxItems": 3,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "from": {"type": "integer", "minimum": 0, "maximum": 2},
+                    "type": {"enum": ["BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS"]},
+                    "to": {"type": "integer", "minimum": 0, "maximum": 2},
+                },
+                "required": ["from", "type", "to"],
+            },
+        },
     },
     "required": ["memories"],
 }
@@ -127,9 +141,9 @@ def _details(mtype: MemoryType, text: str, subject: str, sources: list[dict]) ->
 
 def parse_output(data, items: list[dict], confidence: float = 0.75) -> tuple[list[Draft], list[str]]:
     """Turn the model's JSON into drafts; returns (drafts, reasons for what was dropped)."""
-    drafts, dropped, seen = [], [], set()
+    drafts, dropped, seen, kept = [], [], set(), {}
     raw = data.get("memories") if isinstance(data, dict) else None
-    for m in raw if isinstance(raw, list) else []:
+    for pos, m in enumerate(raw if isinstance(raw, list) else []):
         if not isinstance(m, dict) or m.get("type") not in EXTRACT_TYPES:
             dropped.append("bad item")
             continue
@@ -161,5 +175,25 @@ def parse_output(data, items: list[dict], confidence: float = 0.75) -> tuple[lis
         subj = subject.lower() if mtype in (MemoryType.SEMANTIC, MemoryType.PROCEDURAL) else None
         drafts.append(Draft(type=mtype.value, text=d.summary(), subject=subj or None,
                             details=d.model_dump(mode="json", exclude_none=True), confidence=confidence,
-                            evidence_ids=[ev["id"] for ev in sources], engine="llm", kind="llm"))
+                            evidence_ids=[ev["id"] for ev in sources], engine="llm", kind="llm", key=f"llm#{pos}"))
+        kept[pos] = drafts[-1]
+    dropped += parse_relations(data, kept, confidence)
     return drafts, dropped
+
+
+def parse_relations(data, kept: dict[int, Draft], confidence: float) -> list[str]:
+    """Attach the model's proposed edges to the drafts they join; returns reasons for the ones dropped."""
+    from memory.relations import RELATIONS
+
+    dropped = []
+    raw = data.get("relations") if isinstance(data, dict) else None
+    for r in raw if isinstance(raw, list) else []:
+        ok = isinstance(r, dict) and r.get("type") in RELATIONS and isinstance(r.get("from"), int) \
+            and isinstance(r.get("to"), int) and r["from"] != r["to"]
+        if not ok:
+            dropped.append("bad relation")
+        elif r["from"] not in kept or r["to"] not in kept:
+            dropped.append("relation to a dropped memory")
+        else:  # less sure than a cue word: a small model links things that merely sit together
+            kept[r["from"]].links.append((r["type"], kept[r["to"]].key, round(confidence * 0.8, 4)))
+    return dropped

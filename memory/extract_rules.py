@@ -8,7 +8,7 @@ conservative: a missed fact stays findable in the evidence; a wrong one costs re
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from memory.types import MemoryType, build_details
@@ -26,6 +26,9 @@ class Draft:
     evidence_ids: list[str]
     engine: str = "rules"
     kind: str = ""  # which rule or prompt produced it, for reports
+    key: str = ""  # unique within a batch, so drafts can name each other in links
+    links: list[tuple[str, str, float]] = field(default_factory=list)  # (relation, other draft's key, confidence)
+    same_as: str | None = None  # set by the write policy when this draft merged into another one
 
 
 URL_RE = re.compile(r"\bhttps?://[^\s<>\"'`)\]}]+", re.IGNORECASE)
@@ -69,6 +72,23 @@ _NOT_PEOPLE = {w.capitalize() for w in _WEEKDAYS} | {
 CORE_RE = re.compile(r"\b(I prefer|I like|I don't like|I dislike|I always|I never|my name is|I am a|I'm a|I work as|"
                      r"I work at|call me)\b", re.IGNORECASE)
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_I = re.IGNORECASE
+_BE = r"(?:\s+(?:was|were|is|are|got|has been|have been))?"
+# Cue words that link two clauses of one sentence as `a RELATION b` (memory/relations.py reads the
+# relation names). Tried in order; "fixed by" before "fixed". "since" only after a comma, where it
+# gives a reason rather than a time ("since Monday").
+CUES: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^(?:because|since|due to)\s+(?P<b>.+?),\s*(?P<a>.+)$", _I), "BECAUSE"),
+    (re.compile(r"^(?P<a>.+?),?\s+(?:because(?: of)?|due to|so that)\s+(?P<b>.+)$", _I), "BECAUSE"),
+    (re.compile(r"^(?P<a>.+?),\s+since\s+(?P<b>.+)$", _I), "BECAUSE"),
+    (re.compile(rf"^(?P<b>.+?){_BE}\s+(?:fixed|resolved|solved)\s+by\s+(?P<a>.+)$", _I), "RESOLVES"),
+    (re.compile(r"^(?P<a>.+?)\s+(?:resolves|resolved|fixes|fixed|solves|solved)\s+(?P<b>.+)$", _I), "RESOLVES"),
+    (re.compile(rf"^(?P<b>.+?){_BE}\s+triggered\s+by\s+(?P<a>.+)$", _I), "TRIGGERED"),
+    (re.compile(r"^after\s+(?P<a>.+?),\s*(?P<b>(?:we|i|they|he|she|the team)\b.+)$", _I), "TRIGGERED"),
+    (re.compile(r"^(?P<a>.+?)\s+triggered\s+(?P<b>.+)$", _I), "TRIGGERED"),
+    (re.compile(r"^(?P<a>.+?)\s+(?:replaces|replaced|supersedes)\s+(?P<b>.+)$", _I), "UPDATES"),
+    (re.compile(r"^(?P<a>.+?)\s+instead of\s+(?P<b>.+)$", _I), "UPDATES"),
+]
 _STOP = {"the", "a", "an", "to", "of", "for", "on", "in", "and", "or", "we", "i", "that", "this", "is", "are",
          "be", "will", "with", "it", "our", "use", "using", "decided", "agreed", "going", "go", "from", "now"}
 
@@ -183,15 +203,49 @@ def _procedure(text: str, ev_id: str) -> list[Draft]:
                    subject=goal.lower())]
 
 
+def _clause(text: str) -> str | None:
+    t = text.strip(" ,;:-–—.!?")
+    if len(re.findall(r"[A-Za-z][\w'-]*", t)) < 2:
+        return None  # "instead of flake8" names a thing, not a statement worth its own memory
+    return t[0].upper() + t[1:] + "."
+
+
+def split_cue(sentence: str) -> tuple[str, str, str] | None:
+    """(relation, a, b) when a cue word links two clauses as `a RELATION b`; None if none does."""
+    s = sentence.strip().rstrip(".!?")
+    for rx, relation in CUES:
+        m = rx.match(s)
+        if m:  # the first cue that matches decides, so "was triggered by" is never read as "triggered"
+            a, b = _clause(m.group("a")), _clause(m.group("b"))
+            return (relation, a, b) if a and b else None
+    return None
+
+
+def _linked(a: str, b: str, relation: str, ev_id: str, n: int, decision: bool) -> list[Draft]:
+    """Two semantic drafts, `a RELATION b`, on the same evidence row (a decision keeps its subject)."""
+    first = _draft(MemoryType.SEMANTIC, {"subject": subject_of(a), "fact": a} if decision else {"fact": a}, 0.75,
+                   ev_id, "decision" if decision else "clause", subject=subject_of(a) if decision else None)
+    # The reason gets no subject: it must not supersede (or be superseded by) the decision it explains.
+    second = _draft(MemoryType.SEMANTIC, {"fact": b}, 0.7, ev_id, "reason" if relation == "BECAUSE" else "clause")
+    first.key, second.key = f"{ev_id}#{n}a", f"{ev_id}#{n}b"
+    first.links.append((relation, second.key, 0.7))
+    return [first, second]
+
+
 def extract_one(ev: dict) -> list[Draft]:
     """Drafts from one evidence row (id, text, source, captured_at)."""
     text, ev_id = ev.get("text") or "", ev["id"]
     drafts = _resources(text, ev_id) + _procedure(text, ev_id)
     first_person_ok = ev.get("source") in ("manual", "audio")  # on screen, "I" is usually someone else
-    for s in sentences(text):
+    own_words = ev.get("source") in ("manual", "audio", "import")
+    for n, s in enumerate(sentences(text)):
         if URL_RE.search(s) and len(URL_RE.sub("", s).split()) < 3:
             continue  # a bare link line is covered by the resource draft
+        cue = split_cue(s)
         if DECISION_RE.search(s):
+            if cue and cue[0] == "BECAUSE":  # the decision and its reason, linked
+                drafts.extend(_linked(cue[1], cue[2], "BECAUSE", ev_id, n, decision=True))
+                continue
             drafts.append(_draft(MemoryType.SEMANTIC, {"subject": subject_of(s), "fact": s}, 0.75, ev_id,
                                  "decision", subject=subject_of(s)))
         elif first_person_ok and CORE_RE.search(s):
@@ -202,6 +256,8 @@ def extract_one(ev: dict) -> list[Draft]:
             when = resolve_date(s, ev.get("captured_at"))
             details = {"event": s, "who": who, **({"when": when.isoformat()} if when else {})}
             drafts.append(_draft(MemoryType.EPISODIC, details, 0.7 if who else 0.6, ev_id, "event"))
+        elif cue and own_words:  # screen prose says "because" all the time; only the person's own notes count
+            drafts.extend(_linked(cue[1], cue[2], cue[0], ev_id, n, decision=False))
     return drafts
 
 

@@ -42,6 +42,7 @@ class ExtractionReport:
     candidates: int = 0
     corroborated: int = 0
     superseded: int = 0
+    relations: int = 0  # edges written between memories (memory/relations.py)
     skipped: int = 0
     skip_reasons: dict = field(default_factory=dict)
     memory_ids: list[str] = field(default_factory=list)
@@ -99,8 +100,12 @@ class Extractor:
         # Rules still catch links, paths and commands a small model misses or mangles, and cover
         # rows the model produced nothing for (a small model often answers for one row of a batch).
         cited = {e for d in drafts for e in d.evidence_ids}
+        # Rule drafts tied by a cue word ("because", "fixed by") come along too: the edge needs both ends.
         kinds = {"url", "path", "command"}
-        return drafts + [d for d in rule_extract(items) if d.kind in kinds or d.evidence_ids[0] not in cited]
+        rules = rule_extract(items)
+        linked = {k for d in rules for _, k, _ in d.links}
+        return drafts + [d for d in rules if d.kind in kinds or d.links or d.key in linked
+                         or d.evidence_ids[0] not in cited]
 
 
 _shared: dict[tuple, object] = {}
@@ -199,6 +204,7 @@ def run_extraction(store, *, all_evidence: bool = False, extractor: Extractor | 
         report.candidates += c.get("candidate", 0)
         report.corroborated += c.get("corroborated", 0)
         report.superseded += c.get("superseded", 0)
+        report.relations += len(result.relations)
         report.skipped += c.get("skipped", 0)
         mark_extracted(store, [r["id"] for r in batch])
         report.batches += 1

@@ -35,7 +35,8 @@ INSTRUCTIONS = (
     "Mirador is the person's local memory: typed memories distilled from what they saw, heard and told you, "
     "plus the raw captured evidence (screen text, transcripts). Start a task with memory_recall; look things "
     "up with memory_search or evidence_search; use timeline for 'what was I doing between X and Y'. Store "
-    "durable facts, preferences and procedures with memory_add (short, one fact each). Ids start with mem_, "
+    "durable facts, preferences and procedures with memory_add (short, one fact each). After answering, "
+    "call memory_reinforce with the ids of the memories your answer used. Ids start with mem_, "
     "evd_ or vlt_; get them from search results. The core profile is the resource " + PROFILE_URI + "."
 )
 
@@ -131,6 +132,7 @@ def _register_tools(mcp: FastMCP) -> None:
     _register_memory_reads(mcp)
     _register_memory_writes(mcp)
     _register_evidence_tools(mcp)
+    _register_relation_tools(mcp)
 
 
 def _register_memory_reads(mcp: FastMCP) -> None:
@@ -208,6 +210,17 @@ def _register_memory_writes(mcp: FastMCP) -> None:
         """
         return await _call(ctx, T.memory_forget, ids=ids)
 
+    @mcp.tool(annotations=WRITE)
+    async def memory_reinforce(ctx: Context, ids: Annotated[list[Id], Field(min_length=1, max_length=50)]
+                               ) -> dict[str, Any]:
+        """Tell Mirador which memories your answer actually used (mem_ ids from memory_recall/memory_search).
+
+        Call it once after answering, with only the memories you relied on — not everything you were shown.
+        Used memories rank higher later; unused ones slowly fade back. Ids outside your scopes, unknown or
+        forgotten ones are listed under not_found and nothing is recorded for them.
+        """
+        return await _call(ctx, T.memory_reinforce, ids=ids)
+
 
 def _register_evidence_tools(mcp: FastMCP) -> None:
     @mcp.tool(annotations=READ)
@@ -247,6 +260,51 @@ def _register_evidence_tools(mcp: FastMCP) -> None:
         Call it when a tool says you lack access, or to check that capture is running (last_evidence_at).
         """
         return await _call(ctx, T.status)
+
+
+Relation = Literal["BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS"]
+Relations = Annotated[list[Relation] | None, Field(max_length=6, description="only these relation types; omit for all")]
+
+
+def _register_relation_tools(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=READ)
+    async def memory_related(ctx: Context, id: Id, relations: Relations = None,
+                             direction: Literal["out", "in", "both"] = "both", scope: ScopeArg = None,
+                             include_inactive: bool = False, limit: Annotated[int, Field(ge=1, le=100)] = 20
+                             ) -> dict[str, Any]:
+        """List a memory's neighbours by relation: why it holds (BECAUSE), what it triggered, fixed or replaced.
+
+        Edges read "src RELATION dst" (a decision BECAUSE its reason; an alert TRIGGERED a rollback; a fix
+        RESOLVES a problem; a new value UPDATES an old one; CONTRADICTS; MENTIONS). direction out: this memory
+        is src; in: it is dst. include_inactive also returns superseded and rejected neighbours.
+        """
+        return await _call(ctx, T.memory_related, id=id, relations=relations, direction=direction, scope=scope,
+                           include_inactive=include_inactive, limit=limit)
+
+    @mcp.tool(annotations=READ)
+    async def memory_chain(ctx: Context, id: Id, direction: Literal["causes", "consequences"] = "causes",
+                           depth: Annotated[int, Field(ge=1, le=6)] = 3, relations: Relations = None,
+                           scope: ScopeArg = None, include_inactive: bool = False) -> dict[str, Any]:
+        """Follow a memory's causes ("why was this decided?") or consequences ("what followed?") up to depth hops.
+
+        Follows BECAUSE, TRIGGERED and RESOLVES unless relations says otherwise; each memory appears once,
+        so cycles end. Every hop carries its edge and the evidence rows it rests on.
+        """
+        return await _call(ctx, T.memory_chain, id=id, direction=direction, depth=depth, relations=relations,
+                           scope=scope, include_inactive=include_inactive)
+
+    @mcp.tool(annotations=WRITE)
+    async def memory_relate(ctx: Context, src: Id, relation: Relation, dst: Id,
+                            evidence: Annotated[list[Id] | None, Field(max_length=20, description="evd_ ids the "
+                                                                       "edge rests on")] = None,
+                            confidence: Annotated[float, Field(ge=0, le=1)] = 0.8) -> dict[str, Any]:
+        """Record how two memories relate, as "src RELATION dst" (e.g. a decision BECAUSE its reason).
+
+        src must be in your write scope and dst readable by you. Adding the same edge again only merges its
+        evidence. Use it when the person explains why something was decided or what fixed what.
+        """
+        return await _call(ctx, T.memory_relate, src=src, relation=relation, dst=dst, evidence=evidence,
+                           confidence=confidence)
 
 
 def _register_resources(mcp: FastMCP) -> None:

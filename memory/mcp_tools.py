@@ -113,6 +113,7 @@ def memory_search(store, p: Principal, query: str, types: list[str] | None = Non
     scopes = read_scopes(p, scope)
     hits = search_memories(store, query, scopes=scopes, types=types or None, statuses=_statuses(include_inactive),
                            since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit)
+    _appeared(store, p, [h.id for h in hits], scopes)
     return {"query": query, "scopes": scopes, "results": [_memory_brief(h.row, h.score) for h in hits],
             "hint": "call memory_get with an id for every field and its evidence ids" if hits
             else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
@@ -128,11 +129,36 @@ def memory_recall(store, p: Principal, query: str, budget_tokens: int = 1000, ty
     scopes = read_scopes(p, scope)
     res = recall(store, query, budget_tokens=budget_tokens, scopes=scopes, types=types or None,
                  include_evidence=include_evidence)
+    _appeared(store, p, [i.id for i in (res.items or [])], scopes)
     items = [_item(i) for i in (res.items or [])]
     if not p.allow_vault:
         items = [{k: v for k, v in i.items() if k != "value"} if isinstance(i, dict) else i for i in items]
     return {"query": res.query, "budget_tokens": res.budget_tokens, "used_tokens": res.used_tokens,
             "scopes": scopes, "text": res.text, "items": items}
+
+
+def _appeared(store, p: Principal, ids: list[str], scopes: list[str]) -> None:
+    # Showing a memory is not using it; only when the person configured it does it count (weaker).
+    from memory.reinforcement import note_appearances
+
+    note_appearances(store, ids, actor=p.actor, scopes=scopes)
+
+
+def memory_reinforce(store, p: Principal, ids: list[str]) -> dict:
+    """Record that an answer used these memories: their salience rises (and decays again without use)."""
+    from memory.reinforcement import reinforce
+
+    if not ids:
+        raise InputError(f"no ids given — pass the mem_ ids your answer used; {SEARCH_HINT}")
+    res = reinforce(store, ids, actor=p.actor, scopes=list(p.read))
+    if not res["reinforced"]:
+        bad = ", ".join(n["id"] for n in res["not_found"])
+        raise NotFoundError(f"nothing was reinforced: {bad} — each must be a mem_ id visible to this client "
+                            f"(it never existed, is outside its scopes, or was forgotten); {SEARCH_HINT}")
+    out = {"reinforced": res["reinforced"], "not_found": res["not_found"], "actor": p.actor}
+    if res["not_found"]:
+        out["hint"] = "ids under not_found were not recorded; check them with memory_get"
+    return out
 
 
 def _item(item: Any) -> Any:
@@ -227,6 +253,55 @@ def memory_forget(store, p: Principal, ids: list[str]) -> dict:
     except NotFoundError as e:
         raise NotFoundError(for_model(str(e)) + f" (this client may forget only rows in scope {ws!r} and below)") from None
     return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
+
+
+# ---- relation tools ---------------------------------------------------------------------------
+
+
+def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
+    if _kind(id, SEARCH_HINT) != "memory":
+        raise InputError(f"{id} is not a memory id (mem_…); relations link memories only")
+    if not store.memories.count_rows(f"id = {sql_literal_id(id)} AND {scope_filter(scopes)}"):
+        raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
+
+
+def memory_related(store, p: Principal, id: str, relations: list[str] | None = None, direction: str = "both",
+                   scope: str | None = None, include_inactive: bool = False, limit: int = 20) -> dict:
+    """A memory's neighbours by relation, both ends inside the client's scopes."""
+    from memory.relations import related
+
+    scopes = read_scopes(p, scope)
+    _visible_memory(store, p, id, scopes)
+    edges = related(store, id, relations or None, direction, scopes, _statuses(include_inactive), limit)
+    return {"id": id, "scopes": scopes, "relations": edges,
+            "hint": "an edge reads 'src RELATION dst'; call memory_chain to follow causes or consequences further"
+            if edges else "no relations visible; memory_relate adds one"}
+
+
+def memory_chain(store, p: Principal, id: str, direction: str = "causes", depth: int = 3,
+                 relations: list[str] | None = None, scope: str | None = None, include_inactive: bool = False) -> dict:
+    """Causes (why) or consequences (what followed) of a memory, hop by hop, with each hop's evidence."""
+    from memory.relations import chain
+
+    scopes = read_scopes(p, scope)
+    _visible_memory(store, p, id, scopes)
+    out = chain(store, id, direction, relations or None, depth, scopes, _statuses(include_inactive))
+    out["scopes"] = scopes
+    out["hint"] = ("each hop lists the evidence its edge rests on; call evidence_get for the full text" if out["hops"]
+                   else f"no {direction} recorded within depth {depth}")
+    return out
+
+
+def memory_relate(store, p: Principal, src: str, relation: str, dst: str, evidence: list[str] | None = None,
+                  confidence: float = 0.8) -> dict:
+    """Add the edge `src RELATION dst`: src in the client's write scope, dst readable; audited as the client."""
+    from memory.relations import add_relation
+
+    ws = write_scope(p, None)
+    _visible_memory(store, p, src, [ws])
+    edge = add_relation(store, src, relation, dst, actor=p.actor, provenance=evidence or [], confidence=confidence,
+                        origin=p.actor, scopes=list(p.read))
+    return {"relation": edge, "actor": p.actor}
 
 
 # ---- evidence tools ---------------------------------------------------------------------------

@@ -64,11 +64,27 @@ def m004_derivations_and_proposals(db, dim: int) -> str:
     return "derivations and proposals tables"
 
 
+def m005_relations(db, dim: int) -> str:
+    """Typed edges between memories (BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES, MENTIONS)."""
+    if T.RELATIONS not in set(db.table_names()):
+        db.create_table(T.RELATIONS, schema=T.relations_schema())
+    return "relations table"
+
+
+def m006_reinforcement(db, dim: int) -> str:
+    """Use counts and strengths per memory, kept apart from the memories table (see memory/reinforcement.py)."""
+    if T.USAGE not in set(db.table_names()):
+        db.create_table(T.USAGE, schema=T.usage_schema())
+    return "memory_usage table"
+
+
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", m001_initial),
     ("m002_fts_indexes", m002_fts_indexes),
     ("m003_evidence_search_text", m003_evidence_search_text),
     ("m004_derivations_and_proposals", m004_derivations_and_proposals),
+    ("m005_relations", m005_relations),
+    ("m006_reinforcement", m006_reinforcement),
 ]
 
 

@@ -115,8 +115,9 @@ def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=N
     cfg = store.config.recall
     now = now or utcnow()
     pool = min(cfg.max_candidates, max(10, budget // 25))
-    cands = _candidates(store, query, scopes, _memory_types(types), include_evidence, pool, now)
-    items = _pack(_select(cands, cfg), budget, cfg)
+    mem_types = _memory_types(types)
+    cands = _candidates(store, query, scopes, mem_types, include_evidence, pool, now)
+    items = _pack(_with_reasons(_select(cands, cfg), _reasons(store, cands, scopes, mem_types)), budget, cfg)
     text = _SEP.join(i.text for i in items)
     used = count_tokens(text)
     while used > budget and items:  # per-item counts sum to more than the block's, so this is a backstop
@@ -204,6 +205,40 @@ def _overlap(a: frozenset, b: frozenset) -> float:
     if not a or not b:
         return 0.0
     return len(a & b) / len(a | b)
+
+
+def _reasons(store, cands: list[_Cand], scopes, mem_types) -> dict[str, list[_Cand]]:
+    """Per memory candidate, the memories it is BECAUSE of (memory/relations.py), visible in scopes and
+    candidate/active: one edge query and one memory query for the whole pool."""
+    from memory.relations import reasons_for
+
+    ids = [c.id for c in cands if c.kind == "memory"]
+    out: dict[str, list[_Cand]] = {}
+    for src, rows in reasons_for(store, ids, scopes, mem_types).items():
+        out[src] = [_Cand(r["id"], "memory", r["type"], r["scope"],
+                          parse_time(r.get("valid_from") or r.get("created_at")), f"reason for {src}",
+                          r["text"] or "", 0.0) for r in rows]
+    return out
+
+
+def _with_reasons(ordered: Iterable[tuple[_Cand, int]], reasons: dict[str, list[_Cand]]
+                  ) -> Iterator[tuple[_Cand, int]]:
+    """The ranked picks, each followed by its reasons (a decision's "because"), each memory once.
+
+    A reason goes straight after what it explains, so it is packed while budget is left, at whatever
+    level still fits (full, summary or header); it never displaces a pick already packed.
+    """
+    shown: set[str] = set()
+    for c, after in ordered:
+        if c.id in shown:
+            continue
+        shown.add(c.id)
+        yield c, after
+        for r in reasons.get(c.id, ()):
+            if r.id not in shown:
+                shown.add(r.id)
+                r.score = c.score
+                yield r, after
 
 
 def _select(cands: list[_Cand], cfg) -> Iterator[tuple[_Cand, int]]:

@@ -14,6 +14,8 @@ AUDIT = "audit"
 MIGRATIONS = "_migrations"
 DERIVATIONS = "derivations"
 PROPOSALS = "proposals"
+RELATIONS = "relations"
+USAGE = "memory_usage"
 
 
 def evidence_schema(dim: int) -> pa.Schema:
@@ -132,4 +134,37 @@ def proposals_schema() -> pa.Schema:
         ("status", pa.string()),
         ("created_at", TS),
         ("decided_at", TS),
+    ])
+
+
+def relations_schema() -> pa.Schema:
+    """Typed edges between memories (memory/relations.py): ids, a type and evidence ids, no content.
+
+    `scope` is the source memory's scope and `dst_scope` the target's, so a read filters both ends
+    inside the query (principle 5).
+    """
+    return pa.schema([
+        ("id", pa.string()),
+        ("src", pa.string()),
+        ("dst", pa.string()),
+        ("relation", pa.string()),
+        ("provenance", pa.list_(pa.string())),
+        ("confidence", pa.float32()),
+        ("origin", pa.string()),
+        ("scope", pa.string()),
+        ("dst_scope", pa.string()),
+        ("created_at", TS),
+    ])
+
+
+def usage_schema() -> pa.Schema:
+    """How often and how recently answers used a memory (memory/reinforcement.py): ids and numbers, no content."""
+    return pa.schema([
+        ("memory_id", pa.string()),
+        ("type", pa.string()),  # a memory's type never changes; its half-life applies to the decay
+        ("scope", pa.string()),
+        ("uses", pa.int64()),
+        ("strength", pa.float64()),  # at last_used_at; it decays from there (half-life per type)
+        ("first_used_at", TS),
+        ("last_used_at", TS),
     ])

@@ -55,6 +55,7 @@ class WriteReport:
     """Outcomes of one batch, counted by action."""
 
     outcomes: list[Outcome] = field(default_factory=list)
+    relations: list[dict] = field(default_factory=list)  # edges written (memory/relations.py)
 
     def counts(self) -> dict:
         """Number of drafts per action."""
@@ -154,6 +155,7 @@ class WritePolicy:
                         and p[0].type == d.type), None)
             if dup:  # two drafts of the same thing in one batch: one memory, both sources
                 dup[0].evidence_ids = list(dict.fromkeys(dup[0].evidence_ids + d.evidence_ids))
+                d.same_as = dup[0].key or None  # its links now start or end at the merged memory
                 report.outcomes.append(Outcome("skipped", "same as another draft in this batch", draft=d))
                 continue
             seen.append((d, vec))
@@ -164,6 +166,7 @@ class WritePolicy:
             else:
                 report.outcomes.append(outcome)
         report.outcomes.extend(self._create(pending, scope))
+        report.relations = link_outcomes(self.store, report.outcomes, self.actor)
         return report
 
     def _live_evidence(self, ids: list[str]) -> set[str]:
@@ -226,3 +229,57 @@ class WritePolicy:
         record_derivations(self.store, [(r["id"], e, r["type"]) for r in rows for e in r["provenance"]], self.actor)
         return [Outcome("created" if r["status"] == "active" else "candidate", "new", r["id"], d)
                 for r, (d, _, _, _) in zip(rows, pending, strict=True)]
+
+
+def _memory_of(outcomes: list[Outcome]):
+    """draft key → the memory it became (created, confirmed or merged into another draft's)."""
+    ids, alias = {}, {}
+    for o in outcomes:
+        d = o.draft
+        if d is None or not d.key:
+            continue
+        if o.memory_id and (o.action != "skipped" or o.reason.startswith("already known")):
+            ids[d.key] = o.memory_id
+        elif d.same_as:
+            alias[d.key] = d.same_as
+
+    def resolve(key: str | None) -> str | None:
+        for _ in range(len(alias) + 1):  # alias chains are short; the bound makes a loop impossible
+            if key is None or key in ids:
+                return ids.get(key) if key else None
+            key = alias.get(key)
+        return None
+
+    return resolve
+
+
+def link_outcomes(store, outcomes: list[Outcome], actor: str) -> list[dict]:
+    """Write the edges of a batch: the drafts' own links (cue words, the LLM), UPDATES from a memory to the
+    one it superseded, CONTRADICTS from a candidate to the active memory it would change. Never fails a batch."""
+    from memory.errors import MiradorError
+    from memory.relations import CONTRADICTS, UPDATES, EdgeSpec, add_relations
+
+    resolve = _memory_of(outcomes)
+    by_key = {o.draft.key: o.draft for o in outcomes if o.draft is not None and o.draft.key}
+    specs = []
+    for o in outcomes:
+        d = o.draft
+        if d is None:
+            continue
+        origin = f"{actor}:{d.engine}"
+        if o.previous_id and o.memory_id and o.action in ("superseded", "candidate"):
+            rel, conf = (UPDATES, 0.8) if o.action == "superseded" else (CONTRADICTS, 0.6)
+            specs.append(EdgeSpec(o.memory_id, rel, o.previous_id, list(d.evidence_ids), conf, origin))
+        src = resolve(d.key) if d.key else None
+        for rel, other, conf in d.links:
+            dst = resolve(other)
+            if src and dst and src != dst:
+                prov = list(dict.fromkeys(d.evidence_ids + (by_key[other].evidence_ids if other in by_key else [])))
+                specs.append(EdgeSpec(src, rel, dst, prov, conf, origin))
+    if not specs:
+        return []
+    try:
+        return add_relations(store, specs, actor=actor)
+    except MiradorError as e:  # an end forgotten meanwhile: the memories stand, the edge is dropped
+        log.warning("relations of this batch not written: %s", e)
+        return []

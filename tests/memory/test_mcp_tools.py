@@ -13,6 +13,8 @@ from memory.mcp_server import PROFILE_URI, build_server
 
 TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_update", "memory_forget",
          "evidence_search", "evidence_get", "timeline", "status"}
+TOOLS |= {"memory_related", "memory_chain", "memory_relate"}  # relations between memories
+TOOLS |= {"memory_reinforce"}  # reinforcement (memory/reinforcement.py)
 
 
 @pytest.fixture
