@@ -7,7 +7,6 @@ import json
 import logging
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from desktop.output import emit_json, print_hits, print_record, print_rows
 from memory.errors import InputError, MiradorError
@@ -180,18 +179,6 @@ def cmd_export(a) -> int:
         print(f"exported {n} line(s) to {a.out}", file=sys.stderr)
     else:
         write_export(store, sys.stdout, **kw)
-    return 0
-
-
-def cmd_import(a) -> int:
-    from memory.transfer import import_jsonl
-
-    result = import_jsonl(_open(), Path(a.file))
-    if a.json:
-        emit_json(result)
-    else:
-        print(f"imported {result['imported']} ({result['memories']} memories/vault, {result['evidence']} evidence); "
-              f"skipped {result['skipped_existing']} already present")
     return 0
 
 
