@@ -1,7 +1,8 @@
 """Capture: wires the screen and voice sources, their workers, the writer and health; pause/resume.
 
 `start()`/`stop()` run everything on threads; tests drive the screen deterministically with
-`step()` / `run_cycles(n)` and `drain()` instead of waiting on the clock.
+`step()` / `run_cycles(n)` and `drain()` instead of waiting on the clock. `apply_config()` takes
+saved settings while running (the settings window calls it through the app); `stop()` is bounded.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class Capture:
         self.store = store
         self.home = Path(store.home)
         self.cfg = store.config.capture
+        self.models = store.config.models
         self.health = Health(pid=os.getpid())
         self.redactor = Redactor(store.config.privacy.redact_kinds, store.config.privacy.redact)
         self.model_lock = threading.Lock()
@@ -77,17 +79,24 @@ class Capture:
         self._paused = False
         self._control_mtime = 0.0
         self._stop = threading.Event()
+        self._wake = threading.Event()  # cuts the screen loop's sleep short (new interval, stop)
+        self._running = False
+        self._screen_on = True  # capture.screen switched off live keeps the source but grabs nothing
+        self._last_purge = 0.0
         self._threads: list[threading.Thread] = []
         self._workers: list[Worker] = []
         self.screen = self._make_screen(probe, ocr) if screen else None
         self.voice = self._make_voice(asr, vad) if (audio or audio_file) else None
         self.audio_done = threading.Event()
 
+    def _new_ocr(self, language: str):
+        from models.ocr import Ocr
+
+        return Ocr(language=language)
+
     def _make_screen(self, probe, ocr) -> ScreenSource:
         if ocr is None:
-            from models.ocr import Ocr
-
-            ocr = Ocr(language=self.cfg.ocr_language)
+            ocr = self._new_ocr(self.cfg.ocr_language)
         return ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
                             self.writer, self.health, ocr, self.cfg.scope, probe)
 
@@ -95,7 +104,7 @@ class Capture:
         if asr is None:
             from models.asr import Asr
 
-            asr = Asr(self.store.config.models.whisper_dir, cpu_threads=self.cfg.asr_threads)
+            asr = Asr(self.models.whisper_dir, cpu_threads=self.cfg.asr_threads)
         if vad is None:
             from models.asr import Vad
 
@@ -151,7 +160,7 @@ class Capture:
         self._check_control()
         if self.paused:
             return "paused"
-        return self.screen.step() if self.screen else "off"
+        return self.screen.step() if self.screen and self._screen_on else "off"
 
     def run_cycles(self, n: int, drain: bool = True) -> list[str]:
         """n screen cycles back to back; with drain, OCR finishes and the writer commits before returning."""
@@ -186,18 +195,27 @@ class Capture:
         """Start the writer, the OCR/ASR workers, the screen loop and the audio source."""
         self.health.set(state="capturing", started_at=time.time(),
                         screen="on" if self.screen else "off", audio=self._audio_label())
+        self._running = True
         self.writer.start()
-        for src, name in ((self.screen, "ocr-worker"), (self.voice, "asr-worker")):
-            if src is not None:
-                w = Worker(src.queue, src.handle, self.health.error, name)
-                w.start()
-                self._workers.append(w)
         if self.screen:
-            self._spawn(self._screen_loop, "screen-loop")
+            self._start_screen()
         if self.voice:
-            self._spawn(self._audio_main, "audio-source")
+            self._start_voice()
         self._spawn(self._health_loop, "capture-health")
         self.health.save(self.home)
+
+    def _start_screen(self) -> None:
+        self._add_worker(self.screen, "ocr-worker")
+        self._spawn(self._screen_loop, "screen-loop")
+
+    def _start_voice(self) -> None:
+        self._add_worker(self.voice, "asr-worker")
+        self._spawn(self._audio_main, "audio-source")
+
+    def _add_worker(self, src, name: str) -> None:
+        w = Worker(src.queue, src.handle, self.health.error, name)
+        w.start()
+        self._workers.append(w)
 
     def _audio_label(self) -> str:
         if not self.voice:
@@ -210,12 +228,20 @@ class Capture:
         self._threads.append(t)
 
     def _screen_loop(self) -> None:
-        interval = self.cfg.interval_seconds
         while not self._stop.is_set():
             t0 = time.monotonic()
             self.step()
-            self._stop.wait(max(0.0, interval - (time.monotonic() - t0)))
+            self._sleep_from(t0)
         self.screen.close()
+
+    def _sleep_from(self, t0: float) -> None:
+        """Wait out the interval since t0, re-reading it when apply_config() or stop() wakes the loop."""
+        while not self._stop.is_set():
+            left = self.cfg.interval_seconds - (time.monotonic() - t0)
+            if left <= 0:
+                return
+            self._wake.wait(left)
+            self._wake.clear()
 
     def _audio_main(self) -> None:
         try:
@@ -239,14 +265,13 @@ class Capture:
                         evidence_pending=self.writer.pending, ocr_busy_seconds=busy[0] if busy else 0.0)
 
     def _health_loop(self) -> None:
-        last_purge = 0.0
         while not self._stop.wait(1.0):
             self._refresh_health()
             if not self._paused and self.health.state != "capturing":
                 self.health.set(state="capturing")
             self.health.save(self.home)
-            if self.cfg.thumbnails and time.time() - last_purge > 3600:
-                last_purge = time.time()
+            if self.cfg.thumbnails and time.time() - self._last_purge > 3600:
+                self._last_purge = time.time()
                 try:
                     purge_frames(self.home, self.cfg.retention_days)
                 except OSError as e:
@@ -258,22 +283,143 @@ class Capture:
             return False
         return self.voice.queue.wait_idle(timeout or 600)
 
-    def stop(self, timeout: float = 60.0) -> None:
-        """Stop sources, finish queued OCR/ASR (bounded by timeout), commit everything, mark stopped."""
+    def stop(self, timeout: float = 60.0) -> dict[str, float]:
+        """Stop sources, finish queued OCR/ASR and commit, within about `timeout` s; returns seconds per step.
+
+        Frames or utterances still queued at the deadline are dropped (and logged): quitting must not
+        wait minutes for OCR on a loaded machine. The writer always gets WRITER_GRACE_S more to commit
+        what was already recognised.
+        """
+        deadline = time.monotonic() + timeout
+        times: dict[str, float] = {}
+        t = time.monotonic()
         self._stop.set()
+        self._wake.set()
+        self._running = False
         if self.voice:
             self.voice.stop()
-        for t in self._threads:
-            t.join(timeout)
-        deadline = time.monotonic() + timeout
+        for th in self._threads:
+            th.join(_left(deadline))
+        late = [th.name for th in self._threads if th.is_alive()]
+        if late:
+            log.warning("capture stop: %s still running after the %.0fs budget", ", ".join(late), timeout)
+        times["sources"] = _lap(t)
+        t = time.monotonic()
         for src in (self.screen, self.voice):
-            if src is not None and self._workers:
-                src.queue.wait_idle(max(0.1, deadline - time.monotonic()))
+            if src is not None and self._workers and not src.queue.wait_idle(_left(deadline)):
+                log.warning("capture stop: %d queued %s item(s) dropped at the deadline", len(src.queue),
+                            src.queue.name)
         for w in self._workers:
-            w.stop()
+            w.stop(_left(deadline))
         if not self._workers and self.screen:
             self.screen.close()
-        self.writer.stop() if self.writer.is_alive() else self.writer.flush()
+        times["ocr_asr_drain"] = _lap(t)
+        t = time.monotonic()
+        if self.writer.is_alive() and not self.writer.pending and not self.writer._write_lock.locked():
+            # Nothing pending and no commit under way: do not wait for a writer still loading the
+            # embedder (tens of seconds under load); it sees the flag after its warm-up and ends.
+            with self.writer._cond:
+                self.writer._stopping = True
+                self.writer._cond.notify_all()
+        elif self.writer.is_alive():
+            self.writer.stop(max(_left(deadline), WRITER_GRACE_S))
+        else:
+            self.writer.flush()
+        times["writer"] = _lap(t)
         self._refresh_health()
         self.health.set(state="stopped")
         self.health.save(self.home)
+        return times
+
+    # ---- settings while running -------------------------------------------------------------------
+
+    def apply_config(self, config, screen: bool | None = None, audio: bool | None = None) -> list[str]:
+        """Use saved settings now, without a restart; returns problems that kept one from applying.
+
+        Live: interval, monitors, active-window preference, change threshold, OCR language, excluded
+        apps and title patterns, redaction switches, thumbnails, retention, queue sizes, batching,
+        scope, keep_audio. Audio on/off, input device, whisper model or ASR threads restart just the
+        voice source. screen / audio: whether each source may run (the caller knows whether a display
+        and a microphone exist); None follows the config.
+        """
+        old, c = self.cfg, config.capture
+        old_models, self.models = self.models, config.models
+        self.cfg = c
+        self.redactor = Redactor(config.privacy.redact_kinds, config.privacy.redact)
+        self.writer.flush_seconds, self.writer.flush_rows = c.flush_seconds, c.flush_rows
+        problems = self._apply_screen(config) if self.screen is not None else []
+        self._screen_on = c.screen if screen is None else screen
+        if self._screen_on and self.screen is None:
+            self.screen = self._make_screen(None, None)
+            if self._running:
+                self._start_screen()
+        asr_changed = (old.asr_threads, old_models.whisper_dir) != (c.asr_threads, config.models.whisper_dir)
+        problems += self._apply_voice(old, c.audio if audio is None else audio, asr_changed)
+        if c.retention_days != old.retention_days:
+            self._last_purge = 0.0  # a shorter retention takes effect within a second, not an hour
+        self.health.set(screen="on" if self.screen and self._screen_on else "off", audio=self._audio_label())
+        self._wake.set()  # the screen loop re-reads the interval now
+        log.info("capture settings applied%s", f" except: {'; '.join(problems)}" if problems else "")
+        return problems
+
+    def _apply_screen(self, config) -> list[str]:
+        s, c = self.screen, config.capture
+        s.cfg = c  # monitors, prefer_active_window, thumbnails and thumbnail_width are read from it per frame
+        s.privacy = PrivacyFilter.from_config(config.privacy)  # one reference swap: the next cycle uses it
+        s.redactor = self.redactor
+        s.scope = c.scope
+        s.detector.min_changed_fraction = c.min_changed_fraction
+        s.queue.maxsize = c.ocr_queue_size
+        if c.ocr_language == getattr(s.ocr, "language", c.ocr_language):
+            return []
+        from models.ocr import OcrUnavailable
+
+        ocr = self._new_ocr(c.ocr_language)
+        try:
+            ocr.check()  # a missing language must not break capture: keep the old reader, say why
+        except OcrUnavailable as e:
+            return [f"capture.ocr_language: {e}"]
+        s.ocr = ocr
+        return []
+
+    def _apply_voice(self, old, want: bool, asr_changed: bool) -> list[str]:
+        if self.audio_file:  # a WAV run keeps its source
+            return []
+        c, v = self.cfg, self.voice
+        if v is not None:
+            v.cfg, v.redactor, v.scope = c, self.redactor, c.scope
+            v.queue.maxsize = c.asr_queue_size
+        restart = want != (v is not None) or (v is not None and (asr_changed or c.input_device != old.input_device))
+        if not restart:
+            return []
+        asr = vad = None
+        if v is not None:
+            asr, vad = (None if asr_changed else v.asr), v.segmenter.vad
+            self._stop_voice()
+        if want:
+            self.voice = self._make_voice(asr, vad)
+            if self._running:
+                self._start_voice()
+        log.info("voice source %s", "restarted" if want else "stopped")
+        return []
+
+    def _stop_voice(self) -> None:
+        v = self.voice
+        v.stop()
+        if self._running:
+            v.queue.wait_idle(10.0)  # transcribe what was already heard
+        for w in [w for w in self._workers if w.queue is v.queue]:
+            w.stop()
+            self._workers.remove(w)
+        self.voice = None
+
+
+WRITER_GRACE_S = 15.0
+
+
+def _left(deadline: float) -> float:
+    return max(0.1, deadline - time.monotonic())
+
+
+def _lap(t0: float) -> float:
+    return round(time.monotonic() - t0, 3)

@@ -8,8 +8,11 @@ Without a display it runs the headless service instead.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from desktop.cmd_app import has_display
+from desktop.live_config import Applied, restart_needed
 
 log = logging.getLogger(__name__)
 
@@ -52,28 +56,91 @@ class Services:
                                                                  extra_origins=cfg.mcp.allowed_origins).start())
         return svc
 
-    def apply_config(self, config) -> list[str]:
-        """Use a saved config now where the parts allow it; returns what needs a restart."""
-        self.store.config = config
-        later = []
-        if self.capture is not None and not getattr(self.capture, "apply_config", lambda c: False)(config):
-            later.append("capture settings")
-        if self.scheduler is not None and hasattr(self.scheduler, "apply_config"):
-            self.scheduler.apply_config(config)
-        elif self.scheduler is not None:
-            later.append("schedules")
-        return later
+    def apply_config(self, config) -> Applied:
+        """Use a saved config now where the parts allow it (worker thread); says what waits for a restart."""
+        old, self.store.config = self.store.config, config  # extraction, dream, recall read it on every use
+        out = Applied(restart=restart_needed(old, config))
+        if hasattr(self.store.embedder, "batch_size"):
+            self.store.embedder.batch_size = config.models.embedder_batch_size
+        if self.capture is not None:
+            from desktop.service import _has_display, _has_microphone
 
-    def stop(self) -> None:
-        """Stop everything, capture first so its last batch is written (worker thread, at quit)."""
-        for name, fn in (("capture", getattr(self.capture, "stop", None)),
-                         ("scheduler", getattr(self.scheduler, "shutdown", None) or getattr(self.scheduler, "stop", None)),
-                         ("MCP server", getattr(self.mcp, "stop", None))):
-            if fn:
-                try:
-                    fn()
-                except Exception:  # keep stopping the rest
-                    log.exception("stopping %s failed", name)
+            c = config.capture  # the same device checks as at start, so a missing microphone stays off quietly
+            out.problems += self.capture.apply_config(config, screen=c.screen and _has_display(),
+                                                      audio=c.audio and _has_microphone(c.input_device))
+        elif (config.capture, config.privacy) != (old.capture, old.privacy):
+            out.restart.append("capture (it was off when Mirador started)")
+        if self.scheduler is not None:
+            out.rescheduled = self.scheduler.apply_config(config)
+        elif config.scheduler.enabled and not old.scheduler.enabled:
+            from memory.scheduler import start_scheduler
+
+            self.scheduler = _try(self, "scheduler", lambda: start_scheduler(self.store, config))
+        return out
+
+    def stop(self) -> dict[str, float]:
+        """Stop capture, scheduler (and its LLM worker) and MCP server side by side, each bounded.
+
+        Runs off the GUI thread at quit. Returns seconds per step; a step that overruns its budget
+        is logged and left behind (its threads are daemons), so quitting always finishes.
+        """
+        steps = []
+        if self.capture is not None:
+            steps.append(("capture", lambda: self.capture.stop(CAPTURE_DRAIN_S)))
+        if self.scheduler is not None:
+            steps.append(("scheduler", lambda: self.scheduler.stop(wait=True, timeout=STOP_BUDGET_S["scheduler"])))
+        if self.mcp is not None:
+            steps.append(("MCP server", lambda: _stop_mcp(self.mcp, STOP_BUDGET_S["MCP server"])))
+        return _run_bounded(steps)
+
+
+# Seconds each stop step should take (steps run side by side); a step over budget is logged.
+# Capture: CAPTURE_DRAIN_S for sources and queued OCR, then capture.runner.WRITER_GRACE_S (15 s)
+# for the writer to commit what was already recognised.
+CAPTURE_DRAIN_S = 20.0
+STOP_BUDGET_S = {"capture": 35.0, "scheduler": 15.0, "MCP server": 5.0}
+STOP_HARD_LIMIT_S = 45.0  # past this a step is abandoned whatever it is doing
+
+
+def _run_bounded(steps: list[tuple[str, Any]]) -> dict[str, float]:
+    """Run (name, fn) pairs in daemon threads at once; wait at most STOP_HARD_LIMIT_S; log per-step seconds."""
+    t0 = time.monotonic()
+    times: dict[str, float] = {}
+    details: dict[str, Any] = {}
+
+    def run(name, fn):
+        start = time.monotonic()
+        try:
+            details[name] = fn()
+        except Exception:  # keep stopping the rest
+            log.exception("stopping %s failed", name)
+        times[name] = round(time.monotonic() - start, 3)
+
+    threads = [threading.Thread(target=run, args=step, name=f"stop-{step[0]}", daemon=True) for step in steps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(0.0, STOP_HARD_LIMIT_S - (time.monotonic() - t0)))
+    for name, _fn in steps:
+        if name not in times:
+            log.warning("stop: %s still busy after %.0fs; quitting without it", name, STOP_HARD_LIMIT_S)
+            times[name] = round(time.monotonic() - t0, 3)
+        elif times[name] > STOP_BUDGET_S.get(name, STOP_HARD_LIMIT_S):
+            log.warning("stop: %s overran its %.0fs budget (%.1fs)", name, STOP_BUDGET_S[name], times[name])
+    times["total"] = round(time.monotonic() - t0, 3)
+    sub = details.get("capture") if isinstance(details.get("capture"), dict) else {}
+    log.info("stop took %s%s", ", ".join(f"{k} {v:.2f}s" for k, v in times.items()),
+             f" (capture: {', '.join(f'{k} {v:.2f}s' for k, v in sub.items())})" if sub else "")
+    return times
+
+
+def _stop_mcp(mcp, timeout: float) -> None:
+    # uvicorn otherwise waits for every open connection to close, and an MCP client's event
+    # stream stays open until the client hangs up.
+    server = getattr(mcp, "server", None)
+    if server is not None:
+        server.config.timeout_graceful_shutdown = max(1, int(timeout / 2))
+    mcp.stop()
 
 
 def _try(svc: Services, what: str, fn):
@@ -109,7 +176,7 @@ def _build_capture(svc: Services):
 
 
 def run_app(home: Path | None = None) -> int:
-    """Run the tray app until Quit (or the headless service where there is no display); exit code."""
+    """Run the tray app until Quit, then end the process; without a display run the headless service (exit code)."""
     if not has_display():
         from desktop.service import run_service
 
@@ -128,7 +195,15 @@ def run_app(home: Path | None = None) -> int:
     tick = QTimer()
     tick.start(500)
     tick.timeout.connect(lambda: None)
-    return qapp.exec()
+    code = qapp.exec()
+    # Everything is stopped and committed by now (MiradorShell.quit). Tearing down the interpreter's
+    # modules (torch, transformers, Qt, lancedb) measured 8-40 s on a loaded 2-core machine and
+    # protects nothing, so the process ends here. Log handlers and stdio are flushed first.
+    log.info("exiting with code %d", code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 class MiradorShell(QObject):
@@ -136,6 +211,8 @@ class MiradorShell(QObject):
 
     started = Signal(object)  # Services, once running
     stopped = Signal()
+    settings_applied = Signal(object)  # desktop.live_config.Applied, after a save reached the services
+    _services_stopped = Signal()  # from the stop thread; queued to the GUI thread
 
     def __init__(self, services_factory, poll_ms: int = 5000, parent=None) -> None:
         from desktop.tray import Tray
@@ -149,6 +226,9 @@ class MiradorShell(QObject):
         self.tray = Tray(self.jobs, None, None, poll_ms=poll_ms, parent=self)
         self.windows: dict[str, Any] = {}
         self._quitting = False
+        self._stopping = False
+        self.stop_times: dict[str, float] = {}
+        self._services_stopped.connect(self._finish)
         self.tray.open_browser.connect(lambda: self.open("browser"))
         self.tray.open_review.connect(lambda: self.open("review"))
         self.tray.open_timeline.connect(lambda: self.open("timeline"))
@@ -171,6 +251,8 @@ class MiradorShell(QObject):
         if self._quitting:  # Quit came while the services were starting: stop them now
             self.quit()
             return
+        log.info("Mirador started: capture %s, scheduler %s, MCP %s", "on" if services.capture else "off",
+                 "on" if services.scheduler else "off", services.mcp.url if services.mcp else "off")
         self.tray.set_sources(services.capture, lambda: pending_count(services.store))
         for p in services.problems:
             self.tray.icon.showMessage("Mirador", p, QSystemTrayIcon.MessageIcon.Warning, 10_000)
@@ -222,30 +304,44 @@ class MiradorShell(QObject):
 
     def apply_config(self, config) -> None:
         """Hand a saved config to the running services (worker); say what waits for a restart."""
-        dlg = self.windows.get("settings")
-        restart = list(getattr(dlg, "restart_needed", []) or [])
 
-        def done(later: list[str]):
-            todo = restart + later
-            if todo:
-                self.tray.icon.showMessage("Mirador settings saved",
-                                           "Takes effect after a restart: " + ", ".join(todo))
+        def done(applied: Applied):
+            if applied.restart or applied.problems:
+                self.tray.icon.showMessage("Mirador settings saved", applied.message(),
+                                           QSystemTrayIcon.MessageIcon.Warning if applied.problems
+                                           else QSystemTrayIcon.MessageIcon.Information, 15_000)
+            self.tray.refresh()
+            self.settings_applied.emit(applied)
 
         self.jobs.submit(self.services.apply_config, config, on_done=done)
 
     def quit(self) -> None:
-        """Close windows, stop services in a worker, then leave the event loop."""
+        """Close windows, show "Stopping…", stop services on a thread of their own, then leave the event loop."""
+        if self._stopping:
+            return
         log.info("quitting: stopping capture, scheduler and MCP server")
         for w in self.windows.values():
             w.close()
-        self.tray.timer.stop()
-        self.tray.icon.hide()
+        self.tray.show_stopping()
         if self.services is None:
             self._quitting = True  # _on_started stops them as soon as they are up
             return
-        self.jobs.submit(self.services.stop, on_done=lambda _r: self._finish(), on_error=lambda _m: self._finish())
+        self._stopping = True
+        # Not the worker pool: its threads may be busy with searches, and quitting must not queue behind them.
+        threading.Thread(target=self._stop_services, name="mirador-stop", daemon=True).start()
+
+    def _stop_services(self) -> None:  # stop thread
+        try:
+            self.stop_times = self.services.stop()
+        except Exception:  # quit anyway
+            log.exception("stopping the services failed")
+        self._services_stopped.emit()
 
     def _finish(self) -> None:
+        self.tray.icon.hide()
+        self.jobs.pool.clear()
+        if not self.jobs.pool.waitForDone(5000):  # a search still running; Qt waits for it at exit
+            log.warning("a background job was still running at quit")
         log.info("stopped")
         self.gc.stop()
         self.stopped.emit()

@@ -61,18 +61,18 @@ def launch_agent(command: list[str]) -> bytes:
                            "ProcessType": "Interactive"})
 
 
-def is_enabled(platform: str | None = None) -> bool:
-    """True if Mirador is set to start at login."""
+def is_enabled(platform: str | None = None, winreg=None) -> bool:
+    """True if Mirador is set to start at login (winreg: a winreg-like module; None = the real one)."""
     plat = _platform(platform)
     if plat == "linux":
         return xdg_autostart_path().is_file()
     if plat == "darwin":
         return launch_agent_path().is_file()
-    return _win_get() is not None
+    return RunKey(winreg).get() is not None
 
 
-def set_enabled(on: bool, command: list[str] | None = None, platform: str | None = None) -> None:
-    """Turn starting at login on or off (idempotent)."""
+def set_enabled(on: bool, command: list[str] | None = None, platform: str | None = None, winreg=None) -> None:
+    """Turn starting at login on or off (idempotent); winreg as in is_enabled."""
     plat = _platform(platform)
     command = command or default_command()
     if plat in ("linux", "darwin"):
@@ -86,7 +86,8 @@ def set_enabled(on: bool, command: list[str] | None = None, platform: str | None
             path.unlink(missing_ok=True)
             log.info("autostart off: removed %s", path)
         return
-    _win_set(subprocess_line(command) if on else None)
+    key = RunKey(winreg)
+    key.set(subprocess_line(command)) if on else key.remove()
 
 
 def subprocess_line(command: list[str]) -> str:
@@ -96,24 +97,39 @@ def subprocess_line(command: list[str]) -> str:
     return subprocess.list2cmdline(command)
 
 
-def _win_get() -> str | None:
-    import winreg  # type: ignore[import-not-found]  # Windows only
+class RunKey:
+    """The "Mirador" value under HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run.
 
-    try:
-        with winreg.OpenKey(winreg.HKEY_CURRENT_USER, WIN_RUN_KEY) as key:
-            return winreg.QueryValueEx(key, "Mirador")[0]
-    except FileNotFoundError:
-        return None
+    reg: a module with winreg's interface; None imports the real `winreg` (Windows only). Tests pass
+    a stand-in here because the registry does not exist elsewhere; the code path is the same.
+    """
 
+    NAME = "Mirador"
 
-def _win_set(value: str | None) -> None:
-    import winreg  # type: ignore[import-not-found]
+    def __init__(self, reg=None) -> None:
+        if reg is None:
+            import winreg as reg  # type: ignore[import-not-found, no-redef]  # Windows only
+        self.reg = reg
 
-    with winreg.CreateKey(winreg.HKEY_CURRENT_USER, WIN_RUN_KEY) as key:
-        if value is None:
-            try:
-                winreg.DeleteValue(key, "Mirador")
-            except FileNotFoundError:
-                pass
-        else:
-            winreg.SetValueEx(key, "Mirador", 0, winreg.REG_SZ, value)
+    def get(self) -> str | None:
+        """The command line Windows runs at login, or None when the value (or the key) is absent."""
+        try:
+            with self.reg.OpenKey(self.reg.HKEY_CURRENT_USER, WIN_RUN_KEY) as key:
+                return self.reg.QueryValueEx(key, self.NAME)[0]
+        except FileNotFoundError:
+            return None
+
+    def set(self, command_line: str) -> None:
+        """Write (or overwrite) the value as a REG_SZ string."""
+        with self.reg.CreateKey(self.reg.HKEY_CURRENT_USER, WIN_RUN_KEY) as key:
+            self.reg.SetValueEx(key, self.NAME, 0, self.reg.REG_SZ, command_line)
+        log.info("autostart on: HKCU\\%s\\%s", WIN_RUN_KEY, self.NAME)
+
+    def remove(self) -> None:
+        """Delete the value; absent already is fine."""
+        try:
+            with self.reg.OpenKey(self.reg.HKEY_CURRENT_USER, WIN_RUN_KEY, 0, self.reg.KEY_SET_VALUE) as key:
+                self.reg.DeleteValue(key, self.NAME)
+        except FileNotFoundError:
+            return
+        log.info("autostart off: removed HKCU\\%s\\%s", WIN_RUN_KEY, self.NAME)

@@ -89,7 +89,7 @@ class MemoryBrowser(QMainWindow):
         self.search = QLineEdit(placeholderText="Search memories — words or a question (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.type_box = QComboBox()
-        self.type_box.addItems(["All types"] + [t.value for t in MemoryType if t != MemoryType.VAULT])
+        self.type_box.addItems(["All types"] + [t.value for t in MemoryType])
         self.status_box = QComboBox()
         self.status_box.addItems(list(STATUS_CHOICES))
         self.scope_edit = QLineEdit(placeholderText="scope, e.g. work")
@@ -106,13 +106,17 @@ class MemoryBrowser(QMainWindow):
             filters.addWidget(w)
         filters.setStretch(0, 3)
         self.table = make_table(self.model, self)
-        self.detail = DetailView(self)
+        self.detail = DetailView(self, jobs=self.jobs, store=self.store)
         self.edit_btn = QPushButton("Edit…")
         self.delete_btn = QPushButton("Delete…")
+        self.reveal_btn = QPushButton("Reveal")
+        self.reveal_btn.setToolTip("Decrypt and show this vault entry's value (recorded in the audit log)")
         self.edit_btn.clicked.connect(self.edit_selected)
         self.delete_btn.clicked.connect(self.delete_selected)
+        self.reveal_btn.clicked.connect(self.reveal_selected)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
+        buttons.addWidget(self.reveal_btn)
         buttons.addWidget(self.edit_btn)
         buttons.addWidget(self.delete_btn)
         right = QWidget()
@@ -181,7 +185,10 @@ class MemoryBrowser(QMainWindow):
 
     def _selection_changed(self) -> None:
         rows = selected_rows(self.table)
-        self.edit_btn.setEnabled(len(rows) == 1)
+        vault = len(rows) == 1 and rows[0].get("type") == "vault"
+        self.edit_btn.setEnabled(len(rows) == 1 and not vault)
+        self.reveal_btn.setVisible(vault)
+        self.reveal_btn.setEnabled(vault)
         self.delete_btn.setEnabled(bool(rows))
         self.delete_btn.setText(f"Delete {len(rows)}…" if len(rows) > 1 else "Delete…")
         self._detail_gen += 1
@@ -199,9 +206,10 @@ class MemoryBrowser(QMainWindow):
             return False
         proxy = self.table.model()
         idx = proxy.mapFromSource(self.model.index(i, 0))
-        self.table.selectionModel().select(
-            idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-        self.table.setCurrentIndex(idx)
+        sel = self.table.selectionModel()
+        # NoUpdate: the view's setCurrentIndex would re-select just one cell, and selectedRows() wants whole rows
+        sel.setCurrentIndex(idx, QItemSelectionModel.SelectionFlag.NoUpdate)
+        sel.select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
         self.table.scrollTo(idx)
         return True
 
@@ -221,6 +229,16 @@ class MemoryBrowser(QMainWindow):
         self.edit_dialog = dlg
         return dlg
 
+    def reveal_selected(self) -> None:
+        """Decrypt the selected vault entry's value in a worker and show it in the detail pane."""
+        rows = selected_rows(self.table)
+        if len(rows) != 1 or rows[0].get("type") != "vault":
+            return
+        id_ = rows[0]["id"]
+        self.reveal_btn.setEnabled(False)  # one reveal (and one audit row) per press
+        self.jobs.submit(self.store.reveal, id_, actor="person",
+                         on_done=lambda value: self.detail.show_value(id_, value))
+
     def _save(self, id_: str, changes: dict) -> None:
         if not changes:
             self.statusBar().showMessage("nothing changed", 4000)
@@ -236,7 +254,7 @@ class MemoryBrowser(QMainWindow):
 
     def confirm_delete(self, rows: list[dict]) -> bool:
         """Ask before erasing (modal question; tests patch QMessageBox.question)."""
-        what = f"“{rows[0]['title'][:60]}”" if len(rows) == 1 else f"{len(rows)} memories"
+        what = f"“{(rows[0].get('title') or '')[:60]}”" if len(rows) == 1 else f"{len(rows)} memories"
         answer = QMessageBox.question(
             self, "Delete for good?",
             f"Erase {what}? It is removed from every table, old version and index; only a tombstone "

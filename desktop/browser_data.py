@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memory.audit import utcnow
-from memory.rows import public_evidence, public_memory, sql_literal_id
+from memory.rows import kind_of, public_evidence, public_memory, public_vault, sql_literal_id
 from memory.scopes import sql_literal
-from memory.store import _EVIDENCE_COLS, _MEMORY_COLS
+from memory.store import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
 
 SEARCH_LIMIT = 200
 TIME_RANGES = {  # label -> how far back; None = any time
@@ -56,41 +56,69 @@ def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
     return [r["id"] for r in store._rows(store.evidence, where, ["id"], limit=None)]
 
 
+def vault_view(row: dict) -> dict:
+    """A public vault row shaped like a memory row for the table: label as title, no status, never the value."""
+    return {**row, "title": row["label"], "status": "", "confidence": None}
+
+
+def _with_vault(f: MemoryFilter) -> bool:
+    """Vault entries have no status and no evidence source: shown unless the filter needs one of those."""
+    return ((not f.types or "vault" in f.types) and (f.statuses is None or not f.statuses or "active" in f.statuses)
+            and not (f.sources or f.apps))
+
+
 def memory_keys(store, f: MemoryFilter) -> KeyList:
-    """Ids matching the filter, newest first (search: best first), without loading the rows."""
+    """Ids matching the filter (memories and vault labels), newest first (search: best first), rows not loaded."""
     ev_ids = _evidence_ids(store, f)
     if ev_ids is not None and not ev_ids:
         return KeyList([])
+    mem_types = [t for t in f.types if t != "vault"] if f.types else None
     if f.text.strip():
         from memory.search import search_memories
 
         hits = search_memories(store, f.text, scopes=f.scopes, types=f.types or None, statuses=f.statuses,
                                since=f.since, until=f.until, limit=SEARCH_LIMIT)
-        hits = [h for h in hits if h.kind == "memory"]
+        hits = [h for h in hits if h.kind == "memory" or (h.kind == "vault" and _with_vault(f))]
         if ev_ids is not None:  # source/app narrow a short ranked list; the scope filter ran in the query
             allowed = set(ev_ids)
             hits = [h for h in hits if allowed.intersection(h.row.get("provenance") or [])]
-        return KeyList([h.id for h in hits], {h.id: h.row for h in hits})
-    where = store.where("memory", scopes=f.scopes, types=f.types or None, statuses=f.statuses,
-                        since=f.since, until=f.until)
-    if ev_ids is not None:
-        prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
-        where = f"{where} AND {prov}" if where else prov
-    keys = store._scan(store.memories, where, ["id", "updated_at"])
-    pairs = sorted(zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True),
-                   key=lambda p: (p[1] is not None, p[1]), reverse=True)
+        return KeyList([h.id for h in hits], {h.id: vault_view(h.row) if h.kind == "vault" else h.row for h in hits})
+    pairs = []
+    if not f.types or mem_types:
+        where = store.where("memory", scopes=f.scopes, types=mem_types, statuses=f.statuses,
+                            since=f.since, until=f.until)
+        if ev_ids is not None:
+            prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
+            where = f"{where} AND {prov}" if where else prov
+        keys = store._scan(store.memories, where, ["id", "updated_at"])
+        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
+    if _with_vault(f):
+        keys = store._scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
+                           ["id", "updated_at"])
+        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
+    pairs.sort(key=lambda p: (p[1] is not None, p[1]), reverse=True)
     return KeyList([i for i, _ in pairs])
 
 
 def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
-    """Public rows for these ids in the given order (missing ids, e.g. just forgotten, are skipped)."""
+    """Public rows for these ids in the given order (missing ids, e.g. just forgotten, are skipped).
+
+    kind "memory" also serves vault ids (vlt_…), as vault_view rows without their values.
+    """
     if not ids:
         return []
-    table, cols, conv = ((store.memories, _MEMORY_COLS, public_memory) if kind == "memory"
-                         else (store.evidence, _EVIDENCE_COLS, public_evidence))
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    rows = {r["id"]: r for r in store._rows(table, where, cols, len(ids))}
-    return [conv(rows[i]) for i in ids if i in rows]
+    if kind == "memory":
+        vault = [i for i in ids if kind_of(i) == "vault"]
+        parts = [(store.memories, _MEMORY_COLS, public_memory, [i for i in ids if kind_of(i) != "vault"]),
+                 (store.vault, _VAULT_COLS, lambda r: vault_view(public_vault(r)), vault)]
+    else:
+        parts = [(store.evidence, _EVIDENCE_COLS, public_evidence, ids)]
+    rows: dict[str, dict] = {}
+    for table, cols, conv, some in parts:
+        if some:
+            where = "id IN (" + ", ".join(sql_literal_id(i) for i in some) + ")"
+            rows.update((r["id"], conv(r)) for r in store._rows(table, where, cols, len(some)))
+    return [rows[i] for i in ids if i in rows]
 
 
 def resolve_frame(store, path: str | None) -> Path | None:
@@ -106,6 +134,8 @@ def resolve_frame(store, path: str | None) -> Path | None:
 def memory_detail(store, memory_id: str) -> dict:
     """One memory with its provenance evidence rows (each with the resolved frame path)."""
     row = store.get(memory_id)
+    if row.get("type") == "vault":
+        row = vault_view(row)
     evidence = fetch_rows(store, "evidence", list(row.get("provenance") or []))
     for e in evidence:
         frame = resolve_frame(store, e.get("frame_path"))

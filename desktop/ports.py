@@ -177,15 +177,12 @@ class CaptureAdapter:
         h = self.capture.health
         return h.snapshot() if hasattr(h, "snapshot") else h
 
-    def stop(self) -> None:
-        """Stop capture and commit what is queued."""
+    def stop(self, timeout: float = 60.0) -> dict:
+        """Stop capture and commit what is queued, within about timeout s; seconds per step."""
         if self._started:
-            self.capture.stop()
+            return self.capture.stop(timeout) or {}
+        return {}
 
-    def apply_config(self, config: Any) -> bool:
-        """Pass a new config to capture if it can take one live; False if a restart is needed."""
-        fn = getattr(self.capture, "apply_config", None)
-        if fn is None:
-            return False
-        fn(config)
-        return True
+    def apply_config(self, config: Any, screen: bool | None = None, audio: bool | None = None) -> list[str]:
+        """Hand saved settings to the running capture; returns problems that kept one from applying."""
+        return self.capture.apply_config(config, screen=screen, audio=audio)

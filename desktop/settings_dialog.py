@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop.live_config import RESTART_FIELDS, restart_needed
 from memory.config import REDACTION_KINDS, Config, load_config, save_config
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,6 @@ TABS: list[tuple[str, list[str]]] = [
 ]
 TITLES = {"mcp": "MCP server", "store": "Store", "scheduler": "Schedules", "extraction": "Extraction",
           "dream": "Dream (consolidation)"}
-# Fields that take effect only after a restart (the rest are applied live by the app).
-RESTART_FIELDS = {"models.embedder_dir", "mcp.port", "mcp.enabled", "vault.key_store", "capture.audio",
-                  "capture.input_device", "capture.screen"}
 
 
 def _label(name: str) -> str:
@@ -204,6 +202,8 @@ class SettingsDialog(QDialog):
             f = _Field(key, info.annotation, current, info.description)
             self.fields[key] = f
             label = _label(name) + (" ↻" if key in RESTART_FIELDS else "")
+            if key in RESTART_FIELDS:
+                f.widget.setToolTip(f"{info.description or ''}\n↻ restart needed: {RESTART_FIELDS[key]}".strip())
             form.addRow(label, f.widget)
 
     def values(self) -> dict:
@@ -255,17 +255,9 @@ class SettingsDialog(QDialog):
             self.error.setText(f"Could not write the config file: {e}")
             return False
         log.info("settings saved to %s", path)
-        restart = sorted(k for k in RESTART_FIELDS if k in self.fields and
-                         _get_path(cfg, k) != _get_path(self.config, k))
-        self.restart_needed = restart
+        self.restart_needed = restart_needed(self.config, cfg)
         self.config = cfg
         self.saved.emit(cfg)
         self.accept()
         return True
 
-
-def _get_path(cfg: BaseModel, key: str) -> Any:
-    node: Any = cfg
-    for p in key.split("."):
-        node = getattr(node, p)
-    return node

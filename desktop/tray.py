@@ -45,6 +45,7 @@ class Tray(QObject):
         self.jobs, self.capture, self.pending_fn = jobs, capture, pending_fn
         self.health = HealthView(state="starting")
         self.pending = 0
+        self.stopping = False
         self._notified_problem: str | None = None
         self.icon = QSystemTrayIcon(icon("starting"), self)
         self.icon.setToolTip("Mirador — starting")
@@ -78,8 +79,20 @@ class Tray(QObject):
         """Ask a worker for capture health and the pending count; the icon updates when it answers."""
         self.jobs.submit(self._poll, on_done=lambda r: self.apply_state(*r))
 
+    def show_stopping(self) -> None:
+        """Say that Mirador is stopping: no more polling, a tooltip and a menu with nothing to choose."""
+        self.stopping = True
+        self.timer.stop()
+        self.icon.setIcon(icon("stopped"))
+        self.icon.setToolTip("Mirador — stopping…")
+        self.state_changed.emit("stopping")
+        if self.menu.isVisible():
+            self.menu.hide()
+
     def apply_state(self, health: HealthView, pending: int) -> None:
         """Update icon, tooltip and notification from a fresh state (GUI thread)."""
+        if self.stopping:  # a poll that was in flight when Quit came
+            return
         changed = health.state != self.health.state
         self.health, self.pending = health, pending
         if changed:
@@ -106,6 +119,9 @@ class Tray(QObject):
         """Rebuild the menu from the latest state (called on aboutToShow)."""
         m = self.menu
         m.clear()
+        if self.stopping:
+            m.addAction("Stopping…").setEnabled(False)
+            return
         h = self.health
         status = m.addAction({"capturing": "● Capturing", "paused": "❚❚ Paused", "problem": "⚠ Capture problem"}
                              .get(h.state, "Capture off" if h.state == "stopped" else "Starting…"))

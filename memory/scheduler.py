@@ -5,13 +5,19 @@ queue behind each other instead of racing. Each job has max_instances=1 and coal
 it never overlaps itself, and missed runs collapse into one. Last-run times are kept in
 `scheduler_state.json` in the data dir; on start an overdue job (e.g. the nightly dream
 while the laptop was off) is run once soon instead of waiting for its next slot.
+
+Stopping is bounded: the job thread is a daemon, extraction checks a stop flag between batches,
+and the LLM worker process is ended so an in-flight call returns at once (its batch stays pending).
+`apply_config()` reschedules jobs whose interval or cron changed, without a restart.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -55,15 +61,58 @@ class JobState:
             tmp.replace(self.path)
 
 
-def job_extract(store) -> str:
-    """Extract pending evidence, only when there is some."""
-    from memory.extraction import pending_count, run_extraction
+class JobCancelled(Exception):
+    """A job gave up because the scheduler is stopping (not an error; nothing half-written)."""
 
-    n = pending_count(store)
-    if not n:
+
+class _StopAwareLLM:
+    """The shared LLM, refusing calls once stopping is set.
+
+    Raising JobCancelled (not LLMError) matters: the extractor would answer an LLMError by using
+    the rules for the batch and marking it extracted; JobCancelled leaves the batch pending for
+    the LLM at the next start.
+    """
+
+    def __init__(self, llm, stopping: threading.Event) -> None:
+        self.llm, self.stopping = llm, stopping
+
+    @property
+    def info(self):
+        """The wrapped model's info (its name goes into the extraction report)."""
+        return self.llm.info
+
+    def complete_json(self, *args, **kwargs):
+        """The wrapped call, or JobCancelled when the scheduler stops before or during it."""
+        if self.stopping.is_set():
+            raise JobCancelled("Mirador is stopping")
+        try:
+            return self.llm.complete_json(*args, **kwargs)
+        except Exception:
+            if self.stopping.is_set():  # stop() ended the worker under this call
+                raise JobCancelled("Mirador is stopping; the LLM worker was ended") from None
+            raise
+
+
+def job_extract(store, stopping: threading.Event | None = None) -> str:
+    """Extract pending evidence, only when there is some; one batch at a time, stopping early when asked."""
+    from memory.extraction import make_extractor, pending_count, run_extraction, shared_llm
+
+    if not pending_count(store):
         return "no new evidence"
-    r = run_extraction(store)
-    return f"{r.evidence} evidence → {r.created} active, {r.candidates} candidates, {r.corroborated} corroborated"
+    stopping = stopping or threading.Event()
+    x = store.config.extraction
+    llm = None if x.engine == "rules" else _StopAwareLLM(shared_llm(store.config, store.home), stopping)
+    extractor = make_extractor(store, llm=llm)
+    n = created = candidates = corroborated = 0
+    while n < x.max_items_per_run and not stopping.is_set():
+        r = run_extraction(store, extractor=extractor, limit=min(x.batch_size, x.max_items_per_run - n))
+        if not r.evidence:
+            break
+        n, created = n + r.evidence, created + r.created
+        candidates, corroborated = candidates + r.candidates, corroborated + r.corroborated
+    if stopping.is_set():
+        raise JobCancelled(f"Mirador is stopping ({n} evidence extracted first)")
+    return f"{n} evidence → {created} active, {candidates} candidates, {corroborated} corroborated"
 
 
 def job_dream(store) -> str:
@@ -131,34 +180,118 @@ def job_optimize(store) -> str:
 
 
 JOBS: dict[str, Callable] = {"extract": job_extract, "dream": job_dream, "purge": job_purge, "optimize": job_optimize}
+LLM_PROCESS_NAME = "mirador-llm"  # models/llm.py names its isolated worker process so
+
+
+class _DaemonPool:
+    """A one-thread stand-in for concurrent.futures.ThreadPoolExecutor whose thread is a daemon.
+
+    concurrent.futures joins its (non-daemon) workers at interpreter exit, so a long job (a
+    compaction, a dream pass) would hold the process open after Quit whatever the stop budget.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="mirador-jobs", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn, *args, **kwargs):
+        """Queue fn(*args, **kwargs); returns a concurrent.futures.Future."""
+        from concurrent.futures import Future
+
+        fut: Future = Future()
+        self._queue.put((fut, fn, args, kwargs))
+        return fut
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            fut, fn, args, kwargs = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args, **kwargs))
+            except BaseException as e:  # handed to apscheduler, which logs it
+                fut.set_exception(e)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """End the thread after the queued jobs (MiradorScheduler.run_job skips them once stopping); wait joins it."""
+        self._queue.put(None)
+        if wait:
+            self._thread.join()
+
+
+def _executor():
+    from apscheduler.executors.pool import BasePoolExecutor
+
+    class DaemonExecutor(BasePoolExecutor):
+        def __init__(self) -> None:
+            super().__init__(_DaemonPool())
+
+    return DaemonExecutor()
+
+
+def end_llm_workers(timeout: float = 5.0) -> int:
+    """Terminate this process's LLM worker processes, killing any still alive after timeout; returns how many."""
+    import multiprocessing as mp
+
+    procs = [p for p in mp.active_children() if p.name == LLM_PROCESS_NAME]
+    for p in procs:
+        p.terminate()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            log.warning("LLM worker %s ignored SIGTERM; killing it", p.pid)
+            p.kill()
+            p.join(1.0)
+    return len(procs)
 
 
 class MiradorScheduler:
     """The running scheduler: apscheduler's BackgroundScheduler plus persisted job state."""
 
     def __init__(self, store, config=None) -> None:
-        from apscheduler.executors.pool import ThreadPoolExecutor
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.store = store
         self.config = config or store.config
         self.state = JobState(store.home)
+        self.stopping = threading.Event()
+        self.idle = threading.Event()  # clear while a job runs
+        self.idle.set()
+        self.running_job: str | None = None
         self.scheduler = BackgroundScheduler(
-            executors={"default": ThreadPoolExecutor(max_workers=1)},
+            executors={"default": _executor()},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": 3600},
         )
 
     def run_job(self, name: str) -> str:
         """Run one job now in this thread, recording its outcome (what the scheduler calls)."""
+        if self.stopping.is_set():  # queued before stop(): not worth starting now
+            return "skipped: stopping"
+        self.idle.clear()
+        self.running_job = name
         try:
-            detail = JOBS[name](self.store)
+            detail = job_extract(self.store, self.stopping) if name == "extract" else JOBS[name](self.store)
+        except JobCancelled as e:
+            log.info("job %s stopped early: %s", name, e)
+            return f"stopped: {e}"
         except Exception as e:
             log.exception("job %s failed", name)
             self.state.record(name, ok=False, detail=f"{type(e).__name__}: {e}")
             return f"error: {e}"
+        finally:
+            self.running_job = None
+            self.idle.set()
         self.state.record(name, ok=True)
         log.info("job %s: %s", name, detail)
         return detail
+
+    @staticmethod
+    def _timing(config) -> dict:
+        c = config.scheduler
+        return {"extract": c.extract_interval_minutes, "dream": c.dream_cron, "purge": c.purge_cron,
+                "optimize": c.optimize_interval_minutes}
 
     def _triggers(self) -> dict:
         from apscheduler.triggers.cron import CronTrigger
@@ -196,10 +329,39 @@ class MiradorScheduler:
         """Next fire time per job (ISO), for status screens."""
         return {j.id: j.next_run_time.isoformat() if j.next_run_time else None for j in self.scheduler.get_jobs()}
 
-    def stop(self, wait: bool = True) -> None:
-        """Stop the scheduler; with wait=True a running job finishes first."""
+    def apply_config(self, config) -> list[str]:
+        """Use new settings now: reschedule jobs whose interval or cron changed; pause or resume with
+        scheduler.enabled. Returns the ids of the rescheduled jobs."""
+        before = self._timing(self.config)
+        self.config = config
+        after, triggers = self._timing(config), self._triggers()
+        changed = [name for name in JOBS if before[name] != after[name]]
+        if not self.scheduler.running:
+            return changed
+        for name in changed:  # untouched jobs keep their countdown
+            self.scheduler.reschedule_job(name, trigger=triggers[name])
+        if config.scheduler.enabled:
+            self.scheduler.resume()
+        else:
+            self.scheduler.pause()
+        log.info("scheduler settings applied: %s",
+                 ", ".join(f"{n} → {after[n]}" for n in changed) or "no timing change")
+        return changed
+
+    def stop(self, wait: bool = True, timeout: float = 30.0) -> bool:
+        """Stop within about `timeout` s: no new runs, extraction abandons its batch (LLM worker ended),
+        then (wait=True) wait for the running job. True if no job is still running."""
+        self.stopping.set()
         if self.scheduler.running:
-            self.scheduler.shutdown(wait=wait)
+            self.scheduler.shutdown(wait=False)
+        busy = self.running_job
+        ended = end_llm_workers(min(5.0, timeout))
+        if wait and not self.idle.wait(timeout):
+            log.warning("scheduler stop: job %s still running after %.0fs; left to end with the process", busy,
+                        timeout)
+        if ended:
+            log.info("scheduler stop: ended %d LLM worker process(es)", ended)
+        return self.idle.is_set()
 
 
 def start_scheduler(store, config=None) -> MiradorScheduler:

@@ -69,8 +69,11 @@ def test_app_runs_real_capture_and_mcp_and_tray_pauses_and_starts(qtbot, mirador
     _choose(qtbot, shell.tray, "Quit Mirador")
     qtbot.waitUntil(lambda: bool(stopped), timeout=90_000)
     wait_idle(qtbot, shell.jobs)
-    assert capture.health.snapshot()["state"] == "stopped" and not shell.tray.icon.isVisible()
-    assert svc.mcp.server.should_exit
+    assert capture.health.snapshot()["state"] == "stopped" and svc.mcp.server.should_exit
+    assert shell.tray.stopping and shell.tray.icon.toolTip() == "Mirador — stopping…"
+    shell.tray.build_menu()
+    assert [(a.text(), a.isEnabled()) for a in shell.tray.menu.actions()] == [("Stopping…", False)]
+    assert set(shell.stop_times) == {"capture", "scheduler", "MCP server", "total"}
 
 
 def test_app_without_display_runs_headless_service(monkeypatch):
