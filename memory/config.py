@@ -33,7 +33,9 @@ class ModelsConfig(_Section):
 
     embedder_dir: Path | None = None
     embedder_batch_size: int = Field(32, ge=1, le=1024)
-    embedder_threads: int = Field(0, ge=0, le=256, description="0 = torch default")
+    # One thread by default: with capture, OCR or another program busy on the second core, torch's
+    # two-thread pool spin-waits and a query embedding took 190 ms instead of 30 (bench/scale.py).
+    embedder_threads: int = Field(1, ge=0, le=256, description="torch threads for the embedder; 0 = torch default")
     llm_path: Path | None = None
     whisper_dir: Path | None = None
 

@@ -82,13 +82,30 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     return {r["memory_id"]: r for r in rows}
 
 
+def _usage_snapshot(store) -> dict[str, dict]:
+    """Every usage row, re-read only when the table's version moves.
+
+    Ranking runs inside every memory search; a lookup query there was a sequential LanceDB round
+    trip (5-15 ms), while the table changes only when something is reinforced or forgotten. It
+    holds ids and numbers, never memory text.
+    """
+    t = _table(store)
+    version = t.version
+    snap = store.__dict__.get("_usage_snapshot")
+    if snap is None or snap[0] != version:
+        cols = [f.name for f in T.usage_schema()]
+        snap = store.__dict__["_usage_snapshot"] = (version, {r["memory_id"]: r for r in store._rows(t, None, cols, None)})
+    return snap[1]
+
+
 def rank_factors(store, ids: Iterable[str], now: datetime | None = None) -> dict[str, float]:
     """Score multipliers 1 + rank_weight * level for memory ids that have been used; others are absent (1)."""
     cfg = store.config.reinforcement
     ids = [i for i in ids if isinstance(i, str) and i.startswith("mem_")]
     if not ids or cfg.rank_weight <= 0:
         return {}
-    rows = usage_rows(store, ids)
+    used = _usage_snapshot(store)
+    rows = {i: used[i] for i in ids if i in used}
     now = now or utcnow()
     out = {}
     for id_, r in rows.items():

@@ -88,19 +88,19 @@ def fetch_rows(table, ids: list[str], where: str | None, cols: list[str]) -> dic
 def _hybrid(store, table, query: str, where: str | None, fts_col: str, pool: int,
             vector: bool = True) -> dict[str, float]:
     """RRF scores of the ids the vector and full-text legs found (ids only; see fetch_rows)."""
+    fts_q = table.search(query, query_type="fts", fts_columns=fts_col)
+    if not vector:
+        # Inline, never on the leg pool: a label-only search itself runs there (search_memories), and
+        # a pool task waiting on another pool task could deadlock.
+        return rrf([[r["id"] for r in _run(fts_q, where, ["id", "_score"], pool)]])
     # The two legs run side by side: LanceDB releases the GIL, so the wall time is the slower leg.
-    fts = _LEGS.submit(_run, table.search(query, query_type="fts", fts_columns=fts_col), where,
-                       ["id", "_score"], pool)
-    lists = []
-    if vector:
-        qv = store.embedder.embed_query(query)
-        vec_rows = _run(table.search(qv, vector_column_name="vector").distance_type("cosine"), where,
-                        ["id", "_distance"], pool)
-        lists.append([r["id"] for r in vec_rows])
-    lists.append([r["id"] for r in fts.result()])
-    # Averaged over the lists used, so a label-only vault search and a two-list memory search
-    # produce scores on the same scale and can be merged.
-    return {k: v / len(lists) for k, v in rrf(lists).items()}
+    fts = _LEGS.submit(_run, fts_q, where, ["id", "_score"], pool)
+    qv = store.embedder.embed_query(query)
+    vec_rows = _run(table.search(qv, vector_column_name="vector").distance_type("cosine"), where,
+                    ["id", "_distance"], pool)
+    # Averaged over the two lists, so this and a label-only vault search (one list) produce scores
+    # on the same scale and can be merged.
+    return {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts.result()]]).items()}
 
 
 def search_memories(store, query: str, *, scopes=None, types=None, statuses=None, since: datetime | None = None,
@@ -113,11 +113,14 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     mem_types = [t for t in types if t != "vault"] if types else None
     scores: dict[str, float] = {}
     where = None
+    # The vault's label search is small and independent: it runs beside the memory legs.
+    vault_f = _LEGS.submit(search_vault, store, query, scopes=scopes, limit=pool) \
+        if types is None or "vault" in types else None
     if types is None or mem_types:
         where = store.where("memory", scopes=scopes, types=mem_types, statuses=statuses, since=since, until=until)
         scores = _hybrid(store, store.memories, query, where, "search_text", pool)
         scores = boost_scores(store, scores)  # memories answers used rank above equally relevant unused ones
-    vault = search_vault(store, query, scopes=scopes, limit=pool) if types is None or "vault" in types else []
+    vault = vault_f.result() if vault_f is not None else []
     ranked = sorted([(s, id_, None) for id_, s in scores.items()] + [(h.score, h.id, h) for h in vault],
                     key=lambda x: x[0], reverse=True)[:limit]
     rows = fetch_rows(store.memories, [id_ for _, id_, h in ranked if h is None], where, _MEMORY_COLS)
