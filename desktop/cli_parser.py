@@ -6,7 +6,7 @@ import argparse
 import importlib
 
 # Modules with `register(cmd, as_json, scope)` adding their subcommands.
-COMMAND_MODULES: list[str] = ["desktop.cmd_mcp", "desktop.cmd_capture", "desktop.cmd_recall", "desktop.cmd_app", "desktop.cmd_extract"]
+COMMAND_MODULES: list[str] = ["desktop.cmd_mcp", "desktop.cmd_capture", "desktop.cmd_recall", "desktop.cmd_app", "desktop.cmd_extract", "desktop.cmd_selftest", "desktop.cmd_import", "desktop.cmd_relations", "desktop.cmd_reinforce", "desktop.cmd_hooks"]
 
 TYPES = "episodic, semantic, procedural, resource, core, vault"
 
@@ -103,9 +103,7 @@ def build(cmds, version: str) -> argparse.ArgumentParser:
     sp.add_argument("--evidence", action="store_true", help="include evidence rows")
     sp.add_argument("--include-secrets", action="store_true", help="include decrypted vault values")
 
-    sp = cmd("import", cmds.cmd_import, "import a JSONL file (all lines are checked before any is written)")
-    sp.add_argument("file")
-    as_json(sp)
+    # `import` is registered by desktop.cmd_import (Mirador export + history importers).
 
     sp = cmd("stats", cmds.cmd_stats, "counts and size of the store")
     as_json(sp)
