@@ -12,29 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from memory.importers.base import Importer, Item, Skip, from_epoch, stable_key
-from memory.importers.jsonstream import export_members, iter_conversations
+from memory.importers.base import Item, Skip, from_epoch, stable_key
+from memory.importers.jsonstream import ConversationExport
 
 TEXT_TYPES = ("text", "multimodal_text")
 
 
-class ChatGPTImporter(Importer):
+class ChatGPTImporter(ConversationExport):
     """Messages of a ChatGPT export → items; system, tool, hidden and empty messages are skipped."""
 
     name = "chatgpt"
     app = "chatgpt"
     assistant = "ChatGPT"
-
-    def _advance(self, n: int) -> None:
-        self.done += n
-
-    def items(self) -> Iterator[Item | Skip]:
-        """Every message of every conversation, streamed one conversation at a time."""
-        members = export_members(self.path)
-        self.total = sum(size for _, size in members)
-        for name, _ in members:
-            for index, conv in iter_conversations(name, self._advance):
-                yield from self._conversation(index, conv)
 
     def _conversation(self, index: int, conv: Any) -> Iterator[Item | Skip]:
         where = f"conversation #{index + 1}"

@@ -11,29 +11,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from memory.importers.base import Importer, Item, Skip, from_iso, stable_key
-from memory.importers.jsonstream import export_members, iter_conversations
+from memory.importers.base import Item, Skip, from_iso, stable_key
+from memory.importers.jsonstream import ConversationExport
 
 SENDERS = {"human": "person", "user": "person", "assistant": "assistant"}
 
 
-class ClaudeImporter(Importer):
+class ClaudeImporter(ConversationExport):
     """Messages of a Claude export → items; tool blocks, thinking and empty messages are skipped."""
 
     name = "claude"
     app = "claude"
     assistant = "Claude"
-
-    def _advance(self, n: int) -> None:
-        self.done += n
-
-    def items(self) -> Iterator[Item | Skip]:
-        """Every message of every conversation, streamed one conversation at a time."""
-        members = export_members(self.path)
-        self.total = sum(size for _, size in members)
-        for name, _ in members:
-            for index, conv in iter_conversations(name, self._advance):
-                yield from self._conversation(index, conv)
 
     def _conversation(self, index: int, conv: Any) -> Iterator[Item | Skip]:
         where = f"conversation #{index + 1}"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from memory.errors import InputError
-from memory.importers.base import ImportBroken
+from memory.importers.base import ImportBroken, Importer, Item, Skip
 
 BUF = 64 * 1024
 
@@ -119,3 +119,21 @@ def _broken(name: str, pos: int, index: int, err: Exception) -> ImportBroken:
            "re-download or repair the export and run the same command again (imported items are skipped)")
     return ImportBroken(msg, {"file": name, "conversation": index + 1, "complete_conversations": index,
                               "byte": pos, "truncated": truncated, "parser": what})
+
+
+class ConversationExport(Importer):
+    """A chat export (ChatGPT, Claude): conversations streamed one at a time; subclasses read one."""
+
+    def _advance(self, n: int) -> None:
+        self.done += n
+
+    def items(self) -> Iterator[Item | Skip]:
+        """Every message of every conversation, streamed one conversation at a time."""
+        members = export_members(self.path)
+        self.total = sum(size for _, size in members)
+        for name, _ in members:
+            for index, conv in iter_conversations(name, self._advance):
+                yield from self._conversation(index, conv)
+
+    def _conversation(self, index: int, conv: Any) -> Iterator[Item | Skip]:
+        raise NotImplementedError
