@@ -136,3 +136,25 @@ def _collect_garbage_on_main_thread():
     gc.collect()
     if was_enabled:
         gc.enable()
+
+
+def open_browser(qtbot, jobs, store):
+    """A shown memory browser on the real store."""
+    from desktop.browser import MemoryBrowser
+
+    browser = MemoryBrowser(jobs, store)
+    qtbot.addWidget(browser)
+    browser.show()
+    qtbot.waitExposed(browser)
+    return browser
+
+
+def click_row(qtbot, browser, id_):
+    """Click the row of id_ the way a person would, then wait for its detail pane."""
+    from PySide6.QtCore import Qt
+
+    qtbot.waitUntil(lambda: browser.model.index_of(id_) >= 0, timeout=30_000)
+    proxy = browser.table.model()
+    idx = proxy.mapFromSource(browser.model.index(browser.model.index_of(id_), 0))
+    qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, pos=browser.table.visualRect(idx).center())
+    qtbot.waitUntil(lambda: browser.detail.row is not None and browser.detail.row["id"] == id_, timeout=30_000)

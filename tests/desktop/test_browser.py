@@ -9,10 +9,9 @@ from PIL import Image, ImageDraw
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from desktop.browser import MemoryBrowser
 from memory.errors import NotFoundError
 from tests.conftest import files_containing
-from tests.desktop.conftest import wait_idle
+from tests.desktop.conftest import click_row, open_browser, wait_idle
 
 PHRASE = "zanzibar-quokka-7731"
 
@@ -26,29 +25,13 @@ def _frame(home, name="f1.png"):
     return path
 
 
-def _open(qtbot, jobs, store):
-    browser = MemoryBrowser(jobs, store)
-    qtbot.addWidget(browser)
-    browser.show()
-    qtbot.waitExposed(browser)
-    return browser
-
-
-def _click_row(qtbot, browser, id_):
-    qtbot.waitUntil(lambda: browser.model.index_of(id_) >= 0, timeout=30_000)
-    proxy = browser.table.model()
-    idx = proxy.mapFromSource(browser.model.index(browser.model.index_of(id_), 0))
-    qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, pos=browser.table.visualRect(idx).center())
-    qtbot.waitUntil(lambda: browser.detail.row is not None and browser.detail.row["id"] == id_, timeout=30_000)
-
-
 def test_search_select_edit_save(qtbot, jobs, store, mirador_home):
     ev = store.add_evidence("psql ledger: PostgreSQL 16.2 on x86_64", source="screen", app="Terminal",
                             window="ledger — psql", frame_path=str(_frame(mirador_home)))
     target = store.add_memory("The ledger service runs on PostgreSQL 16", scope="work", provenance=[ev["id"]],
                               details={"subject": "ledger"})
     store.add_memory("Lunch on Fridays is at the Thai place", scope="personal")
-    browser = _open(qtbot, jobs, store)
+    browser = open_browser(qtbot, jobs, store)
 
     qtbot.keyClick(browser, Qt.Key.Key_F, Qt.KeyboardModifier.ControlModifier)
     qtbot.waitUntil(browser.search.hasFocus)
@@ -56,7 +39,7 @@ def test_search_select_edit_save(qtbot, jobs, store, mirador_home):
     qtbot.keyClick(browser.search, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: browser.model.rowCount() > 0 and browser.model.row_at(0)["id"] == target["id"],
                     timeout=30_000)
-    _click_row(qtbot, browser, target["id"])
+    click_row(qtbot, browser, target["id"])
     detail = browser.detail.row
     assert [e["id"] for e in detail["_evidence"]] == [ev["id"]]
     assert detail["_evidence"][0]["_thumb"] is not None  # the frame's thumbnail is in the pane
@@ -90,10 +73,10 @@ def test_delete_from_browser_erases(qtbot, jobs, store, mirador_home, monkeypatc
     b = store.add_memory("Standup notes go to the wiki", scope="work")
     store.optimize()
     assert files_containing(mirador_home, PHRASE), "precondition: the phrase is on disk"
-    browser = _open(qtbot, jobs, store)
+    browser = open_browser(qtbot, jobs, store)
 
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Cancel)
-    _click_row(qtbot, browser, gone["id"])
+    click_row(qtbot, browser, gone["id"])
     qtbot.keyClick(browser.table, Qt.Key.Key_Delete)
     wait_idle(qtbot, jobs)
     assert store.get(gone["id"])["id"] == gone["id"], "cancel must delete nothing"
@@ -108,7 +91,7 @@ def test_delete_from_browser_erases(qtbot, jobs, store, mirador_home, monkeypatc
     assert files_containing(mirador_home, "quokka") == []
 
     # multi-select: both standup memories at once
-    _click_row(qtbot, browser, a["id"])
+    click_row(qtbot, browser, a["id"])
     idx_b = browser.table.model().mapFromSource(browser.model.index(browser.model.index_of(b["id"]), 0))
     qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier,
                      browser.table.visualRect(idx_b).center())

@@ -4,29 +4,12 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QUrl
 
 from desktop.cli import main
 
-from desktop.browser import MemoryBrowser
 from memory import relations as R
-from tests.desktop.conftest import wait_idle
-
-
-def _open(qtbot, jobs, store):
-    browser = MemoryBrowser(jobs, store)
-    qtbot.addWidget(browser)
-    browser.show()
-    qtbot.waitExposed(browser)
-    return browser
-
-
-def _click_row(qtbot, browser, id_):
-    qtbot.waitUntil(lambda: browser.model.index_of(id_) >= 0, timeout=30_000)
-    proxy = browser.table.model()
-    idx = proxy.mapFromSource(browser.model.index(browser.model.index_of(id_), 0))
-    qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, pos=browser.table.visualRect(idx).center())
-    qtbot.waitUntil(lambda: browser.detail.row is not None and browser.detail.row["id"] == id_, timeout=30_000)
+from tests.desktop.conftest import click_row, open_browser, wait_idle
 
 
 def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, jobs, store):
@@ -35,8 +18,8 @@ def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, job
     alert = store.add_memory("The nightly cost alert fired", scope="work")["id"]
     because = R.add_relation(store, decision, "BECAUSE", reason)
     triggered = R.add_relation(store, alert, "TRIGGERED", decision)
-    browser = _open(qtbot, jobs, store)
-    _click_row(qtbot, browser, decision)
+    browser = open_browser(qtbot, jobs, store)
+    click_row(qtbot, browser, decision)
 
     shown = browser.detail.toPlainText()
     assert "Relations — 2" in shown
