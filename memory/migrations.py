@@ -9,6 +9,8 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
 
+import pyarrow as pa
+
 from memory import tables as T
 
 log = logging.getLogger(__name__)
@@ -78,6 +80,26 @@ def m006_reinforcement(db, dim: int) -> str:
     return "memory_usage table"
 
 
+def m007_evidence_runs(db, dim: int) -> str:
+    """Evidence gains `run_id` and `run_pos`: where a row sits in its stream, so search can credit it
+    with the scores of the turns around it (memory/context.place_in_runs). Existing rows are placed here."""
+    from memory.context import place_in_runs
+
+    table = db.open_table(T.EVIDENCE)
+    if "run_id" in table.schema.names:
+        return "evidence runs already present"
+    table.add_columns({"run_id": "CAST(NULL AS STRING)", "run_pos": "CAST(NULL AS INT)"})
+    keys = table.search().select(["id", "captured_at", "scope", "source", "app", "window"]).limit(None).to_list()
+    placed = [{"id": r["id"], "run_id": run, "run_pos": pos}
+              for r, (run, pos) in zip(keys, place_in_runs(keys, {}), strict=True)]
+    schema = pa.schema([("id", pa.string()), ("run_id", pa.string()), ("run_pos", pa.int32())])
+    for start in range(0, len(placed), 50_000):
+        # Only these columns travel: the rest of each row (its vector) is left as it is.
+        table.merge_insert("id").when_matched_update_all().execute(
+            pa.Table.from_pylist(placed[start:start + 50_000], schema=schema))
+    return f"evidence run_id/run_pos added, {len(placed)} rows placed"
+
+
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", m001_initial),
     ("m002_fts_indexes", m002_fts_indexes),
@@ -85,6 +107,7 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m004_derivations_and_proposals", m004_derivations_and_proposals),
     ("m005_relations", m005_relations),
     ("m006_reinforcement", m006_reinforcement),
+    ("m007_evidence_runs", m007_evidence_runs),
 ]
 
 

@@ -109,6 +109,7 @@ class Store:
         self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
         self._lock = threading.RLock()
         self._batches_since_optimize = 0
+        self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.memories = self.db.open_table(T.MEMORIES)
         self.evidence = self.db.open_table(T.EVIDENCE)
@@ -475,15 +476,17 @@ class Store:
         speaker, resolved dates and neighbouring rows (memory/context.py; `context` overrides its
         ContextConfig). embed_texts, when given, replaces the embedded text.
         """
-        from memory.context import index_texts
+        from memory.context import index_texts, place_in_runs
 
         if not specs:
             return []
         now = utcnow()
         rows = [self._evidence_row(s, now) for s in specs]
         search_texts, ctx_texts = index_texts(rows, context)
-        for r, st in zip(rows, search_texts, strict=True):
-            r["search_text"] = st
+        with self._lock:
+            runs = place_in_runs(rows, self._stream_tails, context)
+        for r, st, (run, pos) in zip(rows, search_texts, runs, strict=True):
+            r["search_text"], r["run_id"], r["run_pos"] = st, run, pos
         vecs = self.embedder.embed(embed_texts if embed_texts is not None else ctx_texts)
         for r, v in zip(rows, vecs, strict=True):
             r["vector"] = v

@@ -154,20 +154,89 @@ def test_timeparse_ignores_non_dates():
 
 
 def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_home):
+    from memory.context import ContextConfig
     from memory.erasure import forget
     from tests.conftest import files_containing
 
     t = datetime(2023, 5, 8, 13, 56)
+    # Rows written by versions that embedded each turn with its neighbours (still a config choice).
     rows = store.add_evidence_batch([
         _ev("Are you going to the party?", "Mel", t, scope="chat"),
         _ev("Yes, with my friend Quetzalcoatlus from the gym.", "Caro", t + timedelta(seconds=20), scope="chat"),
         _ev("Great, see you there!", "Mel", t + timedelta(seconds=40), scope="chat"),
-    ])
+    ], context=ContextConfig(neighbours_embed=1, neighbours_fts=1))
     before = store._rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"])[0]
+    assert "Quetzalcoatlus" in before["search_text"]
     forget(store, [rows[1]["id"]])
     after = store._rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"])[0]
     assert after["vector"] != before["vector"]  # re-embedded without the forgotten turn
     assert "Quetzalcoatlus" not in after["search_text"]
     assert files_containing(mirador_home, "Quetzalcoatlus") == []
+    # Positions never name a row: the forgotten id is left in no evidence file (audit and tombstone keep it).
+    assert [p for p in files_containing(mirador_home, rows[1]["id"]) if "evidence.lance" in str(p)] == []
     hits = search_evidence(store, "Quetzalcoatlus friend from the gym", scopes=["chat"], now=t, limit=5)
     assert rows[1]["id"] not in {h.id for h in hits}
+
+
+def test_runs_follow_streams_across_batches():
+    from memory.context import place_in_runs
+
+    t = datetime(2023, 5, 8, 13, 56)
+    row = lambda id_, dt, scope="s", app="": {"id": id_, "captured_at": t + dt, "scope": scope,  # noqa: E731
+                                              "source": "screen", "app": app, "window": ""}
+    tails: dict = {}
+    first = place_in_runs([row("a", timedelta(0)), row("x", timedelta(0), scope="other"),
+                           row("b", timedelta(seconds=5)), row("e", timedelta(seconds=6), app="editor")], tails)
+    later = place_in_runs([row("c", timedelta(seconds=9)), row("d", timedelta(hours=2)),
+                           row("y", -timedelta(days=1), scope="other")], tails)
+    (a, x, b, e), (c, d, y) = first, later
+    assert a[0] == b[0] == c[0] and (a[1], b[1], c[1]) == (0, 1, 2)  # c goes on from the earlier batch
+    assert len({a[0], x[0], e[0], d[0], y[0]}) == 5  # other scope, other app, 2 h gap, earlier time: new runs
+    assert all(run.startswith("run_") and not run.startswith(("evd_", "mem_")) for run, _ in first + later)
+
+
+def test_the_answer_turn_is_found_through_the_question_before_it(store):
+    """The question's words are in the turn that asked; the answer only says "the Harry Potter stuff",
+    and John is excited about plenty of other things. Only the neighbour credit puts the answer first."""
+    from dataclasses import replace
+
+    from memory.rank import DEFAULT
+
+    t = datetime(2023, 7, 1, 10, 0)
+    convo = [
+        ("Tim", "Have you ever been to Universal Studios? What are you most excited to see there?"),
+        ("John", "Nope, first time going. I'm super stoked for the Harry Potter stuff, can't wait!"),
+        ("Tim", "Nice. My sister loved the rides when she went."),
+    ]
+    excited = ["I'm so excited for the game on Saturday, can't wait!", "Super stoked about the concert next week!",
+               "Can't wait to see the new stadium, so excited!", "I'm really looking forward to the beach trip, so pumped!",
+               "So excited to see my cousins at the reunion!", "Stoked for the new season to start, can't wait!"]
+    filler = [x for i, e in enumerate(excited) for x in (("Tim", f"Practice ran long today, drill {i} was on defence."),
+                                                         ("John", e))]
+    specs = [_ev(text, who, t + timedelta(seconds=10 * i), scope="chat") for i, (who, text) in enumerate(convo + filler)]
+    rows = store.add_evidence_batch(specs)
+    answer = next(r["id"] for r in rows if "Harry Potter" in r["text"])
+    q = "What is John excited to see at Universal Studios?"
+    hits = search_evidence(store, q, scopes=["chat"], now=t, limit=5)
+    assert hits[0].id == answer
+    alone = search_evidence(store, q, scopes=["chat"], now=t, limit=5, rank=replace(DEFAULT, neighbour=0.0))
+    assert alone[0].id != answer  # the control: without the credit another excited turn wins
+
+
+def test_migration_places_rows_written_before_runs(mirador_home):
+    from memory import tables as T
+    from memory.store import Store
+
+    t = datetime(2023, 5, 8, 13, 56)
+    store = Store(mirador_home)
+    rows = store.add_evidence_batch([_ev(f"turn {i}", "Sam", t + timedelta(seconds=i), scope="chat") for i in range(3)]
+                                    + [_ev("elsewhere", "Ann", t, scope="other")])
+    # Take the store back to before m007: no columns, no record of the migration.
+    store.evidence.drop_columns(["run_id", "run_pos"])
+    store.db.open_table(T.MIGRATIONS).delete("name = 'm007_evidence_runs'")
+    again = Store(mirador_home)
+    assert again.migrations_applied == ["m007_evidence_runs"]
+    got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again._rows(again.evidence, None, ["id", "run_id", "run_pos"], None)}
+    chat = [got[r["id"]] for r in rows[:3]]
+    assert len({run for run, _ in chat}) == 1 and [pos for _, pos in chat] == [0, 1, 2]
+    assert got[rows[3]["id"]][0] != chat[0][0]
