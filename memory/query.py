@@ -34,8 +34,12 @@ class QueryPlan:
     windows: list[Window] = field(default_factory=list)  # dates the question refers to
 
 
-def analyze(query: str, now: datetime, rewrite: bool = True) -> QueryPlan:
-    """Split a question into its embedding text, full-text terms, named people and time windows."""
+def analyze(query: str, now: datetime, rewrite: bool = True, speakers: set[str] | frozenset = frozenset()) -> QueryPlan:
+    """Split a question into its embedding text, full-text terms, named people and time windows.
+
+    speakers: lower-case names of known speakers (memory/speakers.py). The embedded text says "they"
+    where the question names one: the speaker column matches the person, the vector the topic.
+    """
     windows = find_windows(query, now)
     names = {_POSSESSIVE.sub("", w).lower() for w in _WORD.findall(query) if w[:1].isupper()}
     names -= _QUESTION_WORDS
@@ -44,4 +48,13 @@ def analyze(query: str, now: datetime, rewrite: bool = True) -> QueryPlan:
     words = [_POSSESSIVE.sub("", w) for w in _WORD.findall(query)]
     terms = [w for w in words if w.lower() not in _QUESTION_WORDS]
     fts = " ".join(terms) or query
-    return QueryPlan(query, query, fts, names, windows)
+    return QueryPlan(query, _without_speakers(query, names & set(speakers)), fts, names, windows)
+
+
+def _without_speakers(query: str, named: set[str]) -> str:
+    if not named:
+        return query
+    is_name = lambda w: _POSSESSIVE.sub("", w).lower() in named  # noqa: E731
+    if all(is_name(w) or w.lower() in _QUESTION_WORDS for w in _WORD.findall(query)):
+        return query  # nothing but the name: it is the topic
+    return _WORD.sub(lambda m: "they" if is_name(m.group(0)) else m.group(0), query)

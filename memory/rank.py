@@ -164,7 +164,8 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
     if cfg.pool < limit:
         cfg = replace(cfg, pool=limit)
 
-    plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite)
+    plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite,
+                   speakers=store.speakers.get(store.evidence) if cfg.rewrite else frozenset())
     lists, rows = _lists(store, plan, where, cfg, run)
     total_w = sum(w for _, w in lists) or 1.0
     scores = _fuse(lists)

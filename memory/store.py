@@ -22,6 +22,7 @@ from memory.fingerprint import content_hash, fingerprint
 from memory.migrations import apply_migrations
 from memory.rows import kind_of, new_id, public_evidence, public_memory, public_vault, sql_literal_id, to_arrow
 from memory.scopes import in_scopes, scope_filter, validate_scope
+from memory.speakers import SpeakerNames
 from memory.types import (
     EVIDENCE_SOURCES,
     MAX_EVIDENCE_CHARS,
@@ -110,6 +111,7 @@ class Store:
         self._lock = threading.RLock()
         self._batches_since_optimize = 0
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
+        self.speakers = SpeakerNames()
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.memories = self.db.open_table(T.MEMORIES)
         self.evidence = self.db.open_table(T.EVIDENCE)
@@ -487,6 +489,7 @@ class Store:
             runs = place_in_runs(rows, self._stream_tails, context)
         for r, st, (run, pos) in zip(rows, search_texts, runs, strict=True):
             r["search_text"], r["run_id"], r["run_pos"] = st, run, pos
+        self.speakers.note(rows)
         vecs = self.embedder.embed(embed_texts if embed_texts is not None else ctx_texts)
         for r, v in zip(rows, vecs, strict=True):
             r["vector"] = v

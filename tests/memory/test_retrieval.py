@@ -240,3 +240,17 @@ def test_migration_places_rows_written_before_runs(mirador_home):
     chat = [got[r["id"]] for r in rows[:3]]
     assert len({run for run, _ in chat}) == 1 and [pos for _, pos in chat] == [0, 1, 2]
     assert got[rows[3]["id"]][0] != chat[0][0]
+
+
+def test_named_speakers_are_left_out_of_the_embedded_question():
+    plan = analyze("What is Tim's friend excited to see at Universal Studios?", NOW, speakers={"tim", "john"})
+    assert plan.vec == "What is they friend excited to see at Universal Studios?"  # topic words stay
+    assert "Tim" in plan.fts and "tim" in plan.names  # full-text and the speaker boost still see the name
+    assert analyze("Tim?", NOW, speakers={"tim"}).vec == "Tim?"  # nothing else to embed
+    assert analyze("What did Tim say?", NOW, rewrite=False, speakers={"tim"}).vec == "What did Tim say?"
+
+
+def test_speaker_names_follow_this_process_writes(store):
+    assert "zebedee" not in store.speakers.get(store.evidence)
+    store.add_evidence("The release slips a week.", source="audio", speaker="Zebedee Quill", scope="chat")
+    assert {"zebedee", "zebedee quill"} <= store.speakers.get(store.evidence)
