@@ -87,7 +87,7 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
         indexed, unindexed = counts
         if indexed and (indexed + unindexed) < RETRAIN_GROWTH * indexed:
             return None  # optimize() merges the new rows into the existing partitions
-    parts = max(1, int(math.sqrt(n)))  # the usual IVF rule; queries probe memory.search.NPROBES of them
+    parts = max(1, int(math.sqrt(n)))  # the usual IVF rule; queries probe memory.reads.NPROBES of them
     t = time.perf_counter()
     table.create_index("vector", config=IvfSq(distance_type="cosine", num_partitions=parts), replace=True)
     log.info("vector index on %s: %d rows, %d partitions, %.1fs", table.name, n, parts, time.perf_counter() - t)

@@ -56,30 +56,26 @@ def _fts_column(table) -> str:
 _RANK_COLS = ["id", "speaker", "captured_at", "run_id", "run_pos"]
 
 
-def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig, run):
+def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
     """Ranked (id, similarity) lists with their weights, plus the ranking columns of every row seen."""
-    from memory.search import _LEGS
+    from memory.reads import Leg
 
-    table = store.evidence
+    table = store.evidence.name
     qv = store.embedder.embed_query(plan.vec)
-    fts_col = _fts_column(table)
-    vec_q = lambda: table.search(qv, vector_column_name="vector").distance_type("cosine")  # noqa: E731
-    fts_q = lambda: table.search(plan.fts, query_type="fts", fts_columns=fts_col)  # noqa: E731
-    legs = [(vec_q, where, "_distance", cfg.w_vec), (fts_q, where, "_score", cfg.w_fts)]
+    fts_col = _fts_column(store.evidence)
+    legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv), cfg.w_vec),
+            (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col), cfg.w_fts)]
     window_where = _window_filter(plan, cfg)
     if window_where and cfg.w_window:
         # Rows from the named dates join the candidates even when the whole store outranks them.
         w = f"({where}) AND {window_where}" if where else window_where
-        legs += [(vec_q, w, "_distance", cfg.w_window), (fts_q, w, "_score", cfg.w_window)]
-    # Full-text legs go to the leg pool while vector legs run here: LanceDB releases the GIL.
-    pending = [(_LEGS.submit(run, q(), f, _RANK_COLS + [col], cfg.pool) if col == "_score" else None, q, f, col, w)
-               for q, f, col, w in legs]
+        legs += [(Leg(table, w, leg.cols, leg.limit, leg.vector, leg.text, leg.fts_column), cfg.w_window)
+                 for leg, _ in legs[:2]]
     rows: dict[str, dict] = {}
-    lists: list[tuple[list[str], float]] = []
-    for fut, q, f, col, w in pending:
-        found = fut.result() if fut is not None else run(q(), f, _RANK_COLS + [col], cfg.pool)
+    lists: list[tuple[list[tuple[str, float]], float]] = []
+    for found, (_, w) in zip(store.reader.run(*(leg for leg, _ in legs)), legs, strict=True):
         # Similarity, higher is better: BM25 scores as they are, cosine distance turned around.
-        lists.append(([(r["id"], -r[col] if col == "_distance" else r[col]) for r in found], w))
+        lists.append(([(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in found], w))
         for r in found:
             rows.setdefault(r["id"], r)
     return lists, rows
@@ -151,9 +147,9 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
     return t is not None and any(w.start - cfg.window_slack <= t < w.end + cfg.window_slack for w in plan.windows)
 
 
-def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int, run,
+def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
-    """(id, score, row) best first; row holds `cols`. `run(builder, where, cols, limit)` executes one query."""
+    """(id, score, row) best first; row holds `cols`."""
     from dataclasses import replace
 
     from memory.search import fetch_rows
@@ -166,7 +162,7 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
 
     plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite,
                    speakers=store.speakers.get(store.evidence) if cfg.rewrite else frozenset())
-    lists, rows = _lists(store, plan, where, cfg, run)
+    lists, rows = _lists(store, plan, where, cfg)
     total_w = sum(w for _, w in lists) or 1.0
     scores = _fuse(lists)
     if cfg.neighbour:
@@ -181,5 +177,5 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
         out.append((id_, s / total_w, row))
     out.sort(key=lambda x: x[1], reverse=True)
     out = out[:limit]
-    full = fetch_rows(store.evidence, [id_ for id_, _, _ in out], where, cols)
+    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in out], where, cols)
     return [(id_, s, full[id_]) for id_, s, _ in out if id_ in full]

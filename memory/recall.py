@@ -142,13 +142,20 @@ def _executor() -> ThreadPoolExecutor:
 
 
 
+# What candidates are built from (_memory_cand, _evidence_cand, _recency, _confidence): reading only
+# these halves the winners' fetch at 100k rows (bench/scale.py).
+_MEMORY_READ = ["id", "type", "scope", "text", "valid_from", "created_at", "updated_at", "provenance", "origin",
+                "confidence"]
+_EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "captured_at"]
+
+
 def _candidates(store, query, scopes, mem_types, include_evidence, pool, now) -> list[_Cand]:
     store.embedder.embed_query(query)  # once, before the threads: both searches then hit the cache
     # The two searches are independent LanceDB queries that release the GIL: run them side by side.
-    ev_future = _executor().submit(search_evidence, store, query, scopes=scopes, limit=pool, now=now) \
-        if include_evidence else None
+    ev_future = _executor().submit(search_evidence, store, query, scopes=scopes, limit=pool, now=now,
+                                   cols=_EVIDENCE_READ) if include_evidence else None
     mem_hits = search_memories(store, query, scopes=scopes, types=mem_types, statuses=["candidate", "active"],
-                               limit=pool)
+                               limit=pool, cols=_MEMORY_READ)
     ev_hits = ev_future.result() if ev_future is not None else []
     cfg = store.config.recall
     out = []

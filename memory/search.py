@@ -8,13 +8,16 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from memory.errors import InputError
+from memory.reads import Leg
 from memory.rows import public_evidence, public_memory, public_vault, sql_literal_id
 from memory.reinforcement import boost_scores
 from memory.store import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
 
+# What a memory hit carries: public_memory drops the index text, so it is never read for one.
+_MEMORY_HIT_COLS = [c for c in _MEMORY_COLS if c != "search_text"]
+
 MAX_QUERY_CHARS = 2_000
 RRF_K = 60
-NPROBES = 20
 
 
 @dataclass
@@ -58,21 +61,10 @@ def rrf(ranked_lists: Iterable[list[str]], k: int = RRF_K, weights: Iterable[flo
     return scores
 
 
-def _run(builder, where: str | None, cols: list[str], limit: int) -> list[dict]:
-    if where:
-        builder = builder.where(where, prefilter=True)
-    if hasattr(builder, "nprobes"):
-        # Vector queries: IVF partitions probed once a table has an index (memory/indexes.py); 20 of
-        # ~sqrt(n) partitions kept recall@10 at 0.99 of brute force on 100k rows (bench/scale.py).
-        # Rows added since the last build are always scanned as well (no fast_search).
-        builder = builder.nprobes(NPROBES)
-    return builder.select(cols).limit(limit).to_list()
-
-
 _LEGS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="search-leg")
 
 
-def fetch_rows(table, ids: list[str], where: str | None, cols: list[str]) -> dict[str, dict]:
+def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str]) -> dict[str, dict]:
     """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
 
     The ranking legs select only ids: materialising every column of 30-100 candidates per leg cost
@@ -81,31 +73,31 @@ def fetch_rows(table, ids: list[str], where: str | None, cols: list[str]) -> dic
     if not ids:
         return {}
     f = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    rows = table.search().where(f"({where}) AND {f}" if where else f).select(cols).limit(len(ids)).to_list()
+    rows = store.reader.run(Leg(table.name, f"({where}) AND {f}" if where else f, tuple(cols), len(ids)))[0]
     return {r["id"]: r for r in rows}
 
 
 def _hybrid(store, table, query: str, where: str | None, fts_col: str, pool: int,
             vector: bool = True) -> dict[str, float]:
     """RRF scores of the ids the vector and full-text legs found (ids only; see fetch_rows)."""
-    fts_q = table.search(query, query_type="fts", fts_columns=fts_col)
+    fts = Leg(table.name, where, ("id", "_score"), pool, text=query, fts_column=fts_col)
     if not vector:
-        # Inline, never on the leg pool: a label-only search itself runs there (search_memories), and
-        # a pool task waiting on another pool task could deadlock.
-        return rrf([[r["id"] for r in _run(fts_q, where, ["id", "_score"], pool)]])
-    # The two legs run side by side: LanceDB releases the GIL, so the wall time is the slower leg.
-    fts = _LEGS.submit(_run, fts_q, where, ["id", "_score"], pool)
+        return rrf([[r["id"] for r in store.reader.run(fts)[0]]])
     qv = store.embedder.embed_query(query)
-    vec_rows = _run(table.search(qv, vector_column_name="vector").distance_type("cosine"), where,
-                    ["id", "_distance"], pool)
+    # Both legs in one hop, side by side (memory/reads.py).
+    vec_rows, fts_rows = store.reader.run(Leg(table.name, where, ("id", "_distance"), pool, vector=qv), fts)
     # Averaged over the two lists, so this and a label-only vault search (one list) produce scores
     # on the same scale and can be merged.
-    return {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts.result()]]).items()}
+    return {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]]).items()}
 
 
 def search_memories(store, query: str, *, scopes=None, types=None, statuses=None, since: datetime | None = None,
-                    until: datetime | None = None, limit: int = 10) -> list[Hit]:
-    """Hybrid search over memories (and vault labels when the type filter allows vault)."""
+                    until: datetime | None = None, limit: int = 10, cols: list[str] | None = None) -> list[Hit]:
+    """Hybrid search over memories (and vault labels when the type filter allows vault).
+
+    cols: the memory columns a hit carries (default all public ones); each column read costs ~0.5 ms
+    at 100k rows, so recall() asks only for what it renders.
+    """
     query = check_query(query)
     limit = _check_limit(limit)
     pool = max(limit * 3, 30)
@@ -123,7 +115,8 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     vault = vault_f.result() if vault_f is not None else []
     ranked = sorted([(s, id_, None) for id_, s in scores.items()] + [(h.score, h.id, h) for h in vault],
                     key=lambda x: x[0], reverse=True)[:limit]
-    rows = fetch_rows(store.memories, [id_ for _, id_, h in ranked if h is None], where, _MEMORY_COLS)
+    rows = fetch_rows(store, store.memories, [id_ for _, id_, h in ranked if h is None], where,
+                      cols or _MEMORY_HIT_COLS)
     hits: list[Hit] = []
     for s, id_, vault_hit in ranked:
         if vault_hit is not None:
@@ -136,18 +129,19 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
 
 def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, since: datetime | None = None,
                     until: datetime | None = None, limit: int = 10, now: datetime | None = None,
-                    rank=None) -> list[Hit]:
+                    rank=None, cols: list[str] | None = None) -> list[Hit]:
     """Hybrid search over evidence rows, boosted for people and dates the query names (memory/rank.py).
 
     now: the time relative dates in the query ("yesterday") are resolved against; default the current time.
     rank: a memory.rank.RankConfig overriding the measured defaults.
+    cols: the evidence columns a hit carries (default all public ones).
     """
     from memory.rank import rank_evidence
 
     query = check_query(query)
     limit = _check_limit(limit)
     where = store.where("evidence", scopes=scopes, sources=sources, apps=apps, since=since, until=until)
-    ranked = rank_evidence(store, query, where, _EVIDENCE_COLS, limit, _run, now=now, cfg=rank)
+    ranked = rank_evidence(store, query, where, cols or _EVIDENCE_COLS, limit, now=now, cfg=rank)
     hits = []
     for id_, s, row in ranked:
         e = public_evidence(row)
@@ -159,7 +153,7 @@ def search_vault(store, query: str, *, scopes=None, limit: int = 10) -> list[Hit
     """Full-text search over vault labels only; values are never indexed."""
     where = store.where("vault", scopes=scopes)
     scores = _hybrid(store, store.vault, check_query(query), where, "label", limit, vector=False)
-    rows = fetch_rows(store.vault, list(scores), where, _VAULT_COLS)
+    rows = fetch_rows(store, store.vault, list(scores), where, _VAULT_COLS)
     hits = []
     for id_, s in scores.items():
         if id_ not in rows:

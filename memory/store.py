@@ -22,6 +22,7 @@ from memory.fingerprint import content_hash, fingerprint
 from memory.migrations import apply_migrations
 from memory.rows import kind_of, new_id, public_evidence, public_memory, public_vault, sql_literal_id, to_arrow
 from memory.scopes import in_scopes, scope_filter, validate_scope
+from memory.reads import Reader
 from memory.speakers import SpeakerNames
 from memory.types import (
     EVIDENCE_SOURCES,
@@ -112,6 +113,7 @@ class Store:
         self._batches_since_optimize = 0
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
         self.speakers = SpeakerNames()
+        self.reader = Reader(self.home / "lancedb")  # search reads (memory/reads.py)
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.memories = self.db.open_table(T.MEMORIES)
         self.evidence = self.db.open_table(T.EVIDENCE)
