@@ -363,14 +363,3 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
                                        values={"status": status, "decided_at": now}))
     store._audit([audit_row(actor, status, "memory", p["target_id"], p["scope"], after={"proposal": proposal_id})])
     return {**p, "status": status, "decided_at": now}
-
-
-def reinforce(store, ids: list[str], amount: float = 0.1, actor: str = "recall") -> None:
-    """Recall reinforces: raise the salience of recalled memories (capped at 1)."""
-    if not ids:
-        return
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    store._commit(lambda: store.memories.update(
-        where=where, values_sql={"salience": f"least(salience + {float(amount)}, 1.0)"}))
-    store._audit([audit_row(actor, "reinforce", "memory", ids[0] if len(ids) == 1 else f"batch:{len(ids)}", "",
-                            after={"ids": ids, "salience": f"+{amount}"})])
