@@ -86,8 +86,9 @@ def _import_mirador(a, detected: bool) -> int:
     if a.json:
         emit_json(result)
     else:
-        print(f"imported {result['imported']} ({result['memories']} memories/vault, {result['evidence']} evidence); "
-              f"skipped {result['skipped_existing']} already present")
+        print(f"imported {result['imported']} ({result['memories']} memories/vault, {result['evidence']} evidence) "
+              f"and {result['relations']} relations; skipped {result['skipped_existing']} already present, "
+              f"{result['skipped_forgotten'] + result['relations_skipped_forgotten']} forgotten")
     return 0
 
 

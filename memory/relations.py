@@ -121,6 +121,12 @@ def brief(row: dict) -> dict:
             "status": row.get("status"), "text": text if len(text) <= 300 else text[:299].rstrip() + "…"}
 
 
+def export_edges(store, scopes=None) -> list[dict]:
+    """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
+    rows = store._rows(table(store), _both_ends(scopes), _EDGE_COLS, None)
+    return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
+
+
 # ---- writes ---------------------------------------------------------------------------------------
 
 

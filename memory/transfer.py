@@ -1,4 +1,9 @@
-"""JSONL export and import. Import validates every line before writing any (no half-applied files)."""
+"""JSONL export and import. Import validates every line before writing any (no half-applied files).
+
+An export carries memories, vault entries, the relations between memories (ids only, like the
+relations table) and, if asked, evidence. Reinforcement use counts stay behind: they describe how
+this store has been used, not what it knows.
+"""
 
 from __future__ import annotations
 
@@ -64,6 +69,23 @@ class EvidenceLine(BaseModel):
     extracted_at: str | None = None
 
 
+class RelationLine(BaseModel):
+    """One exported edge, `src RELATION dst` (memory/relations.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["relation"]
+    id: str | None = None  # derived from the three below; carried for reading, checked on import
+    src: str
+    relation: str
+    dst: str
+    provenance: list[str] = Field(default_factory=list)
+    confidence: float = Field(1.0, ge=0.0, le=1.0)
+    origin: str | None = None
+    scope: str | None = None  # the ends' scopes when exported; the imported memories' own are used
+    dst_scope: str | None = None
+    created_at: str | None = None
+
+
 def export_lines(store, *, scopes=None, include_evidence: bool = False, include_secrets: bool = False) -> Iterator[dict]:
     """Every memory and vault entry (and evidence if asked), as dicts ready for JSON."""
     for m in store.list("memory", scopes=scopes, statuses=[], limit=10**9):
@@ -75,6 +97,10 @@ def export_lines(store, *, scopes=None, include_evidence: bool = False, include_
         if include_secrets:
             line["value"] = store.reveal(v["id"], actor="export")
         yield line
+    from memory.relations import export_edges
+
+    for edge in export_edges(store, scopes):
+        yield {"kind": "relation", **edge}
     if include_evidence:
         for e in store.list("evidence", scopes=scopes, limit=10**9):
             yield {"kind": "evidence", **e}
@@ -89,8 +115,8 @@ def write_export(store, out: IO[str], **kw) -> int:
     return n
 
 
-def _parse(path: Path) -> list[MemoryLine | EvidenceLine]:
-    items: list[MemoryLine | EvidenceLine] = []
+def _parse(path: Path) -> list[MemoryLine | EvidenceLine | RelationLine]:
+    items: list[MemoryLine | EvidenceLine | RelationLine] = []
     try:
         fh = path.open(encoding="utf-8")
     except OSError as e:
@@ -106,6 +132,9 @@ def _parse(path: Path) -> list[MemoryLine | EvidenceLine]:
             if not isinstance(data, dict):
                 raise InputError(f"{path}:{no}: expected a JSON object per line — nothing was imported")
             try:
+                if data.get("kind") == "relation":
+                    items.append(_relation_line(data))
+                    continue
                 if data.get("id") is not None:
                     expected = "evidence" if data.get("kind") == "evidence" else (
                         "vault" if data.get("kind") == "vault" or data.get("type") == "vault" else "memory")
@@ -131,6 +160,22 @@ def _parse(path: Path) -> list[MemoryLine | EvidenceLine]:
     return items
 
 
+def _relation_line(data: dict) -> RelationLine:
+    from memory.relations import edge_id, parse_relation
+
+    line = RelationLine.model_validate(data)
+    line.relation = parse_relation(line.relation)
+    for end in (line.src, line.dst):
+        if kind_of(end) != "memory":
+            raise InputError(f"relation end {end!r} is not a memory id (mem_…)")
+    if line.src == line.dst:
+        raise InputError(f"a memory cannot be related to itself ({line.src})")
+    if line.id is not None and line.id != edge_id(line.src, line.relation, line.dst):
+        raise InputError(f"relation id {line.id!r} does not match {line.src} {line.relation} {line.dst} — "
+                         "drop the id, it is derived from the three")
+    return line
+
+
 def _to_memory_spec(m: MemoryLine) -> MemorySpec:
     t = parse_type(m.type if m.kind != "vault" else "vault")
     return MemorySpec(
@@ -148,7 +193,10 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
     items = _parse(Path(path))
     mem_specs: list[MemorySpec] = []
     ev_specs: list[EvidenceSpec] = []
+    edges = [it for it in items if isinstance(it, RelationLine)]
     for it in items:
+        if isinstance(it, RelationLine):
+            continue
         if isinstance(it, EvidenceLine):
             ev_specs.append(EvidenceSpec(
                 id=it.id, text=it.text, source=it.source, app=it.app, window=it.window, speaker=it.speaker,
@@ -169,12 +217,40 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
     skip = existing | forgotten
     new_mem = [s for s in mem_specs if not s.id or s.id not in skip]
     new_ev = [s for s in ev_specs if not s.id or s.id not in skip]
+    edge_specs, edges_forgotten = _edge_specs(store, path, edges, {s.id for s in mem_specs if s.id})
     for start in range(0, len(new_mem), 256):
         store.add_memories(new_mem[start:start + 256], actor=actor)
     for start in range(0, len(new_ev), 256):
         store.add_evidence_batch(new_ev[start:start + 256], actor=actor)
+    from memory.relations import add_relations
+
+    added = [e for start in range(0, len(edge_specs), 256)
+             for e in add_relations(store, edge_specs[start:start + 256], actor=actor) if e["created"]]
     return {"imported": len(new_mem) + len(new_ev), "memories": len(new_mem), "evidence": len(new_ev),
-            "skipped_existing": len(existing), "skipped_forgotten": len(forgotten - existing)}
+            "relations": len(added), "skipped_existing": len(existing), "skipped_forgotten": len(forgotten - existing),
+            "relations_skipped_forgotten": edges_forgotten}
+
+
+def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str]):
+    """The edges to add, checked before anything is written: each end must be a memory of the file or
+    of the store. An edge to a forgotten memory is skipped (and counted), never brought back."""
+    from memory.relations import EdgeSpec
+
+    ends = sorted({e for line in edges for e in (line.src, line.dst)})
+    gone = _forgotten_ids(store, ends)
+    known = in_file | _ids_in(store, store.memories, [e for e in ends if e not in in_file])
+    specs, skipped = [], 0
+    for line in edges:
+        if line.src in gone or line.dst in gone:
+            skipped += 1
+            continue
+        for end in (line.src, line.dst):
+            if end not in known:
+                raise InputError(f"{path}: relation {line.src} {line.relation} {line.dst}: no memory {end} in the "
+                                 "file or the store — nothing was imported")
+        specs.append(EdgeSpec(line.src, line.relation, line.dst, list(line.provenance), line.confidence,
+                              line.origin))
+    return specs, skipped
 
 
 def _ids_in(store, table, ids: list[str]) -> set[str]:

@@ -330,3 +330,39 @@ def test_recall_pulls_in_the_reason_within_budget_and_never_a_hidden_one(store):
     assert private not in got and "manager" not in res.text
     everything = recall(store, query, 1000, scopes=None, include_evidence=False)
     assert private in [i.id for i in everything.items]
+
+
+def test_export_carries_relations_and_import_restores_them_once(store, tmp_path):
+    from memory.store import Store
+    from memory.transfer import import_jsonl, write_export
+
+    a = store.add_memory("Release is frozen", scope="work")["id"]
+    b = store.add_memory("QA found a blocker", scope="work")["id"]
+    c = store.add_memory("Holiday plans for August", scope="personal")["id"]
+    R.add_relation(store, a, "BECAUSE", b, confidence=0.8)
+    R.add_relation(store, b, "MENTIONS", c)  # crosses into personal: left out of a work-only export
+    out = tmp_path / "work.jsonl"
+    with out.open("w") as fh:
+        write_export(store, fh, scopes=["work"])
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(x["src"], x["relation"], x["dst"]) for x in lines if x["kind"] == "relation"] == [(a, "BECAUSE", b)]
+
+    other = Store(tmp_path / "other")
+    res = import_jsonl(other, out)
+    assert res["memories"] == 2 and res["relations"] == 1
+    (edge,) = edges(other)
+    assert (edge["src"], edge["relation"], edge["dst"], round(edge["confidence"], 4)) == (a, "BECAUSE", b, 0.8)
+    assert import_jsonl(other, out)["relations"] == 0  # a second import adds nothing
+
+    # An edge whose end was forgotten is skipped, never brought back with it.
+    forget(other, [b])
+    again = import_jsonl(other, out)
+    assert again["relations"] == 0 and again["relations_skipped_forgotten"] == 1 and edges(other) == []
+
+    # An edge to a memory in neither the file nor the store stops the whole import before any write.
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(out.read_text().replace(b, "mem_000000000000000000000000").replace(a, "mem_111111111111111111111111"))
+    third = Store(tmp_path / "third")
+    with pytest.raises(InputError, match="nothing was imported"):
+        import_jsonl(third, bad)
+    assert third.list("memory", statuses=[]) == []
