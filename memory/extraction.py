@@ -145,9 +145,22 @@ def pending_count(store) -> int:
 def load_evidence(store, all_evidence: bool, limit: int | None) -> list[dict]:
     """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null)."""
     where = None if all_evidence else "extracted_at IS NULL"
-    rows = store._rows(store.evidence, where, _EV_COLS, None)
+    if limit:
+        # After a large import most rows are pending: choose the oldest by id and time alone, then read
+        # the full rows of those only, instead of every pending row's text.
+        keys = store._scan(store.evidence, where, ["id", "captured_at"]).to_pylist()
+        keys.sort(key=lambda r: (r["captured_at"], r["id"]))
+        ids = [r["id"] for r in keys[:limit]]
+        rows = []
+        for start in range(0, len(ids), 500):
+            chunk = "id IN (" + ", ".join(sql_literal_id(i) for i in ids[start:start + 500]) + ")"
+            # Still under the filter: a row another process extracted meanwhile is not taken twice.
+            rows += store._rows(store.evidence, f"({where}) AND {chunk}" if where else chunk, _EV_COLS,
+                                len(ids[start:start + 500]))
+    else:
+        rows = store._rows(store.evidence, where, _EV_COLS, None)
     rows.sort(key=lambda r: (r["captured_at"], r["id"]))
-    return rows[:limit] if limit else rows
+    return rows
 
 
 def batches(rows: list[dict], size: int, window: timedelta) -> list[list[dict]]:

@@ -12,6 +12,7 @@ from memory.erasure import forget
 from memory.extract_prompts import SCHEMA
 from memory.extraction import Extractor, batches, pending_count, run_extraction
 from memory.fingerprint import fingerprint
+from memory.store import EvidenceSpec
 from memory.types import build_details, parse_type
 from models.llm import Completion
 
@@ -235,6 +236,18 @@ def test_batches_group_by_scope_app_source_and_time(store):
     ]
     got = [[r["id"] for r in b] for b in batches(rows, size=4, window=timedelta(minutes=10))]
     assert got == [["evd_1", "evd_3"], ["evd_2"], ["evd_4"], ["evd_5"]]
+
+
+def test_a_limited_run_takes_the_oldest_pending_rows_only(store):
+    from memory.extraction import load_evidence, mark_extracted
+
+    t0 = utcnow() - timedelta(days=1)
+    rows = store.add_evidence_batch([EvidenceSpec(text=f"note {i}", source="manual", scope="work",
+                                                  captured_at=t0 + timedelta(minutes=5 - i)) for i in range(5)])
+    mark_extracted(store, [rows[4]["id"]])  # the oldest is done already
+    got = load_evidence(store, all_evidence=False, limit=2)
+    assert [r["text"] for r in got] == ["note 3", "note 2"]
+    assert len(load_evidence(store, all_evidence=False, limit=None)) == 4
 
 
 def test_memories_take_the_scope_of_their_evidence(store):
