@@ -208,6 +208,17 @@ def _check_evidence(store, ids: list[str], scopes) -> None:
         raise NotFoundError(f"no evidence with id {sorted(set(ids) - found)[0]} in your scopes — nothing was related")
 
 
+def rescope(store, memory_id: str, scope: str) -> None:
+    """Keep the end-scope columns of a memory's edges current when the memory moves to another scope.
+
+    Reads filter edges by those columns inside the query: left stale, an edge into a scope the
+    reader can see would stay hidden (never shown where it should not be: the other end is read
+    through the memories table under the same filter)."""
+    t, lit = table(store), sql_literal_id(memory_id)
+    store._commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
+    store._commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
+
+
 def remove_relation(store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
                     dst: str | None = None, actor: str = "person", scopes=None) -> dict:
     """Remove one edge, by its id or by (src, relation, dst); audited. NotFoundError if not visible."""

@@ -336,6 +336,10 @@ class Store:
         else:
             row["vector"] = old["vector"]
         self._upsert(self.memories, row)
+        if row["scope"] != old["scope"]:
+            from memory.relations import rescope
+
+            rescope(self, id_, row["scope"])
         before, after = diff(public_memory(old), public_memory(row))
         after.pop("updated_at", None)
         before.pop("updated_at", None)

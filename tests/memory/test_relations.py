@@ -366,3 +366,15 @@ def test_export_carries_relations_and_import_restores_them_once(store, tmp_path)
     with pytest.raises(InputError, match="nothing was imported"):
         import_jsonl(third, bad)
     assert third.list("memory", statuses=[]) == []
+
+
+def test_an_edge_follows_its_memory_into_another_scope(store):
+    a = store.add_memory("Release is frozen", scope="work")["id"]
+    b = store.add_memory("Note to self about the freeze", scope="personal")["id"]
+    R.add_relation(store, a, "MENTIONS", b)
+    assert R.related(store, a, scopes=["work"]) == []  # the other end is personal: hidden from work
+    store.update_memory(b, scope="work/acme")
+    (edge,) = R.related(store, a, scopes=["work"])
+    assert edge["other"]["id"] == b and edge["dst_scope"] == "work/acme"
+    store.update_memory(b, scope="personal")  # and back out: hidden again
+    assert R.related(store, a, scopes=["work"]) == []
