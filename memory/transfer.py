@@ -238,7 +238,7 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
 
     ends = sorted({e for line in edges for e in (line.src, line.dst)})
     gone = _forgotten_ids(store, ends)
-    known = in_file | _ids_in(store, store.memories, [e for e in ends if e not in in_file])
+    known = in_file | ids_present(store, store.memories, [e for e in ends if e not in in_file])
     specs, skipped = [], 0
     for line in edges:
         if line.src in gone or line.dst in gone:
@@ -253,7 +253,8 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
     return specs, skipped
 
 
-def _ids_in(store, table, ids: list[str]) -> set[str]:
+def ids_present(store, table, ids: list[str]) -> set[str]:
+    """Which of these ids the table holds: `id IN (...)` queries of 500, never a scan of the table."""
     out: set[str] = set()
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
@@ -265,10 +266,10 @@ def _ids_in(store, table, ids: list[str]) -> set[str]:
 def _existing_ids(store, ids: list[str]) -> set[str]:
     out: set[str] = set()
     for kind, table in (("memory", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
-        out |= _ids_in(store, table, [i for i in ids if kind_of(i) == kind])
+        out |= ids_present(store, table, [i for i in ids if kind_of(i) == kind])
     return out
 
 
 def _forgotten_ids(store, ids: list[str]) -> set[str]:
     # An export made before a delete must not bring the deleted rows back (principle 3).
-    return _ids_in(store, store.tombstones, ids)
+    return ids_present(store, store.tombstones, ids)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.importers.base import ImportBroken, Importer, ImportReport, Item, Skip, split_long, stable_key
-from memory.rows import sql_literal_id
 from memory.scopes import validate_scope
+from memory.transfer import ids_present
 from memory.types import MAX_EVIDENCE_CHARS
 
 if TYPE_CHECKING:
@@ -91,8 +91,8 @@ class _Writer:
             return
         store = self.store
         ids = list(dict.fromkeys(s.id for s, _ in batch))
-        existing = _ids_in(store, store.evidence, ids)
-        gone = _ids_in(store, store.tombstones, ids)
+        existing = ids_present(store, store.evidence, ids)
+        gone = ids_present(store, store.tombstones, ids)
         new: list[EvidenceSpec] = []
         for spec, where in batch:
             if spec.id in self.written:
@@ -117,15 +117,6 @@ class _Writer:
         r.rows_per_second = round(r.imported / r.seconds, 1) if r.seconds else 0.0
         r.bytes_read, r.bytes_total = self.importer.done, self.importer.total
         return r
-
-
-def _ids_in(store, table, ids: list[str]) -> set[str]:
-    out: set[str] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        where = "id IN (" + ", ".join(sql_literal_id(i) for i in chunk) + ")"
-        out |= {r["id"] for r in store._rows(table, where, ["id"], limit=len(chunk))}
-    return out
 
 
 def run_import(store, importer: Importer, *, redactor: Redacts, scope: str | None = None,
