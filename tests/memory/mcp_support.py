@@ -81,3 +81,20 @@ async def http_session(url: str, token: str | None):
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+
+
+def call(store, principal, steps):
+    """Run async steps against a fresh in-process MCP server with a real client session; returns
+    what the steps return."""
+    import anyio
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    from memory.mcp_server import build_server
+
+    server = build_server(lambda: store, principal)
+
+    async def main():
+        async with create_connected_server_and_client_session(server) as client:
+            return await steps(client)
+
+    return anyio.run(main)

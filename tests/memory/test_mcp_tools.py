@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import anyio
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory.mcp_auth import make_principal
-from memory.mcp_server import PROFILE_URI, build_server
+from memory.mcp_server import PROFILE_URI
+from tests.memory.mcp_support import call
 
 TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_update", "memory_forget",
          "evidence_search", "evidence_get", "timeline", "status"}
@@ -31,17 +30,6 @@ def seeded(store):
         "evd2": store.add_evidence("Reviewing PR 42 about retry logic", app="firefox", window="GitHub", scope="work")["id"],
     }
     return ids
-
-
-def call(store, principal, steps):
-    """Run async steps against a fresh server; returns what the steps return."""
-    server = build_server(lambda: store, principal)
-
-    async def main():
-        async with create_connected_server_and_client_session(server) as client:
-            return await steps(client)
-
-    return anyio.run(main)
 
 
 def text(result) -> str:

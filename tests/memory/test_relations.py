@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import anyio
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory import relations as R
 from memory.erasure import forget, forget_where
@@ -14,24 +12,13 @@ from memory.errors import InputError, NotFoundError
 from memory.extract_prompts import SCHEMA
 from memory.extraction import Extractor, run_extraction
 from memory.mcp_auth import make_principal
-from memory.mcp_server import build_server
 from memory.recall import recall
 from models.llm import Completion
 from tests.conftest import files_containing
+from tests.memory.mcp_support import call
 
 WORK = make_principal("tester", ["work"], "work")
 DECISION = "We decided to use Postgres for the billing service because it supports row-level locking."
-
-
-def call(store, principal, steps):
-    """Run async steps against a fresh in-process MCP server with a real client session."""
-    server = build_server(lambda: store, principal)
-
-    async def main():
-        async with create_connected_server_and_client_session(server) as client:
-            return await steps(client)
-
-    return anyio.run(main)
 
 
 def data(result) -> dict:
