@@ -137,6 +137,19 @@ def add_relation(store, src: str, relation: str, dst: str, *, actor: str = "pers
     return add_relations(store, [spec], actor=actor, scopes=scopes, check_evidence=True)[0]
 
 
+def check_edge(s: EdgeSpec) -> None:
+    """The edge's own shape, before any store is read: a known relation (normalised in place), two
+    different memory ids, a confidence in [0, 1]."""
+    s.relation = parse_relation(s.relation)
+    for end in (s.src, s.dst):
+        if kind_of(end) != "memory":
+            raise InputError(f"{end} is not a memory id (mem_…); relations link memories only")
+    if s.src == s.dst:
+        raise InputError(f"a memory cannot be related to itself ({s.src})")
+    if not 0.0 <= float(s.confidence) <= 1.0:
+        raise InputError(f"confidence must be between 0 and 1, got {s.confidence}")
+
+
 def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, check_evidence: bool = False) -> list[dict]:
     """Validate every edge first, then write them in one commit with one audit row each.
 
@@ -146,14 +159,7 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if not specs:
         return []
     for s in specs:
-        s.relation = parse_relation(s.relation)
-        for end in (s.src, s.dst):
-            if kind_of(end) != "memory":
-                raise InputError(f"{end} is not a memory id (mem_…); relations link memories only")
-        if s.src == s.dst:
-            raise InputError(f"a memory cannot be related to itself ({s.src})")
-        if not 0.0 <= float(s.confidence) <= 1.0:
-            raise InputError(f"confidence must be between 0 and 1, got {s.confidence}")
+        check_edge(s)
     ends = memory_rows(store, [e for s in specs for e in (s.src, s.dst)], scopes, statuses=[])
     missing = sorted({e for s in specs for e in (s.src, s.dst)} - set(ends))
     if missing:

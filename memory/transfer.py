@@ -161,15 +161,12 @@ def _parse(path: Path) -> list[MemoryLine | EvidenceLine | RelationLine]:
 
 
 def _relation_line(data: dict) -> RelationLine:
-    from memory.relations import edge_id, parse_relation
+    from memory.relations import EdgeSpec, check_edge, edge_id
 
     line = RelationLine.model_validate(data)
-    line.relation = parse_relation(line.relation)
-    for end in (line.src, line.dst):
-        if kind_of(end) != "memory":
-            raise InputError(f"relation end {end!r} is not a memory id (mem_…)")
-    if line.src == line.dst:
-        raise InputError(f"a memory cannot be related to itself ({line.src})")
+    spec = EdgeSpec(line.src, line.relation, line.dst, confidence=line.confidence)
+    check_edge(spec)
+    line.relation = spec.relation
     if line.id is not None and line.id != edge_id(line.src, line.relation, line.dst):
         raise InputError(f"relation id {line.id!r} does not match {line.src} {line.relation} {line.dst} — "
                          "drop the id, it is derived from the three")
