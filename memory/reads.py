@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-NPROBES = 20  # IVF partitions probed once a table has an index (memory/indexes.py)
+# IVF partitions probed once a table has an index (memory/indexes.py: sqrt(rows) partitions). On the
+# 100k bench store, recall@10 against an exact search: 20 probes 0.93-0.95, 40 probes 0.97, 80 0.98;
+# 7.2 / 8.1 / 9.3 ms a query.
+NPROBES = 40
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
