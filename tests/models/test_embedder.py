@@ -37,6 +37,17 @@ def test_batch_equals_single():
     assert np.allclose(batch[17], single, atol=1e-5)
 
 
+def test_query_path_gives_the_same_vector_as_embed():
+    # embed_query skips encode()'s batching for speed; a query must still land where embed() puts it,
+    # or searches would compare vectors from two slightly different models. Long text: truncation too.
+    emb = Embedder()
+    texts = ["why did we pick PostgreSQL?", "Sam: the release slips to March", "naïve café — 東京 ✓",
+             " ".join(["word"] * 400)]
+    batch = emb.embed(texts)
+    for i, t in enumerate(texts):
+        assert np.allclose(emb.embed_query(t), batch[i], atol=1e-5)
+
+
 def test_configured_dir_must_hold_a_model(tmp_path):
     with pytest.raises(ModelNotFound, match="embedder_dir"):
         Embedder(tmp_path)
