@@ -6,7 +6,7 @@ of the turn before or after them, then boosted for the people and the dates a qu
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from memory.query import QueryPlan, analyze
@@ -63,14 +63,14 @@ def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
     table = store.evidence.name
     qv = store.embedder.embed_query(plan.vec)
     fts_col = _fts_column(store.evidence)
-    legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv), cfg.w_vec),
-            (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col), cfg.w_fts)]
+    legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv, row_ids=True), cfg.w_vec),
+            (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col, row_ids=True),
+             cfg.w_fts)]
     window_where = _window_filter(plan, cfg)
     if window_where and cfg.w_window:
         # Rows from the named dates join the candidates even when the whole store outranks them.
         w = f"({where}) AND {window_where}" if where else window_where
-        legs += [(Leg(table, w, leg.cols, leg.limit, leg.vector, leg.text, leg.fts_column), cfg.w_window)
-                 for leg, _ in legs[:2]]
+        legs += [(replace(leg, where=w), cfg.w_window) for leg, _ in legs[:2]]
     rows: dict[str, dict] = {}
     lists: list[tuple[list[tuple[str, float]], float]] = []
     for found, (_, w) in zip(store.reader.run(*(leg for leg, _ in legs)), legs, strict=True):
@@ -150,8 +150,6 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`."""
-    from dataclasses import replace
-
     from memory.search import fetch_rows
 
     from memory.audit import utcnow
@@ -177,5 +175,6 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
         out.append((id_, s / total_w, row))
     out.sort(key=lambda x: x[1], reverse=True)
     out = out[:limit]
-    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in out], where, cols)
+    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in out], where, cols,
+                      {id_: row["_rowid"] for id_, _, row in out})
     return [(id_, s, full[id_]) for id_, s, _ in out if id_ in full]

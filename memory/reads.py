@@ -38,7 +38,8 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 
 @dataclass(frozen=True)
 class Leg:
-    """One query: a vector search (`vector` set), a full-text search (`text` set) or a plain filter."""
+    """One query: a vector search (`vector` set), a full-text search (`text` set), a take of rows by
+    address (`take` set: `_rowid` values a leg with `row_ids` returned) or a plain filter."""
 
     table: str
     where: str | None
@@ -47,6 +48,8 @@ class Leg:
     vector: object = None
     text: str | None = None
     fts_column: str | None = None
+    row_ids: bool = False  # also return each row's address as `_rowid`
+    take: tuple[int, ...] | None = None
 
 
 class Reader:
@@ -78,6 +81,10 @@ class Reader:
 
     @staticmethod
     def _query(table, leg: Leg):
+        if leg.take is not None:
+            # A row's address names one immutable row version: a take returns nothing for a row deleted,
+            # updated (rewritten elsewhere) or compacted away since the address was read, never another row.
+            return table.take_row_ids(list(leg.take)).select(list(leg.cols))
         if leg.vector is not None:
             # Prefiltered (the async default): the filter is applied before the nearest rows are taken.
             # Rows added since the last index build are always scanned as well (no fast_search).
@@ -88,4 +95,6 @@ class Reader:
             q = table.query()
         if leg.where:
             q = q.where(leg.where)
+        if leg.row_ids:
+            q = q.with_row_id()
         return q.select(list(leg.cols)).limit(leg.limit)
