@@ -116,8 +116,8 @@ def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=N
     now = now or utcnow()
     pool = min(cfg.max_candidates, max(10, budget // 25))
     mem_types = _memory_types(types)
-    cands = _candidates(store, query, scopes, mem_types, include_evidence, pool, now)
-    items = _pack(_with_reasons(_select(cands, cfg), _reasons(store, cands, scopes, mem_types)), budget, cfg)
+    cands, reasons = _candidates(store, query, scopes, mem_types, include_evidence, pool, now)
+    items = _pack(_with_reasons(_select(cands, cfg), reasons), budget, cfg)
     text = _SEP.join(i.text for i in items)
     used = count_tokens(text)
     while used > budget and items:  # per-item counts sum to more than the block's, so this is a backstop
@@ -149,13 +149,17 @@ _MEMORY_READ = ["id", "type", "scope", "text", "valid_from", "created_at", "upda
 _EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "captured_at"]
 
 
-def _candidates(store, query, scopes, mem_types, include_evidence, pool, now) -> list[_Cand]:
+def _candidates(store, query, scopes, mem_types, include_evidence, pool, now
+                ) -> tuple[list[_Cand], dict[str, list[_Cand]]]:
+    """The scored candidates, best first, and the reasons of the memory candidates (see _reasons)."""
     store.embedder.embed_query(query)  # once, before the threads: both searches then hit the cache
     # The two searches are independent LanceDB queries that release the GIL: run them side by side.
     ev_future = _executor().submit(search_evidence, store, query, scopes=scopes, limit=pool, now=now,
                                    cols=_EVIDENCE_READ) if include_evidence else None
     mem_hits = search_memories(store, query, scopes=scopes, types=mem_types, statuses=["candidate", "active"],
                                limit=pool, cols=_MEMORY_READ)
+    # Reasons need only the memory ids: look them up while the evidence search is still running.
+    reasons = _reasons(store, [h.id for h in mem_hits], scopes, mem_types)
     ev_hits = ev_future.result() if ev_future is not None else []
     cfg = store.config.recall
     out = []
@@ -169,7 +173,7 @@ def _candidates(store, query, scopes, mem_types, include_evidence, pool, now) ->
             c.words = frozenset(w.lower() for w in _WORD.findall(c.body))
             out.append(c)
     out.sort(key=lambda c: c.score, reverse=True)
-    return out
+    return out, reasons
 
 
 def _recency(c: _Cand, row: dict, now: datetime, half_life: float, floor: float) -> float:
@@ -214,12 +218,11 @@ def _overlap(a: frozenset, b: frozenset) -> float:
     return len(a & b) / len(a | b)
 
 
-def _reasons(store, cands: list[_Cand], scopes, mem_types) -> dict[str, list[_Cand]]:
-    """Per memory candidate, the memories it is BECAUSE of (memory/relations.py), visible in scopes and
+def _reasons(store, ids: list[str], scopes, mem_types) -> dict[str, list[_Cand]]:
+    """Per memory candidate id, the memories it is BECAUSE of (memory/relations.py), visible in scopes and
     candidate/active: one edge query and one memory query for the whole pool."""
     from memory.relations import reasons_for
 
-    ids = [c.id for c in cands if c.kind == "memory"]
     out: dict[str, list[_Cand]] = {}
     for src, rows in reasons_for(store, ids, scopes, mem_types).items():
         out[src] = [_Cand(r["id"], "memory", r["type"], r["scope"],
