@@ -121,6 +121,10 @@ def shared_llm(config, home: Path):
            x.llm_isolated, x.llm_max_tokens)
     with _shared_lock:
         if key not in _shared:
+            # New settings for this store replace the old LLM: retire it, or its worker process keeps
+            # the previous model in memory for as long as the app runs.
+            for old in [k for k in _shared if k[1] == key[1]]:
+                _shared.pop(old).retire()
             _shared[key] = LLM(m.llm_path, Path(home) / "models", n_threads=x.llm_threads,
                                n_threads_batch=x.llm_batch_threads, n_ctx=x.llm_context,
                                timeout=x.llm_timeout_seconds, instruct=x.llm_instruct, max_tokens=x.llm_max_tokens,

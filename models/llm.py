@@ -365,6 +365,20 @@ class LLM:
             self._proc = None
         self._runtime = None
 
+    def retire(self) -> threading.Thread:
+        """Close once the call in flight (if any) has returned, without waiting for it here.
+
+        For an LLM replaced by new settings: its worker holds the model in memory until closed, and a
+        job still using it finishes its call first. Returns the closing thread (tests join it).
+        """
+        def close_when_idle() -> None:
+            with self._lock:
+                self.close()
+
+        t = threading.Thread(target=close_when_idle, name="mirador-llm-retire", daemon=True)
+        t.start()
+        return t
+
     def __del__(self) -> None:  # best effort; daemon workers also die with the parent
         try:
             self.close()

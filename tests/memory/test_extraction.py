@@ -323,3 +323,25 @@ def test_scheduler_jobs_do_not_overlap_and_state_survives_restart(store, mirador
     assert not s2._overdue("dream", trig["dream"], datetime.now().astimezone())
     s2.state.data["dream"] = {"last_run": (now - timedelta(days=3)).isoformat() + "Z"}
     assert s2._overdue("dream", trig["dream"], datetime.now().astimezone())
+
+
+@pytest.mark.timeout(300)
+def test_new_llm_settings_retire_the_old_worker_after_its_call(store):
+    """Changing an LLM setting makes a new LLM; the old worker (a process holding the model) must end,
+    but only once a call it is serving has returned."""
+    from memory.extraction import shared_llm
+
+    old = shared_llm(store.config, store.home)
+    old.load()
+    proc = old._proc
+    assert proc.is_alive()
+    with old._lock:  # a call in flight on the old LLM
+        store.config.extraction.llm_max_tokens += 8
+        new = shared_llm(store.config, store.home)
+        assert new is not old
+        proc.join(timeout=1.0)
+        assert proc.is_alive()  # not cut off mid-call
+    proc.join(timeout=15)
+    assert not proc.is_alive() and old._proc is None
+    assert shared_llm(store.config, store.home) is new
+    new.close()
