@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
         store = Store(Path(home))
         store.embedder.embed_query("warm up")  # model load is not ingest or query time
+        store.embedder.wait_ready(300)  # nor the one-off onnxruntime export of the query encoder
         t0 = time.perf_counter()
         rows = ingest(store, convs, context=ctx)
         ingest_s = time.perf_counter() - t0
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "ingest_s": round(ingest_s, 1),
         "ingest_rows": rows,
         "conversations": [c["sample_id"] for c in convs],
-        "config": {"embedder": store.embedder.name, "context": {k: str(v) for k, v in asdict(ctx).items()},
+        "config": {"embedder": store.embedder.name, "query_encoder": store.embedder.backend, "context": {k: str(v) for k, v in asdict(ctx).items()},
                    "rank": rank.describe()},
     })
     print(json.dumps(result))

@@ -256,11 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from memory.config import Config
     from models.embedder import Embedder
 
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     root = Path(a.dir) if a.dir else Path(tempfile.mkdtemp(prefix="mirador-scale-"))
-    real = Embedder()
+    threads = Config().models.embedder_threads  # what a store gets by default
+    real = Embedder(threads=threads)
+    backend = real.wait_ready(300)  # the onnxruntime query encoder, exported once if missing
     t0 = time.perf_counter()
     corpus = Corpus(real, a.base, a.seed)
     out: dict = {"method": (f"{a.base} template sentences embedded with MiniLM; bulk rows join 1-3 of them and "
@@ -269,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                             "query vector and read the columns the MCP search tools show (hybrid_full_rows_*: "
                             "every column), recall_* include embedding the query, recall_cached_* reuse it; "
                             f"scope filter {QUERY_SCOPES}, recall budget {a.budget} tokens"),
-                 "base_embed_s": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count()}
+                 "base_embed_s": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count(),
+                 "query_encoder": backend, "embedder_threads": threads}
     try:
         for size in sizes:
             tag = f"{size // 1000}k" if size % 1000 == 0 else str(size)

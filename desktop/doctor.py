@@ -46,9 +46,14 @@ def check_embedder():
     from models.embedder import shared_embedder
 
     cfg = load_config().models
-    emb = shared_embedder(cfg.embedder_dir, cfg.embedder_batch_size, cfg.embedder_threads)
+    emb = shared_embedder(cfg.embedder_dir, cfg.embedder_batch_size, cfg.embedder_threads,
+                           cfg.onnx_dir, cfg.embedder_onnx)
     vec = emb.embed_query("doctor check")
-    return OK, f"{emb.model_dir} loads, {vec.shape[0]}-dim vectors", None
+    backend = emb.wait_ready(60)
+    msg = f"{emb.model_dir} loads, {vec.shape[0]}-dim vectors, single texts on {backend}"
+    if emb.onnx_error:
+        return WARN, f"{msg} ({emb.onnx_error})", "queries still work, ~3x slower; `pip install onnx onnxruntime`"
+    return OK, msg, None
 
 
 def check_store():

@@ -35,7 +35,12 @@ class ModelsConfig(_Section):
     embedder_batch_size: int = Field(32, ge=1, le=1024)
     # One thread by default: with capture, OCR or another program busy on the second core, torch's
     # two-thread pool spin-waits and a query embedding took 190 ms instead of 30 (bench/scale.py).
-    embedder_threads: int = Field(1, ge=0, le=256, description="torch threads for the embedder; 0 = torch default")
+    embedder_threads: int = Field(1, ge=0, le=256,
+                                  description="threads for the embedder (torch and onnxruntime); 0 = their default")
+    # Single texts (queries, one captured row) run through an onnxruntime export of the embedder,
+    # made once from its local weights (models/onnx_encoder.py); false keeps them on torch.
+    embedder_onnx: bool = True
+    onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
     llm_path: Path | None = None
     whisper_dir: Path | None = None
 

@@ -104,7 +104,8 @@ class Store:
             from models.embedder import shared_embedder
 
             m = self.config.models
-            embedder = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads)
+            embedder = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads,
+                                       m.onnx_dir, m.embedder_onnx)
         self.embedder = embedder
         # Strong read consistency: another process (the MCP stdio server, the app) may write the same
         # store, and a reader must see its commits; the per-read version check costs ~nothing locally.

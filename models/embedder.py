@@ -21,9 +21,11 @@ class Embedder:
 
     model_dir: a sentence-transformers model directory; None = the bundled all-MiniLM-L6-v2.
     batch_size: texts per forward pass when embedding many at once.
-    threads: torch intra-op threads; 0 keeps torch's default.
+    threads: torch and onnxruntime intra-op threads; 0 keeps their default.
     cache_size: how many distinct query strings keep their vector (repeated searches are free).
     device: "cpu" here; any torch device string elsewhere.
+    onnx_dir: where the onnxruntime export of the model is kept (models/onnx_encoder.py); None = the
+      per-user cache directory. use_onnx=False keeps every text on torch.
     """
 
     def __init__(
@@ -33,6 +35,8 @@ class Embedder:
         threads: int = 0,
         cache_size: int = 2048,
         device: str = "cpu",
+        onnx_dir: Path | None = None,
+        use_onnx: bool = True,
     ) -> None:
         self.model_dir = embedder_dir(model_dir)
         self.batch_size = batch_size
@@ -42,6 +46,11 @@ class Embedder:
         self._cache_size = cache_size
         self._model = None
         self._lock = threading.Lock()
+        self.onnx_dir = Path(onnx_dir) if onnx_dir else None
+        self.use_onnx = use_onnx and device == "cpu"
+        self._onnx = None  # an OnnxEncoder once exported/loaded and checked; until then torch serves
+        self._onnx_done = threading.Event()
+        self.onnx_error: str | None = None
 
     @property
     def dim(self) -> int:
@@ -82,12 +91,52 @@ class Embedder:
                     torch.set_num_threads(self.threads)
                 log.info("loading embedder from %s", self.model_dir)
                 self._model = SentenceTransformer(str(self.model_dir), device=self.device)
+                self._start_onnx()
             return self._model
+
+    def _start_onnx(self) -> None:
+        """Load (or export once: ~10 s here) the onnxruntime encoder beside the queries, never in their way.
+
+        Not a daemon thread: an export cut off by the interpreter's exit would leave nothing useful, so
+        the first process to export waits for it on the way out.
+        """
+        if not self.use_onnx:
+            self._onnx_done.set()
+            return
+
+        def work() -> None:
+            from models import onnx_encoder
+
+            try:
+                self._onnx = onnx_encoder.load_or_export(
+                    self._model, self.model_dir, self.onnx_dir or onnx_encoder.default_dir(), self.threads,
+                    self._torch_one)
+                log.info("query encoder: onnxruntime (%s)", self._onnx.path)
+            except Exception as e:  # any failure leaves the torch path, which is always correct
+                self.onnx_error = str(e)
+                log.warning("query encoder stays on torch (slower, ~27 ms a query): %s", e)
+            finally:
+                self._onnx_done.set()
+
+        threading.Thread(target=work, name="embedder-onnx").start()
+
+    @property
+    def backend(self) -> str:
+        """Which engine embeds a single text right now: "onnxruntime" or "torch"."""
+        return "onnxruntime" if self._onnx is not None else "torch"
+
+    def wait_ready(self, timeout: float | None = None) -> str:
+        """Block until the onnxruntime encoder is loaded or has failed; returns the backend."""
+        self._load()
+        self._onnx_done.wait(timeout)
+        return self.backend
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed many texts in batches; returns an (n, dim) float32 array."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:  # a single row (live capture, one note) takes the query path's speed
+            return self._embed_one(texts[0])[None, :]
         model = self._load()
         vecs = model.encode(
             list(texts),
@@ -114,15 +163,26 @@ class Embedder:
 
 
     def _embed_one(self, text: str) -> np.ndarray:
+        """One text through onnxruntime once it is ready, else through torch; the same vector either way."""
+        model = self._load()
+        enc = self._onnx
+        if enc is None:
+            return self._torch_one(text)
+        prep = getattr(model, "preprocess", None) or model.tokenize  # renamed in sentence-transformers 6
+        from models.onnx_encoder import as_numpy
+
+        return enc.encode(as_numpy(prep([text])))[0]
+
+    def _torch_one(self, text: str) -> np.ndarray:
         """One text through the model's own modules (tokenizer, transformer, pooling, normalize).
 
-        Why not encode(): for a single short query its batching machinery costs 2-3 ms of a ~17 ms
-        embedding on this machine, and search pays it on every new query. Same vector as embed().
+        Why not encode(): for a single short query its batching machinery costs 2-3 ms, and search
+        pays it on every new query. Same vector as embed().
         """
         import torch
 
         model = self._load()
-        prep = getattr(model, "preprocess", None) or model.tokenize  # renamed in sentence-transformers 6
+        prep = getattr(model, "preprocess", None) or model.tokenize
         features = {k: (v.to(model.device) if isinstance(v, torch.Tensor) else v) for k, v in prep([text]).items()}
         with torch.inference_mode():
             out = model(features)["sentence_embedding"]
@@ -134,10 +194,12 @@ _shared: dict[tuple, Embedder] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_embedder(model_dir: Path | None = None, batch_size: int = 32, threads: int = 0) -> Embedder:
+def shared_embedder(model_dir: Path | None = None, batch_size: int = 32, threads: int = 0,
+                    onnx_dir: Path | None = None, use_onnx: bool = True) -> Embedder:
     """One Embedder per model dir per process: loading weights twice wastes seconds and memory."""
-    key = (str(embedder_dir(model_dir)), batch_size, threads)
+    key = (str(embedder_dir(model_dir)), batch_size, threads, str(onnx_dir or ""), use_onnx)
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = Embedder(model_dir, batch_size=batch_size, threads=threads)
+            _shared[key] = Embedder(model_dir, batch_size=batch_size, threads=threads, onnx_dir=onnx_dir,
+                                    use_onnx=use_onnx)
         return _shared[key]

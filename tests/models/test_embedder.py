@@ -51,3 +51,35 @@ def test_query_path_gives_the_same_vector_as_embed():
 def test_configured_dir_must_hold_a_model(tmp_path):
     with pytest.raises(ModelNotFound, match="embedder_dir"):
         Embedder(tmp_path)
+
+
+def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
+    # A query served by onnxruntime must land where torch (and so every stored vector) puts it.
+    emb = Embedder(onnx_dir=tmp_path, threads=1)
+    assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
+    exported = list(tmp_path.glob("*.onnx"))
+    assert len(exported) == 1 and not list(tmp_path.glob("*.tmp"))
+    texts = ["why did we pick PostgreSQL?", "naïve café — 東京 ✓", " ".join(["word"] * 400)]
+    batch = emb.embed(texts)  # batches stay on torch
+    for i, t in enumerate(texts):
+        assert np.allclose(emb.embed_query(t), batch[i], atol=1e-5)
+        assert np.allclose(emb.embed([t])[0], batch[i], atol=1e-5)
+    written = exported[0].stat().st_mtime_ns
+    again = Embedder(onnx_dir=tmp_path, threads=1)
+    assert again.wait_ready(120) == "onnxruntime"
+    assert list(tmp_path.glob("*.onnx")) == exported and exported[0].stat().st_mtime_ns == written
+
+
+def test_damaged_onnx_export_is_removed_and_torch_keeps_serving(tmp_path, caplog):
+    from models.onnx_encoder import export_path
+
+    emb = Embedder(onnx_dir=tmp_path, threads=1, use_onnx=False)
+    path = export_path(emb.model_dir, tmp_path)
+    path.write_bytes(b"not an onnx graph")
+    emb = Embedder(onnx_dir=tmp_path, threads=1)
+    with caplog.at_level("WARNING"):
+        assert emb.wait_ready(120) == "torch"
+    assert "could not be loaded" in emb.onnx_error and not path.exists()
+    assert "stays on torch" in caplog.text
+    v = emb.embed_query("still answers")
+    assert v.shape == (emb.dim,) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4
