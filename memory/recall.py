@@ -215,7 +215,8 @@ def _evidence_cand(h) -> _Cand:
 def _overlap(a: frozenset, b: frozenset) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)  # Jaccard without building the union: MMR calls this ~700 times a recall
+    return shared / (len(a) + len(b) - shared)
 
 
 def _reasons(store, ids: list[str], scopes, mem_types) -> dict[str, list[_Cand]]:
@@ -340,6 +341,8 @@ def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg) -> list[Recall
         reserve = min(min(after, 2) * header_n, int(0.3 * remaining))
         got = _render(c, remaining - sep, reserve, cfg, first=not items)
         if got is None:
+            if remaining - sep < header_n:
+                break  # every other candidate needs a header of about this length too: stop counting
             continue  # another item's header may still be shorter
         level, text, n = got
         items.append(RecallItem(c.id, c.kind, c.type, _iso(c.time), c.provenance, level, text, n, c.score, c.scope))

@@ -72,3 +72,13 @@ def test_fallback_without_the_tokenizer_still_overcounts(gpt2, monkeypatch):
     monkeypatch.setattr(tokens, "_wordpiece", lambda: None)
     for text in SAMPLES + long_samples():
         assert count_tokens(text) >= _real(gpt2, text)
+
+
+@pytest.mark.parametrize("budget", [10, 25, 60, 200])
+def test_truncate_by_token_offsets_keeps_about_what_a_character_search_keeps(budget):
+    # One tokenizer pass replaces a binary search of tokenizer calls; it must not give away budget.
+    text = " ".join(SAMPLES + long_samples())
+    fast = tokens._fit_by_offsets(text, budget, "…")
+    slow = tokens._fit_by_chars(text, budget, "…")
+    assert fast is not None and count_tokens(text[:fast].rstrip() + "…") <= budget
+    assert 0.8 * slow - 10 <= fast <= slow
