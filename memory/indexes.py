@@ -10,6 +10,11 @@ table has doubled since it was trained, so partitions keep fitting the data.
 The row count an index was trained on is recorded in the vector column's metadata: once optimize()
 has folded new rows in, the index's own counts grow with the table and say nothing about the size it
 was trained for, so without the record the doubling rule never fires.
+
+Each optimize() that folds new rows in adds a *delta* segment to the vector index rather than merging
+them into it (LanceDB 0.40's Python API does not expose the merge count), and every query searches
+every delta: on the 100k bench evidence table, 6 deltas cost 27 ms a vector query against 20-23 ms for
+one. The scheduled pass therefore also retrains once an index has more than MAX_VECTOR_DELTAS.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ log = logging.getLogger(__name__)
 VECTOR_INDEX_MIN_ROWS = 5_000
 SCALAR_INDEX_MIN_ROWS = 5_000
 RETRAIN_GROWTH = 2.0  # retrain the vector index once the table has this many times the rows it was trained on
+MAX_VECTOR_DELTAS = 4  # retrain (one segment again) when the vector index has more delta segments than this
 TRAINED_ROWS_KEY = "mirador:ivf_trained_rows"  # vector column metadata: rows the index was trained on
 
 # Columns every read path filters on. BITMAP suits a handful of distinct values, BTREE ids and times.
@@ -73,6 +79,14 @@ def vector_index_rows(table) -> tuple[int, int] | None:
     return int(stats.num_indexed_rows), int(stats.num_unindexed_rows)
 
 
+def vector_index_segments(table) -> int | None:
+    """How many segments (the trained index plus its deltas) the vector index has; None without one."""
+    ix = _vector_index(table)
+    if ix is None:
+        return None
+    return int(getattr(table.index_stats(ix.name), "num_indices", None) or 1)
+
+
 def trained_rows(table) -> int | None:
     """Rows the vector index was last trained on, or None when not recorded (an index from before the record)."""
     try:
@@ -84,7 +98,8 @@ def trained_rows(table) -> int | None:
 
 
 def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: bool = False) -> str | None:
-    """Train a cosine IVF_SQ index when the table is big enough (or retrain once it has doubled).
+    """Train a cosine IVF_SQ index when the table is big enough (or retrain once it has doubled, or
+    once optimize() has left more than MAX_VECTOR_DELTAS delta segments).
 
     IVF_SQ over IVF_HNSW_SQ: IVF_SQ trained ~4x faster on 2 busy cores (63 s vs 237 s), and maintenance
     blocks the writer while it trains. (That comparison's recall figures were taken on indexes that
@@ -101,8 +116,8 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     counts = vector_index_rows(table)
     if counts is not None and not force:
         trained = trained_rows(table)
-        if trained and n < RETRAIN_GROWTH * trained:
-            return None  # optimize() merges the new rows into the existing partitions
+        if trained and n < RETRAIN_GROWTH * trained and (vector_index_segments(table) or 1) <= MAX_VECTOR_DELTAS:
+            return None  # optimize() adds the new rows to the existing partitions, as a delta
         # Unrecorded: an index from an older version, of unknown shape. Retrained once, here.
     # The usual IVF shape, sqrt(n) partitions of sqrt(n) rows; queries probe memory.reads.NPROBES of them.
     # Given as a partition *size*: LanceDB's optimize() rebalances partitions towards the index's target

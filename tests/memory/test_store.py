@@ -157,3 +157,28 @@ def test_vector_index_is_retrained_once_the_table_doubles_even_after_optimize(st
     assert trained_rows(store.evidence) is None
     assert ensure_vector_index(store.evidence, min_rows=100) == "retrained"
     assert ensure_vector_index(store.evidence, min_rows=100) is None
+
+
+def test_vector_index_deltas_are_merged_by_the_scheduled_pass_not_the_light_one(store):
+    """Every optimize() that folds rows in adds a delta segment that each query searches; the scheduled
+    maintenance retrains past MAX_VECTOR_DELTAS, the light pass after writes never trains."""
+    from memory.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, maintain, vector_index_segments
+    from memory.search import search_evidence
+
+    def add(n, start):
+        store.add_evidence_batch([EvidenceSpec(f"Screen {i}: notes on topic {i % 7} and item {i}.", scope="work")
+                                  for i in range(start, start + n)])
+
+    add(200, 0)
+    assert ensure_vector_index(store.evidence, min_rows=100) == "built"
+    assert vector_index_segments(store.evidence) == 1
+    for k in range(MAX_VECTOR_DELTAS + 1):
+        add(5, 200 + 5 * k)
+        maintain(store, tables=["evidence"], train=False)
+    segments = vector_index_segments(store.evidence)
+    assert segments > MAX_VECTOR_DELTAS, segments  # precondition: LanceDB still appends deltas
+    assert ensure_vector_index(store.evidence, min_rows=100) == "retrained"
+    assert vector_index_segments(store.evidence) == 1
+    assert ensure_vector_index(store.evidence, min_rows=100) is None
+    hits = search_evidence(store, "notes on topic 3 and item 213", scopes=["work"])
+    assert hits and hits[0].text.startswith("Screen 213:")  # rows of every delta are still found
