@@ -118,7 +118,9 @@ class Embedder:
             finally:
                 self._onnx_done.set()
 
-        threading.Thread(target=work, name="embedder-onnx").start()
+        # daemon=False explicitly: a thread inherits daemon from its creator (the hook runs in a daemon
+        # thread), and an onnxruntime load cut off at exit aborts the process (std::terminate).
+        threading.Thread(target=work, name="embedder-onnx", daemon=False).start()
 
     @property
     def backend(self) -> str:

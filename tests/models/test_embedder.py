@@ -83,3 +83,24 @@ def test_damaged_onnx_export_is_removed_and_torch_keeps_serving(tmp_path, caplog
     assert "stays on torch" in caplog.text
     v = emb.embed_query("still answers")
     assert v.shape == (emb.dim,) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4
+
+
+def test_process_exits_cleanly_when_a_daemon_thread_first_loaded_the_embedder(tmp_path):
+    # `mirador hook` embeds in a daemon thread; the onnxruntime loader it starts must not inherit
+    # daemon and be cut off at exit, which aborted the process ("terminate called ...", rc -6).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import threading\n"
+        "from models.embedder import Embedder\n"
+        f"def work(): Embedder(threads=1, onnx_dir={str(tmp_path)!r}).embed_query('hello')\n"
+        "t = threading.Thread(target=work, daemon=True); t.start(); t.join()\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    for _ in range(2):  # first run exports, second only loads: both must exit cleanly
+        proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "terminate called" not in proc.stderr
+    assert len(list(tmp_path.glob("*.onnx"))) == 1
