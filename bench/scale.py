@@ -183,6 +183,11 @@ def _timed(fn, items) -> list[float]:
     return out
 
 
+def _embed_one_ms(emb, qs: list[str]) -> dict:
+    """p50 of embedding one fresh query: as search does it (onnxruntime when ready) and on torch."""
+    return {"search_path": _pct(_timed(emb._embed_one, qs[:30]))[0], "torch": _pct(_timed(emb._torch_one, qs[30:]))[0]}
+
+
 def queries(n: int, seed: int) -> list[str]:
     """n distinct questions, so the embedder's query cache never serves one."""
     rng = random.Random(seed)
@@ -264,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = Config().models.embedder_threads  # what a store gets by default
     real = Embedder(threads=threads)
     backend = real.wait_ready(300)  # the onnxruntime query encoder, exported once if missing
+    embed_ms = _embed_one_ms(real, queries(60, a.seed + 1))
     t0 = time.perf_counter()
     corpus = Corpus(real, a.base, a.seed)
     out: dict = {"method": (f"{a.base} template sentences embedded with MiniLM; bulk rows join 1-3 of them and "
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                             "every column), recall_* include embedding the query, recall_cached_* reuse it; "
                             f"scope filter {QUERY_SCOPES}, recall budget {a.budget} tokens"),
                  "base_embed_s": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count(),
-                 "query_encoder": backend, "embedder_threads": threads}
+                 "query_encoder": backend, "embedder_threads": threads, "query_embed_p50_ms": embed_ms}
     try:
         for size in sizes:
             tag = f"{size // 1000}k" if size % 1000 == 0 else str(size)
