@@ -6,7 +6,6 @@ of the turn before or after them, then boosted for the people and the dates a qu
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
@@ -30,11 +29,6 @@ class RankConfig:
     neighbour_hops: int = 4
     speaker_boost: float = 1.0  # + b when the row's speaker is named in the question: what Sam said, first
     date_boost: float = 0.3  # + b when the row was captured inside a date the question names
-    # + b x min(1, log(1+chars) / log(1+length_scale)): a two-word "Wow, nice!" rarely holds an answer,
-    # yet a vector puts it close to any question on its topic. LoCoMo dev R@10 +0.005 to +0.009 for
-    # every weight 0.4-1.0 and scale 100-200 tried (README); 0.7 is the middle, not the best.
-    length_prior: float = 0.7
-    length_scale: int = 200
     window_slack: timedelta = timedelta(days=1)  # "on 8 May" also matches rows captured late on the 7th (time zones)
 
     def describe(self) -> dict:
@@ -69,10 +63,9 @@ def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
     table = store.evidence.name
     qv = store.embedder.embed_query(plan.vec)
     fts_col = _fts_column(store.evidence)
-    exprs = (("chars", "length(text)"),) if cfg.length_prior else ()
-    legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv, row_ids=True, exprs=exprs), cfg.w_vec),
-            (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col, row_ids=True,
-                 exprs=exprs), cfg.w_fts)]
+    legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv, row_ids=True), cfg.w_vec),
+            (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col, row_ids=True),
+             cfg.w_fts)]
     window_where = _window_filter(plan, cfg)
     if window_where and cfg.w_window:
         # Rows from the named dates join the candidates even when the whole store outranks them.
@@ -179,8 +172,6 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
             s += cfg.speaker_boost
         if cfg.date_boost and plan.windows and _in_window(row, plan, cfg):
             s += cfg.date_boost
-        if cfg.length_prior:
-            s += cfg.length_prior * min(1.0, math.log1p(row.get("chars") or 0) / math.log1p(cfg.length_scale))
         out.append((id_, s / total_w, row))
     out.sort(key=lambda x: x[1], reverse=True)
     out = out[:limit]

@@ -50,7 +50,6 @@ class Leg:
     fts_column: str | None = None
     row_ids: bool = False  # also return each row's address as `_rowid`
     take: tuple[int, ...] | None = None
-    exprs: tuple[tuple[str, str], ...] = ()  # (name, SQL expression) computed per row, e.g. ("chars", "length(text)")
 
 
 class Reader:
@@ -98,7 +97,4 @@ class Reader:
             q = q.where(leg.where)
         if leg.row_ids:
             q = q.with_row_id()
-        if leg.exprs:  # a dict select; the search's own `_distance` / `_score` come with it anyway
-            cols = {c: c for c in leg.cols if not c.startswith("_")} | dict(leg.exprs)
-            return q.select(cols).limit(leg.limit)
         return q.select(list(leg.cols)).limit(leg.limit)

@@ -254,28 +254,3 @@ def test_speaker_names_follow_this_process_writes(store):
     assert "zebedee" not in store.speakers.get(store.evidence)
     store.add_evidence("The release slips a week.", source="audio", speaker="Zebedee Quill", scope="chat")
     assert {"zebedee", "zebedee quill"} <= store.speakers.get(store.evidence)
-
-
-def test_the_length_prior_favours_a_turn_that_says_something_over_a_bare_reaction(store):
-    # "Garden day!" sits close to any garden question (short, all topic), but rarely holds an answer.
-    from dataclasses import replace
-
-    from memory.rank import DEFAULT
-
-    when = NOW - timedelta(days=3)
-    long = "I spent Saturday planting tomatoes and basil in the community garden with my neighbours."
-    store.add_evidence_batch([
-        _ev("Garden day!", "Ana", when),
-        _ev("The quarterly report is due on Monday.", "Ben", when + timedelta(hours=2)),
-        _ev(long, "Ana", when + timedelta(hours=4)),
-    ])
-    q = "what did Ana do in the garden"
-
-    def scores(cfg):
-        hits = search_evidence(store, q, scopes=["work/acme"], now=NOW, rank=cfg)
-        assert all("chars" not in h.row for h in hits)  # the computed length is for ranking only
-        return {h.text: h.score for h in hits}
-
-    on, off = scores(DEFAULT), scores(replace(DEFAULT, length_prior=0.0))
-    # A tie-breaker, not an override: the reaction still matches the question's words better here.
-    assert on[long] - on["Garden day!"] > off[long] - off["Garden day!"]
