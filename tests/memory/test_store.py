@@ -130,29 +130,29 @@ def test_rows_added_after_index_build_are_found(store):
     assert hits and hits[0].text == "a later row about zeppelins"
 
 
+def _add_screens(store, n: int, start: int) -> None:
+    store.add_evidence_batch([EvidenceSpec(f"Screen {i}: notes on topic {i % 7} and item {i}.", scope="work")
+                              for i in range(start, start + n)])
+
+
 def test_vector_index_is_retrained_once_the_table_doubles_even_after_optimize(store):
     """optimize() folds new rows into the index, so the index's own counts cannot tell that it was trained
     on half the table: the trained size is recorded, and an index without the record is retrained once."""
     from memory.indexes import TRAINED_ROWS_KEY, ensure_vector_index, trained_rows, vector_index_rows
-    from memory.store import EvidenceSpec
 
-    def add(n, start):
-        store.add_evidence_batch([EvidenceSpec(f"Screen {i}: notes on topic {i % 7} and item {i}.", scope="work")
-                                  for i in range(start, start + n)])
-
-    add(120, 0)
+    _add_screens(store, 120, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
     assert trained_rows(store.evidence) == 120
-    add(60, 120)
+    _add_screens(store, 60, 120)
     store.evidence.optimize()  # folds the 60 rows in: the index now reports 180 indexed, 0 unindexed
     assert vector_index_rows(store.evidence) == (180, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) is None  # 180 < 2 x 120
-    add(60, 180)
+    _add_screens(store, 60, 180)
     store.evidence.optimize()
     assert ensure_vector_index(store.evidence, min_rows=100) == "retrained"  # 240 = 2 x 120
     assert trained_rows(store.evidence) == 240
     # Rows still go in after the metadata change, and an index without the record is retrained once.
-    add(10, 240)
+    _add_screens(store, 10, 240)
     store.evidence.update_field_metadata({"path": "vector", "metadata": {TRAINED_ROWS_KEY: None}})
     assert trained_rows(store.evidence) is None
     assert ensure_vector_index(store.evidence, min_rows=100) == "retrained"
@@ -165,15 +165,11 @@ def test_vector_index_deltas_are_merged_by_the_scheduled_pass_not_the_light_one(
     from memory.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, maintain, vector_index_segments
     from memory.search import search_evidence
 
-    def add(n, start):
-        store.add_evidence_batch([EvidenceSpec(f"Screen {i}: notes on topic {i % 7} and item {i}.", scope="work")
-                                  for i in range(start, start + n)])
-
-    add(200, 0)
+    _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
     assert vector_index_segments(store.evidence) == 1
     for k in range(MAX_VECTOR_DELTAS + 1):
-        add(5, 200 + 5 * k)
+        _add_screens(store, 5, 200 + 5 * k)
         maintain(store, tables=["evidence"], train=False)
     segments = vector_index_segments(store.evidence)
     assert segments > MAX_VECTOR_DELTAS, segments  # precondition: LanceDB still appends deltas
