@@ -70,21 +70,25 @@ def _vector_index(table):
     return None
 
 
-def vector_index_rows(table) -> tuple[int, int] | None:
-    """(indexed, unindexed) row counts of the vector index, or None when the table has none."""
+def _vector_stats(table):
     ix = _vector_index(table)
-    if ix is None:
+    return None if ix is None else table.index_stats(ix.name)
+
+
+def vector_index_rows(table, stats=None) -> tuple[int, int] | None:
+    """(indexed, unindexed) row counts of the vector index, or None when the table has none."""
+    stats = stats or _vector_stats(table)
+    if stats is None:
         return None
-    stats = table.index_stats(ix.name)
     return int(stats.num_indexed_rows), int(stats.num_unindexed_rows)
 
 
-def vector_index_segments(table) -> int | None:
+def vector_index_segments(table, stats=None) -> int | None:
     """How many segments (the trained index plus its deltas) the vector index has; None without one."""
-    ix = _vector_index(table)
-    if ix is None:
+    stats = stats or _vector_stats(table)
+    if stats is None:
         return None
-    return int(getattr(table.index_stats(ix.name), "num_indices", None) or 1)
+    return int(getattr(stats, "num_indices", None) or 1)
 
 
 def trained_rows(table) -> int | None:
@@ -113,10 +117,10 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     n = table.count_rows()
     if n == 0 or (n < min_rows and not force):
         return None
-    counts = vector_index_rows(table)
-    if counts is not None and not force:
+    stats = _vector_stats(table)  # one stats read for both rules below
+    if stats is not None and not force:
         trained = trained_rows(table)
-        if trained and n < RETRAIN_GROWTH * trained and (vector_index_segments(table) or 1) <= MAX_VECTOR_DELTAS:
+        if trained and n < RETRAIN_GROWTH * trained and vector_index_segments(table, stats) <= MAX_VECTOR_DELTAS:
             return None  # optimize() adds the new rows to the existing partitions, as a delta
         # Unrecorded: an index from an older version, of unknown shape. Retrained once, here.
     # The usual IVF shape, sqrt(n) partitions of sqrt(n) rows; queries probe memory.reads.NPROBES of them.
@@ -128,7 +132,7 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     table.create_index("vector", config=IvfSq(distance_type="cosine", target_partition_size=size), replace=True)
     table.update_field_metadata({"path": "vector", "metadata": {TRAINED_ROWS_KEY: str(n)}})
     log.info("vector index on %s: %d rows, partitions of ~%d, %.1fs", table.name, n, size, time.perf_counter() - t)
-    return "built" if counts is None else "retrained"
+    return "built" if stats is None else "retrained"
 
 
 def ensure_scalar_indexes(table, columns: dict[str, str], min_rows: int = SCALAR_INDEX_MIN_ROWS,

@@ -89,13 +89,9 @@ def _usage_snapshot(store) -> dict[str, dict]:
     trip (5-15 ms), while the table changes only when something is reinforced or forgotten. It
     holds ids and numbers, never memory text.
     """
-    t = _table(store)
-    version = t.version
-    snap = store.__dict__.get("_usage_snapshot")
-    if snap is None or snap[0] != version:
-        cols = [f.name for f in T.usage_schema()]
-        snap = store.__dict__["_usage_snapshot"] = (version, {r["memory_id"]: r for r in store._rows(t, None, cols, None)})
-    return snap[1]
+    cols = [f.name for f in T.usage_schema()]
+    return store.versioned("_usage_snapshot", _table(store),
+                           lambda t: {r["memory_id"]: r for r in store._rows(t, None, cols, None)})
 
 
 def rank_factors(store, ids: Iterable[str], now: datetime | None = None) -> dict[str, float]:

@@ -404,16 +404,12 @@ def _because_sources(store) -> frozenset[str]:
     """Ids with a BECAUSE edge in any scope, re-read only when the relations table's version moves.
 
     Why: recall asks for the reasons of every memory candidate; the query costs ~9 ms at 100k rows and
-    nearly always finds none. The version check is a fraction of a millisecond. Scopes are still
-    applied by the edge query that follows, so this set never decides what a caller may see.
+    nearly always finds none. Scopes are still applied by the edge query that follows, so this set
+    never decides what a caller may see.
     """
-    t = table(store)
-    version = t.version
-    snap = store.__dict__.get("_because_sources")
-    if snap is None or snap[0] != version:
-        rows = store._rows(t, f"relation = {sql_literal(BECAUSE)}", ["src"], None)
-        snap = store.__dict__["_because_sources"] = (version, frozenset(r["src"] for r in rows))
-    return snap[1]
+    where = f"relation = {sql_literal(BECAUSE)}"
+    return store.versioned("_because_sources", table(store),
+                           lambda t: frozenset(r["src"] for r in store._rows(t, where, ["src"], None)))
 
 
 def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models import onnx_encoder
 from models.locate import embedder_dir
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,6 @@ class Embedder:
             return
 
         def work() -> None:
-            from models import onnx_encoder
-
             try:
                 self._onnx = onnx_encoder.load_or_export(
                     self._model, self.model_dir, self.onnx_dir or onnx_encoder.default_dir(), self.threads,
@@ -170,10 +169,7 @@ class Embedder:
         enc = self._onnx
         if enc is None:
             return self._torch_one(text)
-        prep = getattr(model, "preprocess", None) or model.tokenize  # renamed in sentence-transformers 6
-        from models.onnx_encoder import as_numpy
-
-        return enc.encode(as_numpy(prep([text])))[0]
+        return enc.encode(onnx_encoder.as_numpy(onnx_encoder.features(model, [text])))[0]
 
     def _torch_one(self, text: str) -> np.ndarray:
         """One text through the model's own modules (tokenizer, transformer, pooling, normalize).
@@ -184,8 +180,8 @@ class Embedder:
         import torch
 
         model = self._load()
-        prep = getattr(model, "preprocess", None) or model.tokenize
-        features = {k: (v.to(model.device) if isinstance(v, torch.Tensor) else v) for k, v in prep([text]).items()}
+        feats = onnx_encoder.features(model, [text]).items()
+        features = {k: (v.to(model.device) if isinstance(v, torch.Tensor) else v) for k, v in feats}
         with torch.inference_mode():
             out = model(features)["sentence_embedding"]
         out = torch.nn.functional.normalize(out, p=2, dim=1)

@@ -83,8 +83,7 @@ def export(st_model, target: Path) -> None:
             return self.m(input_ids=input_ids, attention_mask=attention_mask,
                           token_type_ids=token_type_ids).last_hidden_state
 
-    prep = getattr(st_model, "preprocess", None) or st_model.tokenize
-    feats = prep([PROBE])
+    feats = features(st_model, [PROBE])
     args = tuple(feats[k] for k in INPUTS)
     dyn = {k: {0: "batch", 1: "tokens"} for k in (*INPUTS, "hidden")}
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -99,6 +98,12 @@ def export(st_model, target: Path) -> None:
         os.replace(tmp, target)  # another process exporting at once writes its own tmp file
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def features(st_model, texts: list[str]) -> dict:
+    """The model's tokenizer output for texts (the method was renamed in sentence-transformers 6)."""
+    prep = getattr(st_model, "preprocess", None) or st_model.tokenize
+    return prep(texts)
 
 
 def as_numpy(features: dict) -> dict:
@@ -143,10 +148,9 @@ def load_or_export(st_model, model_dir: Path, cache_dir: Path, threads: int, tor
     if not path.exists():
         log.info("exporting the query encoder to %s (once per model)", path)
         export(st_model, path)
-    prep = getattr(st_model, "preprocess", None) or st_model.tokenize
     try:
         enc = OnnxEncoder(path, threads)
-        got = enc.encode(as_numpy(prep([PROBE])))[0]
+        got = enc.encode(as_numpy(features(st_model, [PROBE])))[0]
     except Exception as e:  # a truncated or foreign file: remove it so the next start exports again
         path.unlink(missing_ok=True)
         raise OnnxUnavailable(f"{path} could not be loaded ({e}); removed, it is exported again next start") from e
