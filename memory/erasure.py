@@ -100,6 +100,7 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
             # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
             store._commit(lambda c=chunk: store.audit.update(
                 where=f"entity_id IN {c}", values={"before": None, "after": None}))
+    store.reader.forget_cached()  # search keeps ids by row address (memory/rowcache.py): drop theirs too
     store._audit(audits)
     if found.get("memory"):
         from memory.relations import drop_for_memories

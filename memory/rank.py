@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from memory.query import QueryPlan, analyze
+from memory.rowcache import COLUMNS
 from memory.rows import ts_literal
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ def _fts_column(table) -> str:
     return col
 
 
-# What the ranking reads from each candidate; every other column is fetched for the winners only.
-_RANK_COLS = ["id", "speaker", "captured_at", "run_id", "run_pos"]
+# What the ranking reads from each candidate (kept in memory by memory/rowcache.py); every other
+# column is fetched for the winners only.
+_RANK_COLS = list(COLUMNS["evidence"])
 
 
 def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):

@@ -8,15 +8,23 @@ built as async queries and gathered on one loop, then the winners fetched in one
 
 Writes stay on the sync client. Both connections read the latest committed version on every query
 (read_consistency_interval=0), so a read here sees what a write there has committed.
+
+Ranking legs that read only what memory/rowcache.py keeps (ids, and the evidence ranking columns)
+ask LanceDB for their scores and row addresses alone; the columns come from that cache.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+
+from memory.rowcache import BASE_MAX_ROWS, COLUMNS, RowCache
+
+log = logging.getLogger(__name__)
 
 # IVF partitions probed once a table has an index (memory/indexes.py: sqrt(rows) partitions). On the
 # 100k bench store, recall@10 against an exact search: 20 probes 0.93-0.95, 40 probes 0.97, 80 0.98;
@@ -52,22 +60,109 @@ class Leg:
     take: tuple[int, ...] | None = None
 
 
-class Reader:
-    """Async handles on one store's tables, opened on first use."""
+_SCORES = ("_distance", "_score")
 
-    def __init__(self, db_path: Path) -> None:
+
+class Reader:
+    """Async handles on one store's tables, opened on first use.
+
+    row_cache: serve ranking legs' columns from memory/rowcache.py (False: every leg reads them).
+    """
+
+    def __init__(self, db_path: Path, row_cache: bool = True) -> None:
         self._path = str(db_path)
         self._db = None
         self._tables: dict[str, object] = {}
+        self._caches: dict[str, RowCache] = {name: RowCache(cols) for name, cols in COLUMNS.items()} if row_cache else {}
+        self._builds: set[asyncio.Task] = set()
 
     def run(self, *legs: Leg) -> list[list[dict]]:
         """Every leg's rows, in leg order; the legs run concurrently."""
         return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
 
+    def warm(self, *tables: str) -> None:
+        """Build the row caches of these tables now, waiting for it (benchmarks; searches build lazily)."""
+        async def build():
+            await asyncio.gather(*(self._build(n, c, c.build_due(force=True)) for n, c in self._caches.items()
+                                   if n in tables))
+        asyncio.run_coroutine_threadsafe(build(), _event_loop()).result()
+
+    def cache_nbytes(self) -> int:
+        """Memory the row caches' bases hold."""
+        return sum(c.nbytes() for c in self._caches.values())
+
+    def forget_cached(self) -> None:
+        """Drop every cached row (after rows were forgotten), so no id of theirs stays in memory."""
+        for c in self._caches.values():
+            c.clear()
+
     async def _gather(self, legs) -> list[list[dict]]:
         tables = [await self._table(leg.table) for leg in legs]
-        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, legs, strict=True)))
-        return [r.to_pylist() for r in results]
+        caches = [self._cache_for(leg) for leg in legs]
+        run = [replace(leg, cols=tuple(c for c in leg.cols if c in _SCORES)) if c else leg
+               for leg, c in zip(legs, caches, strict=True)]
+        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, run, strict=True)))
+        out = [r.to_pylist() for r in results]
+        if any(caches):
+            await self._fill(legs, caches, out)
+        return out
+
+    def _cache_for(self, leg: Leg) -> RowCache | None:
+        cache = self._caches.get(leg.table)
+        if cache is None or not leg.row_ids or (leg.vector is None and leg.text is None):
+            return None
+        return cache if set(leg.cols) - set(_SCORES) <= set(cache.cols) else None
+
+    async def _fill(self, legs, caches, out: list[list[dict]]) -> None:
+        """Put the cached columns into the rows of cached legs; a row neither cached nor found by address
+        now was deleted or moved since its leg read it, and is dropped (as a fetch by address drops it)."""
+        hits, missing = [], {}
+        for leg, cache, rows in zip(legs, caches, out, strict=True):
+            found, miss = cache.lookup([r["_rowid"] for r in rows]) if cache else ({}, [])
+            hits.append(found)
+            if cache:
+                missing.setdefault(leg.table, set()).update(miss)
+        taken = dict(zip(missing, await asyncio.gather(*(self._take(n, sorted(a)) for n, a in missing.items())),
+                         strict=True))
+        for i, (leg, cache) in enumerate(zip(legs, caches, strict=True)):
+            if cache is None:
+                continue
+            found, extra, keep = hits[i], taken[leg.table], [c for c in leg.cols if c not in _SCORES]
+            rows = []
+            for r in out[i]:
+                c = found.get(r["_rowid"]) or extra.get(r["_rowid"])
+                if c is not None:
+                    rows.append({**{k: c[k] for k in keep}, **r})
+            out[i] = rows
+        for name in missing:
+            cache = self._caches[name]
+            epoch = cache.build_due()
+            if epoch is not None:
+                task = asyncio.get_running_loop().create_task(self._build(name, cache, epoch))
+                self._builds.add(task)
+                task.add_done_callback(self._builds.discard)
+
+    async def _take(self, name: str, addrs: list[int]) -> dict[int, dict]:
+        if not addrs:
+            return {}
+        cache = self._caches[name]
+        epoch = cache.epoch
+        t = await self._table(name)
+        rows = (await t.take_row_ids(addrs).with_row_id().select(list(cache.cols)).to_arrow()).to_pylist()
+        cache.add(rows, epoch)
+        return {r["_rowid"]: r for r in rows}
+
+    async def _build(self, name: str, cache: RowCache, epoch: int | None) -> None:
+        if epoch is None:
+            return
+        scanned = None
+        try:
+            t = await self._table(name)
+            if await t.count_rows() <= BASE_MAX_ROWS:
+                scanned = await t.query().with_row_id().select(list(cache.cols)).to_arrow()
+        except Exception as e:  # searches still work, from the table: slower, never wrong
+            log.warning("search row cache for %s not built (%s); searches read the table instead", name, e)
+        await asyncio.to_thread(cache.set_base, scanned, epoch)
 
     async def _table(self, name: str):
         t = self._tables.get(name)

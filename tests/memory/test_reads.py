@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+from datetime import datetime, timedelta
+
+import pyarrow as pa
+
+from memory import rowcache
+from memory import tables as T
 from memory.erasure import forget
-from memory.reads import Leg
-from memory.search import fetch_rows, search_memories
+from memory.reads import Leg, Reader, _event_loop
+from memory.search import fetch_rows, search_evidence, search_memories
+from memory.store import EvidenceSpec
 
 
 def _addresses(store, where):
@@ -48,3 +57,120 @@ def test_search_hits_carry_no_row_address(store):
     store.add_memory("The lighthouse keeper's spare key is under the blue flowerpot.", scope="work")
     hits = search_memories(store, "lighthouse spare key", scopes=["work"])
     assert hits and all("_rowid" not in h.row and "_rowid" not in h.to_dict() for h in hits)
+
+
+# ---- ranking legs served from the row cache (memory/rowcache.py) ----------------------------------
+
+_NOW = datetime(2024, 3, 14, 15, 0)
+
+
+def _turns(store, n=12, scope="work", start=0):
+    specs = [EvidenceSpec(text=f"Turn {i}: the lighthouse {'key' if i % 2 else 'lamp'} needs {i} new bolts.",
+                          source="audio", speaker=("Sam" if i % 3 else "Priya"), scope=scope,
+                          captured_at=_NOW - timedelta(minutes=60 - i)) for i in range(start, start + n)]
+    return [r["id"] for r in store.add_evidence_batch(specs)]
+
+
+def _asked(monkeypatch):
+    """The legs LanceDB is really asked (after the reader took out the cached columns)."""
+    asked = []
+    query = Reader._query
+    monkeypatch.setattr(Reader, "_query", staticmethod(lambda t, leg: asked.append(leg) or query(t, leg)))
+    return asked
+
+
+def _results(store):
+    ev = [(h.id, round(h.score, 9), h.row["speaker"]) for h in
+          search_evidence(store, "which lighthouse key did Sam mention", scopes=["work"], limit=8, now=_NOW)]
+    mem = [(h.id, round(h.score, 9)) for h in search_memories(store, "lighthouse bolts", scopes=["work"], limit=20)]
+    return ev, mem
+
+
+def test_ranking_legs_ask_lancedb_for_scores_only_and_rank_as_before(store, monkeypatch):
+    _turns(store)
+    for i in range(5):
+        store.add_memory(f"The lighthouse needs {i} new bolts on the north side.", scope="work")
+    store.reader.warm(T.MEMORIES, T.EVIDENCE)
+    asked = _asked(monkeypatch)
+    cached = _results(store)
+    ranking = [leg for leg in asked if leg.table != T.VAULT and (leg.vector is not None or leg.text is not None)]
+    assert ranking and all(set(leg.cols) <= {"_distance", "_score"} for leg in ranking)
+    store.reader = Reader(store.home / "lancedb", row_cache=False)
+    assert cached == _results(store) and cached[0]
+
+
+def test_rows_written_after_the_cache_was_built_are_found(store):
+    _turns(store)
+    store.reader.warm(T.EVIDENCE)
+    new = store.add_evidence_batch([EvidenceSpec(text="Priya: the foghorn schedule moved to Tuesdays.",
+                                                 source="audio", speaker="Priya", scope="work",
+                                                 captured_at=_NOW)])[0]["id"]
+    hits = search_evidence(store, "foghorn schedule", scopes=["work"], limit=3, now=_NOW)
+    assert hits[0].id == new and hits[0].row["speaker"] == "Priya"
+
+
+def test_forgotten_rows_leave_the_cache_and_never_come_back(store):
+    ids = _turns(store)
+    store.reader.warm(T.EVIDENCE)
+    cache = store.reader._caches[T.EVIDENCE]
+    assert cache.size() == len(ids)
+    forget(store, ids[:3], purge_now=False)
+    assert cache.size() == 0  # not a single id of the forgotten rows stays in memory
+    found = {h.id for h in search_evidence(store, "lighthouse key bolts", scopes=["work"], limit=20, now=_NOW)}
+    assert found and not found & set(ids[:3])
+    forget(store, ids[3:5])  # with the purge: compaction moves every row
+    found = {h.id for h in search_evidence(store, "lighthouse key bolts", scopes=["work"], limit=20, now=_NOW)}
+    assert found == set(ids[5:])
+
+
+def test_compaction_moves_addresses_and_the_cache_rebuilds(store, monkeypatch):
+    monkeypatch.setattr(rowcache, "REBUILD_MIN_INTERVAL_S", 0.0)
+    monkeypatch.setattr(rowcache, "REBUILD_MIN_LOOKUP", 5)
+    ids = _turns(store, 6) + _turns(store, 6, start=6)  # two fragments
+    store.reader.warm(T.EVIDENCE)
+    cache = store.reader._caches[T.EVIDENCE]
+    before = set(cache._addrs.tolist())
+    store._commit(lambda: store.evidence.optimize())  # compaction: the two fragments become one
+    hits = search_evidence(store, "lighthouse key bolts", scopes=["work"], limit=20, now=_NOW)
+    assert {h.id for h in hits} == set(ids)  # every row found at its new address, by a take
+    for _ in range(100):  # the lookup that missed most addresses asked for a rebuild, in the background
+        if cache._addrs is not None and not before & set(cache._addrs.tolist()):
+            break
+        time.sleep(0.05)
+    assert len(cache._addrs) == len(ids) and not before & set(cache._addrs.tolist())
+
+
+def test_a_row_deleted_between_its_leg_and_the_fill_is_dropped(store):
+    ids = _turns(store, 4)
+    where = store.where("evidence", scopes=["work"])
+    leg = Leg(T.EVIDENCE, where, ("id", "speaker", "_distance"), 10,
+              vector=store.embedder.embed_query("lighthouse"), row_ids=True)
+    rows = Reader(store.home / "lancedb", row_cache=False).run(leg)[0]  # ids and addresses, as a leg saw them
+    store._commit(lambda: store.evidence.delete(f"id = '{ids[0]}'"))
+    reader, out = store.reader, [[{k: r[k] for k in ("_rowid", "_distance")} for r in rows]]
+    cache = reader._caches[T.EVIDENCE]
+    asyncio.run_coroutine_threadsafe(reader._fill([leg], [cache], out), _event_loop()).result()
+    assert {r["id"] for r in out[0]} == set(ids[1:])
+    assert all(r["speaker"] in ("Sam", "Priya") for r in out[0])
+
+
+def test_row_cache_bookkeeping(monkeypatch):
+    monkeypatch.setattr(rowcache, "SPILL_MAX", 3)
+    cache = rowcache.RowCache(("id",))
+    scanned = pa.table({"id": ["c", "a", "b"], "_rowid": pa.array([30, 10, 20], pa.uint64())})
+    cache.set_base(scanned, cache.build_due(force=True))
+    found, missing = cache.lookup([20, 99, 10])
+    assert found == {20: {"id": "b"}, 10: {"id": "a"}} and missing == [99]
+    epoch = cache.epoch
+    cache.add([{"_rowid": 99, "id": "z"}], epoch)
+    assert cache.lookup([99]) == ({99: {"id": "z"}}, [])
+    cache.add([{"_rowid": i, "id": str(i)} for i in range(100, 103)], epoch)  # past SPILL_MAX: spill dropped
+    assert cache.lookup([99])[1] == [99] and cache.build_due(force=False) is None  # built < 30 s ago
+    cache.clear()
+    cache.add([{"_rowid": 5, "id": "old"}], epoch)  # read before the clear: not kept
+    cache.set_base(scanned, epoch)  # a build started before the clear: thrown away
+    assert cache.size() == 0 and cache.lookup([5, 10]) == ({}, [5, 10])
+    many = [{"_rowid": i, "id": str(i)} for i in range(40)]
+    cache.set_base(pa.Table.from_pylist(many), cache.build_due())
+    _, missing = cache.lookup(list(range(1000, 1030)))  # most addresses moved: a rebuild is due
+    assert len(missing) == 30 and cache._want_build

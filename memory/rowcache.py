@@ -1,0 +1,141 @@
+"""The few columns search ranks by, kept in memory by row address, so ranking legs read only scores.
+
+Why: a LanceDB leg that reads `id` for its 50-120 candidates spends ~4 of its ~10 ms at 100k rows on
+that read (each value is a random read that decodes a whole mini-block), and recall runs four such
+legs. Served from here, recall at 100k went from 56-68 to ~42 ms with the query vector cached
+(README, Performance).
+
+Why it is safe: a row's address (`_rowid`: fragment id << 32 | offset) names one immutable row
+version. An update or a compaction writes the row at a new address, a delete hides the address, and
+fragment ids are never reused. So what is kept under an address is never stale; it can only be
+missing (then it is taken from the table), and a leg never returns the address of a deleted row.
+(The cached columns are also never changed after a row is written; the one migration that filled
+run_id/run_pos in place runs when the store opens, before any search.) Forgetting still clears the
+cache (`Reader.forget_cached`), so no id of a forgotten row stays here.
+
+Per table: a base, built by one background scan (sorted addresses + Arrow columns: ~4 MB per 100k
+memory ids, ~9 MB per 100k evidence rows), plus a bounded spill of rows taken on a miss (new rows).
+A lookup that misses most of its addresses (another process compacted the table) asks for a rebuild.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+# Per table, what ranking reads of every candidate: memory/search.py fuses by id; memory/rank.py also
+# credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "memories": ("id",),
+    "evidence": ("id", "speaker", "captured_at", "run_id", "run_pos"),
+}
+BASE_MAX_ROWS = 1_000_000  # above this, a base would cost ~90 MB (evidence): only the spill is kept
+SPILL_MAX = 20_000  # rows taken on a miss, before the next rebuild replaces them
+REBUILD_MISS_SHARE = 0.5  # of one lookup's addresses (at least REBUILD_MIN_LOOKUP of them)
+REBUILD_MIN_LOOKUP = 20
+REBUILD_MIN_INTERVAL_S = 30.0
+_DICT_COLS = ("speaker", "run_id")  # few distinct values: dictionary-encoded in the base
+
+
+class RowCache:
+    """Columns `cols` of one table's rows by address. Lookups and fills run on the reads loop thread;
+    `clear` may come from any thread, so state changes hold a lock."""
+
+    def __init__(self, cols: tuple[str, ...]) -> None:
+        self.cols = cols
+        self._lock = threading.Lock()
+        self._addrs: np.ndarray | None = None  # sorted addresses of the base
+        self._base: pa.Table | None = None  # the base's columns, in the order of _addrs
+        self._spill: dict[int, dict] = {}
+        self._epoch = 0  # bumped by clear(): a build started before it is thrown away
+        self._building = False
+        self._built_at = 0.0
+        self._want_build = True
+
+    def lookup(self, addrs: list[int]) -> tuple[dict[int, dict], list[int]]:
+        """Cached rows (cols only) by address, and the addresses not cached."""
+        with self._lock:
+            base, spill, found_addrs = self._base, self._spill, self._addrs
+        out: dict[int, dict] = {}
+        rest = addrs
+        if base is not None and len(found_addrs) and addrs:
+            q = np.asarray(addrs, dtype=np.uint64)
+            at = np.searchsorted(found_addrs, q)
+            at[at >= len(found_addrs)] = 0
+            hit = found_addrs[at] == q
+            rows = base.take(pa.array(at[hit])).to_pylist()
+            out = dict(zip(q[hit].tolist(), rows, strict=True))
+            rest = q[~hit].tolist()
+        missing = []
+        for a in rest:
+            r = spill.get(a)
+            if r is None:
+                missing.append(a)
+            else:
+                out[a] = r
+        if base is not None and len(addrs) >= REBUILD_MIN_LOOKUP and len(missing) > REBUILD_MISS_SHARE * len(addrs):
+            self._want_build = True  # addresses moved: compacted, probably by another process
+        return out, missing
+
+    @property
+    def epoch(self) -> int:
+        """Changes when the cache is cleared: a fill read before that is not added."""
+        return self._epoch
+
+    def add(self, rows: list[dict], epoch: int) -> None:
+        """Rows taken on a miss at `epoch`, each with its `_rowid`."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            if len(self._spill) + len(rows) > SPILL_MAX:
+                self._spill = {}
+                self._want_build = True
+            for r in rows:
+                self._spill[r["_rowid"]] = {c: r[c] for c in self.cols}
+
+    def build_due(self, force: bool = False) -> int | None:
+        """The epoch to build for, when a base build should start now (and marks it started)."""
+        with self._lock:
+            recent = time.monotonic() - self._built_at < REBUILD_MIN_INTERVAL_S
+            if not force and (not self._want_build or self._building or recent):
+                return None
+            self._building, self._want_build = True, False
+            return self._epoch
+
+    def set_base(self, scanned: pa.Table | None, epoch: int) -> None:
+        """The result of a base build started at `epoch` (None: the table was too large, or it failed)."""
+        base = addrs = None
+        if scanned is not None:
+            order = np.argsort(scanned["_rowid"].to_numpy(), kind="stable")
+            addrs = scanned["_rowid"].to_numpy()[order].astype(np.uint64)
+            cols = {c: scanned[c].take(pa.array(order)) for c in self.cols}
+            base = pa.table({c: (a.dictionary_encode() if c in _DICT_COLS else a) for c, a in cols.items()})
+        with self._lock:
+            self._building = False
+            self._built_at = time.monotonic()
+            if epoch != self._epoch:
+                return
+            if base is not None:
+                self._base, self._addrs, self._spill = base, addrs, {}
+
+    def clear(self) -> None:
+        """Drop everything (after a forget); the next use builds the base again."""
+        with self._lock:
+            self._epoch += 1
+            self._base = self._addrs = None
+            self._spill = {}
+            self._want_build = True
+            self._built_at = 0.0
+
+    def nbytes(self) -> int:
+        """Memory held by the base (Arrow columns and addresses); the spill is not counted."""
+        with self._lock:
+            return 0 if self._base is None else self._base.nbytes + self._addrs.nbytes
+
+    def size(self) -> int:
+        """Rows held (base + spill)."""
+        with self._lock:
+            return (len(self._addrs) if self._addrs is not None else 0) + len(self._spill)
