@@ -9,6 +9,7 @@ from datetime import datetime
 from memory.errors import InputError
 from memory.reads import Leg
 from memory.rows import public_evidence, public_memory, public_vault, sql_literal_id
+from memory.scopes import in_scopes
 from memory.reinforcement import boost_scores
 from memory.store import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
 
@@ -94,6 +95,14 @@ def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
                text=query, fts_column="label")
 
 
+def _vault_in_scope(store, scopes) -> bool:
+    """Whether any vault entry lies in these scopes. A label search costs ~4 ms of CPU at every call,
+    also on an empty vault; the set of scopes in use is kept until the vault table changes."""
+    present = store.versioned("_vault_scopes", store.vault,
+                              lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)))
+    return any(in_scopes(s, scopes) for s in present)
+
+
 def _vault_hits(rows: list[dict]) -> list[Hit]:
     # Scored like one list of the memory fusion (rrf over one list), so the two merge on one scale.
     scores = rrf([[r["id"] for r in rows]])
@@ -123,7 +132,7 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     types = list(types) if types else None
     mem_types = [t for t in types if t != "vault"] if types else None
     want_memories = types is None or bool(mem_types)
-    want_vault = types is None or "vault" in types
+    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes)
     hit_cols = list(dict.fromkeys(["id", *(cols or _MEMORY_HIT_COLS)]))
     inline = pool <= INLINE_MAX_POOL
     leg_cols = tuple(hit_cols) if inline else ("id",)
@@ -189,7 +198,10 @@ def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, 
 
 def search_vault(store, query: str, *, scopes=None, limit: int = 10) -> list[Hit]:
     """Full-text search over vault labels only; values are never indexed."""
-    return _vault_hits(store.reader.run(_vault_leg(store, check_query(query), scopes, _check_limit(limit)))[0])
+    query, limit = check_query(query), _check_limit(limit)
+    if not _vault_in_scope(store, scopes):
+        return []
+    return _vault_hits(store.reader.run(_vault_leg(store, query, scopes, limit))[0])
 
 
 def _check_limit(limit: int) -> int:

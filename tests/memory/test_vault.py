@@ -51,3 +51,22 @@ def test_vault_needs_a_value_and_automated_actors_cannot_write(store):
     row = store.add_memory("API token", type="vault", value="abc")
     with pytest.raises(InputError, match="may not write the vault"):
         store.update_vault(row["id"], actor="extractor", value="evil")
+
+
+def test_label_search_runs_only_where_the_vault_has_entries(store, monkeypatch):
+    from memory.erasure import forget
+    from memory.search import search_vault
+
+    asked = []
+    run = store.reader.run
+    monkeypatch.setattr(store.reader, "run", lambda *legs: asked.extend(legs) or run(*legs))
+    vault_legs = lambda: [leg for leg in asked if leg.table == store.vault.name]  # noqa: E731
+    assert search_memories(store, "staging database password", scopes=["work"]) == []
+    assert vault_legs() == []  # an empty vault is not searched
+    row = store.add_memory("Staging database password", type="vault", value=SECRET, scope="work/acme")
+    assert [h.id for h in search_memories(store, "staging database password", scopes=["work"])] == [row["id"]]
+    assert len(vault_legs()) == 1  # seen at once: the scopes in use follow the table's version
+    assert search_vault(store, "staging database password", scopes=["personal"]) == []
+    assert len(vault_legs()) == 1  # no entry in that scope: not searched
+    forget(store, [row["id"]])
+    assert search_memories(store, "staging database password", scopes=["work"]) == []
