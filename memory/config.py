@@ -36,7 +36,8 @@ class ModelsConfig(_Section):
     # One thread by default: with capture, OCR or another program busy on the second core, torch's
     # two-thread pool spin-waits and a query embedding took 190 ms instead of 30 (bench/scale.py).
     embedder_threads: int = Field(1, ge=0, le=256,
-                                  description="threads for the embedder (torch and onnxruntime); 0 = their default")
+                                  description="threads for the embedder's torch pool (its onnxruntime query "
+                                              "encoder takes at least two); 0 = their defaults")
     # Single texts (queries, one captured row) run through an onnxruntime export of the embedder,
     # made once from its local weights (models/onnx_encoder.py); false keeps them on torch.
     embedder_onnx: bool = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -57,6 +59,9 @@ def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
     # A query served by onnxruntime must land where torch (and so every stored vector) puts it.
     emb = Embedder(onnx_dir=tmp_path, threads=1)
     assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
+    # One torch thread (it spin-waits), but two for the query session, whose pool does not spin.
+    assert emb._onnx.session.get_session_options().intra_op_num_threads == min(2, os.cpu_count())
+    assert (Embedder(threads=0).query_threads, Embedder(threads=3).query_threads) == (0, 3)
     exported = list(tmp_path.glob("*.onnx"))
     assert len(exported) == 1 and not list(tmp_path.glob("*.tmp"))
     texts = ["why did we pick PostgreSQL?", "naïve café — 東京 ✓", " ".join(["word"] * 400)]
