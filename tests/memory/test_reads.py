@@ -174,3 +174,15 @@ def test_row_cache_bookkeeping(monkeypatch):
     cache.set_base(pa.Table.from_pylist(many), cache.build_due())
     _, missing = cache.lookup(list(range(1000, 1030)))  # most addresses moved: a rebuild is due
     assert len(missing) == 30 and cache._want_build
+
+
+def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
+    # The row cache rests on this: what an address names never changes (memory/rowcache.py).
+    ids = [store.add_memory(f"Note {i} about the lighthouse.", scope="work")["id"] for i in range(4)]
+    where = store.where("memory", scopes=["work"])
+    before = _addresses(store, where)
+    store._commit(lambda: store.memories.update(where=f"id = '{ids[0]}'", values={"salience": 0.1}))
+    store._commit(lambda: store.memories.update(where=f"id = '{ids[1]}'", values_sql={"salience": "salience * 0.5"}))
+    store.update_memory(ids[2], text="Note 2 about the lighthouse, edited.")  # merge_insert of the whole row
+    after = _addresses(store, where)
+    assert [before[i] != after[i] for i in ids] == [True, True, True, False]
