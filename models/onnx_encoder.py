@@ -158,4 +158,35 @@ def load_or_export(st_model, model_dir: Path, cache_dir: Path, threads: int, tor
     if cos < MIN_PROBE_COSINE:
         path.unlink(missing_ok=True)
         raise OnnxUnavailable(f"{path} gives vectors unlike torch's (cosine {cos:.5f}); removed")
+    prune(cache_dir, keep=path)
     return enc
+
+
+UNUSED_DAYS = 30  # an export no install has loaded for this long is deleted
+_TMP_HOURS = 24  # an unfinished export this old was left by a process that died
+
+
+def prune(cache_dir: Path, keep: Path) -> list[Path]:
+    """Mark `keep` as used now, and delete the exports nothing has loaded for UNUSED_DAYS.
+
+    Why: every new torch version, weights file or install path gets a new ~90 MB export, and the old
+    ones would pile up. Not "every other export": two installs on one machine (a dev checkout and the
+    app) each keep theirs, since each marks its own on every load.
+    """
+    import time
+
+    now = time.time()
+    removed = []
+    try:
+        os.utime(keep)
+        old = [(p, UNUSED_DAYS * 86400) for p in Path(cache_dir).glob("*.onnx") if p != keep]
+        old += [(p, _TMP_HOURS * 3600) for p in Path(cache_dir).glob("*.tmp")]
+        for p, age in old:
+            if now - p.stat().st_mtime > age:
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    except OSError as e:  # a read-only or shared cache dir: the exports stay, queries are unaffected
+        log.warning("old query encoder exports in %s not cleaned up: %s", cache_dir, e)
+    if removed:
+        log.info("removed %d query encoder export(s) unused for %d days from %s", len(removed), UNUSED_DAYS, cache_dir)
+    return removed

@@ -69,10 +69,31 @@ def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
     for i, t in enumerate(texts):
         assert np.allclose(emb.embed_query(t), batch[i], atol=1e-5)
         assert np.allclose(emb.embed([t])[0], batch[i], atol=1e-5)
-    written = exported[0].stat().st_mtime_ns
+    written = exported[0].stat().st_ino  # an export is written to a temporary file and renamed
     again = Embedder(onnx_dir=tmp_path, threads=1)
     assert again.wait_ready(120) == "onnxruntime"
-    assert list(tmp_path.glob("*.onnx")) == exported and exported[0].stat().st_mtime_ns == written
+    assert list(tmp_path.glob("*.onnx")) == exported and exported[0].stat().st_ino == written
+
+
+def test_exports_unused_for_a_month_are_deleted(tmp_path):
+    import time
+
+    from models.onnx_encoder import UNUSED_DAYS
+
+    def made(name, days_ago):
+        p = tmp_path / name
+        p.write_bytes(b"old export")
+        t = time.time() - days_ago * 86400
+        os.utime(p, (t, t))
+        return p
+
+    stale, recent = made("model-0000000000000000.onnx", UNUSED_DAYS + 1), made("model-1111111111111111.onnx", 2)
+    crashed = made("model-2222222222222222.onnx.4242.tmp", 2)
+    emb = Embedder(onnx_dir=tmp_path, threads=1)
+    assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
+    assert not stale.exists() and not crashed.exists()
+    assert recent.exists()  # another install's, loaded two days ago: kept
+    assert time.time() - emb._onnx.path.stat().st_mtime < 60  # ours is marked used at every load
 
 
 def test_damaged_onnx_export_is_removed_and_torch_keeps_serving(tmp_path, caplog):
