@@ -141,8 +141,38 @@ def _remove_frame(home: Path, path: str) -> int:
     return 0
 
 
+def _fragments_with_deletions(table_dir: Path) -> list[int]:
+    """Ids of the data fragments that still hold deleted rows, from the deletion files of the table's
+    only version (Lance names them `{fragment id}-{read version}-{n}.arrow|bin` in `_deletions/`)."""
+    found = set()
+    for p in (table_dir / "_deletions").glob("*"):
+        head = p.name.split("-", 1)[0]
+        if head.isdigit():
+            found.add(int(head))
+    return sorted(found)
+
+
+def _rewrite_fragments_with_deletions(store, table) -> int:
+    """Rewrite the live rows of every fragment that holds a deleted row, so the old fragment is dropped.
+
+    Why: a delete only marks a row deleted; its bytes stay in the fragment's data file, and LanceDB's
+    optimize() rewrites a fragment only when at least 10% of it is deleted (its Python API does not
+    expose that threshold). One forgotten row in a 10k-row fragment stayed on disk. An update that
+    changes nothing writes the live rows to a new fragment (every update moves rows; tests/memory/
+    test_reads.py), the old fragment is then wholly deleted and dropped, and the cleanup that follows
+    removes its file. A row's address is fragment id << 32 | offset, so a fragment is an address range.
+    """
+    frags = _fragments_with_deletions(Path(store.home) / "lancedb" / f"{table.name}.lance")
+    first = table.schema.names[0]
+    for f in frags:
+        where = f"_rowid >= {f << 32} AND _rowid < {(f + 1) << 32}"
+        store._commit(lambda w=where, t=table: t.update(where=w, values_sql={first: first}))
+    return len(frags)
+
+
 def purge(store) -> None:
-    """Physically remove deleted rows: compact, rebuild indexes, drop every old version."""
+    """Physically remove deleted rows: compact, rewrite fragments that still hold deleted rows, rebuild
+    indexes, drop every old version."""
     from memory.indexes import ensure_vector_index, vector_index_rows
 
     fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
@@ -156,6 +186,8 @@ def purge(store) -> None:
         for name in names:
             table = store.db.open_table(name)
             store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            if _rewrite_fragments_with_deletions(store, table):
+                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             cols = [c for c in fts.get(name, []) if c in table.schema.names]
             for col in cols:
                 # An inverted index keeps the tokens of deleted rows until it is rebuilt.

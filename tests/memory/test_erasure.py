@@ -87,3 +87,28 @@ def test_is_tombstoned_by_fingerprint(store):
     forget(store, [row["id"]])
     assert store.is_tombstoned(fingerprint("the WiFi password rotates monthly!"))
     assert not store.is_tombstoned(fingerprint("something else"))
+
+
+def test_a_row_forgotten_from_a_large_fragment_leaves_no_deleted_row_on_disk(store, mirador_home, monkeypatch):
+    from memory import erasure
+    from memory.store import MemorySpec
+
+    specs = [MemorySpec(text=f"Routine fact {i} about the weekly report.", scope="work") for i in range(400)]
+    specs.insert(123, MemorySpec(text=f"We decided the {PHRASE} happens in May", scope="work"))
+    rows = store.add_memories(specs)  # one fragment: a single deleted row is 0.25% of it
+    store.optimize()
+
+    def deletion_files():
+        return sorted(p.name for p in (mirador_home / "lancedb" / "memories.lance").rglob("_deletions/*"))
+
+    rewrite = erasure._rewrite_fragments_with_deletions
+    monkeypatch.setattr(erasure, "_rewrite_fragments_with_deletions", lambda *a: 0)
+    forget(store, [rows[0]["id"]])
+    assert deletion_files()  # without the rewrite, LanceDB's compaction keeps the deleted row's bytes
+    monkeypatch.setattr(erasure, "_rewrite_fragments_with_deletions", rewrite)
+    forget(store, [rows[123]["id"]])
+    assert deletion_files() == []  # no fragment holds a deleted row: both are physically gone
+    assert files_containing(mirador_home, "zanzibar-quokka-7731") == []
+    assert store.memories.count_rows() == 399
+    assert [h.text for h in search_memories(store, "routine fact 7 weekly report", limit=1)] == \
+        ["Routine fact 7 about the weekly report."]
