@@ -117,7 +117,11 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
         refresh_neighbours(store, found["evidence"])
     removed = sum(_remove_frame(store.home, p) for p in frames)
     if purge_now:
-        purge(store)
+        # Only the tables this erase changed: forgetting a memory need not retrain the evidence index
+        # (at 100k rows, ~20 of the ~65 s a one-memory forget took). The audit table always (content
+        # removed), tombstones (appended), relations with memories (edges dropped).
+        changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
+        purge(store, changed | ({T.RELATIONS} if found.get("memory") else set()))
     return {
         "deleted": len(stones),
         "by_kind": {k: len(v) for k, v in found.items()},
@@ -174,9 +178,9 @@ def _rewrite_fragments_with_deletions(store, table) -> int:
     return rewritten
 
 
-def purge(store) -> None:
+def purge(store, tables: Iterable[str] | None = None) -> None:
     """Physically remove deleted rows: compact, rewrite fragments that still hold deleted rows, rebuild
-    indexes, drop every old version."""
+    indexes, drop every old version. tables: only these (default: every table that can hold content)."""
     from memory.indexes import ensure_vector_index, vector_index_rows
 
     fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
@@ -187,6 +191,7 @@ def purge(store) -> None:
         warnings.simplefilter("ignore")
         names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
         names += [T.RELATIONS] if T.RELATIONS in store.db.table_names() else []
+        names = [n for n in names if tables is None or n in set(tables)]
         for name in names:
             table = store.db.open_table(name)
             store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))

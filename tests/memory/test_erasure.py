@@ -112,3 +112,20 @@ def test_a_row_forgotten_from_a_large_fragment_leaves_no_deleted_row_on_disk(sto
     assert store.memories.count_rows() == 399
     assert [h.text for h in search_memories(store, "routine fact 7 weekly report", limit=1)] == \
         ["Routine fact 7 about the weekly report."]
+
+
+def test_purge_after_a_forget_rebuilds_only_the_tables_it_changed(store, mirador_home, monkeypatch):
+    from memory import erasure
+
+    rebuilt = []
+    fts = erasure.ensure_fts
+    monkeypatch.setattr(erasure, "ensure_fts", lambda t, col, **kw: rebuilt.append(t.name) or fts(t, col, **kw))
+    mem = store.add_memory(f"We decided the {PHRASE} happens in May", scope="work")
+    ev = store.add_evidence(f"terminal shows {PHRASE}", source="screen", app="xterm")
+    forget(store, [mem["id"]])
+    assert set(rebuilt) == {"memories"}  # the evidence indexes are left alone
+    assert files_containing(mirador_home, "zanzibar-quokka-7731"), "the evidence row is still there"
+    rebuilt.clear()
+    forget(store, [ev["id"]])
+    assert set(rebuilt) == {"evidence"}
+    assert files_containing(mirador_home, "zanzibar-quokka-7731") == []
