@@ -4,17 +4,24 @@ Small tables stay brute force (a flat scan of a few thousand rows is as fast as 
 training). Once a table reaches VECTOR_INDEX_MIN_ROWS, maintain() trains an IVF_SQ cosine
 index on its vectors and adds scalar indexes on the filtered columns. Rows added after a build are
 not in the index: LanceDB scans them and merges them into every query (we never pass fast_search),
-and the next maintain() folds them in through table.optimize(); the index is retrained when the
+and the next maintain() folds them in (optimize_table); the index is retrained when the
 table has doubled since it was trained, so partitions keep fitting the data.
 
-The row count an index was trained on is recorded in the vector column's metadata: once optimize()
+The row count an index was trained on is recorded in the vector column's metadata: once a pass
 has folded new rows in, the index's own counts grow with the table and say nothing about the size it
 was trained for, so without the record the doubling rule never fires.
 
-Each optimize() that folds new rows in adds a *delta* segment to the vector index rather than merging
-them into it (LanceDB 0.40's Python API does not expose the merge count), and every query searches
-every delta: on the 100k bench evidence table, 6 deltas cost 27 ms a vector query against 20-23 ms for
-one. The scheduled pass therefore also retrains once an index has more than MAX_VECTOR_DELTAS.
+Maintenance does not call LanceDB's table.optimize(), for two things it does that get worse with
+every pass (optimize_table() below does the same three steps through Lance's own API, pylance):
+- It adds each pass's new rows to the vector index as one more *delta* segment, and every query
+  searches every segment. On the 100k bench evidence table, 40 light passes of 30 rows left 43
+  segments and a vector query took 53 ms instead of 9 (bench/maintenance.py). Here the deltas are
+  merged into one at each pass: the trained base plus at most one delta.
+- It compacts towards 1M-row fragments. Once the deltas are merged, every fragment the delta covers
+  is a candidate, so each pass would rewrite every row added since the last training. Here only
+  fragments under COMPACT_TARGET_ROWS are merged, once MAX_SMALL_FRAGMENTS of them have piled up.
+The scheduled pass still retrains once an index has more than MAX_VECTOR_DELTAS segments, for stores
+that older versions maintained.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +38,12 @@ VECTOR_INDEX_MIN_ROWS = 5_000
 SCALAR_INDEX_MIN_ROWS = 5_000
 RETRAIN_GROWTH = 2.0  # retrain the vector index once the table has this many times the rows it was trained on
 MAX_VECTOR_DELTAS = 4  # retrain (one segment again) when the vector index has more delta segments than this
+# Compaction merges fragments under this many rows, so a pass rewrites at most about this many; fragments
+# of the last training's size are left alone until the next training covers them all.
+COMPACT_TARGET_ROWS = 65_536
+MAX_SMALL_FRAGMENTS = 8  # ... once this many fragments are under it (each pass adds one)
+MATERIALIZE_DELETIONS = 0.1  # or once a fragment has this share of its rows deleted (Lance's default)
+KEEP_VERSIONS = timedelta(days=7)  # old versions kept for concurrent readers, as LanceDB's optimize() keeps them
 TRAINED_ROWS_KEY = "mirador:ivf_trained_rows"  # vector column metadata: rows the index was trained on
 
 # Columns every read path filters on. BITMAP suits a handful of distinct values, BTREE ids and times.
@@ -174,7 +188,54 @@ def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None 
             entry["scalar"] = store._commit(lambda tb=table, n=name: ensure_scalar_indexes(
                 tb, SCALAR_INDEXES[n], force=force_vector))
         # Compacts fragments and folds rows added since the last build into every index.
-        store._commit(table.optimize)
+        entry.update(optimize_table(store, table))
         entry["seconds"] = round(time.perf_counter() - t, 2)
         report[name] = entry
     return report
+
+
+def _small_fragments(ds) -> tuple[int, bool]:
+    """(fragments under COMPACT_TARGET_ROWS, whether any has MATERIALIZE_DELETIONS of its rows deleted)."""
+    small, deleted = 0, False
+    for f in ds.get_fragments():
+        rows = f.metadata.physical_rows or 0
+        small += rows < COMPACT_TARGET_ROWS
+        deleted = deleted or (rows > 0 and f.metadata.num_deletions >= MATERIALIZE_DELETIONS * rows)
+    return small, deleted
+
+
+def optimize_table(store, table) -> dict:
+    """Compact, fold new rows into every index, drop versions older than KEEP_VERSIONS (see the module doc).
+
+    Each step is its own commit, retried like any write when another process committed first.
+    Returns {"compacted": fragments merged away, "vector_segments": segments after the pass or None}.
+    """
+    vector = _vector_index(table)
+    out = {"compacted": 0, "vector_segments": None}
+
+    def compact() -> None:
+        ds = table.to_lance()
+        small, deleted = _small_fragments(ds)
+        if small >= MAX_SMALL_FRAGMENTS or deleted:
+            m = ds.optimize.compact_files(target_rows_per_fragment=COMPACT_TARGET_ROWS,
+                                          materialize_deletions_threshold=MATERIALIZE_DELETIONS)
+            out["compacted"] = m.fragments_removed - m.fragments_added
+
+    def fold() -> None:
+        segments: dict[str, int] = {}
+        for ix in table.to_lance().list_indices():
+            segments[ix["name"]] = segments.get(ix["name"], 0) + 1
+        for name, n in segments.items():
+            # Lance merges the latest n segments of an index and the rows none covers into one segment.
+            # Full-text and scalar indexes: all of them, as LanceDB does. The vector index: every delta,
+            # never the trained base, whose rewrite would cost a pass the whole table.
+            keep_base = vector is not None and name == vector.name
+            table.to_lance().optimize.optimize_indices(num_indices_to_merge=n - 1 if keep_base else n,
+                                                       index_names=[name])
+        if vector is not None:
+            out["vector_segments"] = vector_index_segments(table)
+
+    store._commit(compact)
+    store._commit(fold)
+    store._commit(lambda: table.to_lance().cleanup_old_versions(older_than=KEEP_VERSIONS))
+    return out

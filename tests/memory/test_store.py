@@ -159,18 +159,53 @@ def test_vector_index_is_retrained_once_the_table_doubles_even_after_optimize(st
     assert ensure_vector_index(store.evidence, min_rows=100) is None
 
 
-def test_vector_index_deltas_are_merged_by_the_scheduled_pass_not_the_light_one(store):
-    """Every optimize() that folds rows in adds a delta segment that each query searches; the scheduled
-    maintenance retrains past MAX_VECTOR_DELTAS, the light pass after writes never trains."""
-    from memory.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, maintain, vector_index_segments
+def test_maintenance_keeps_one_vector_delta_one_segment_per_other_index_and_few_fragments(store):
+    """LanceDB's optimize() adds every pass's rows to the vector index as one more delta that each query
+    searches, and leaves a fragment per pass. Maintenance merges the deltas (the trained base plus at
+    most one delta, the base never rewritten), keeps full-text and scalar indexes whole, and compacts
+    small fragments once MAX_SMALL_FRAGMENTS have piled up; every row stays findable."""
+    from memory.indexes import (MAX_SMALL_FRAGMENTS, SCALAR_INDEXES, ensure_scalar_indexes, ensure_vector_index,
+                                maintain, trained_rows, vector_index_segments)
     from memory.search import search_evidence
 
     _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
-    assert vector_index_segments(store.evidence) == 1
+    ensure_scalar_indexes(store.evidence, SCALAR_INDEXES["evidence"], force=True)
+    base = next(ix for ix in store.evidence.to_lance().list_indices() if ix["name"] == "vector_idx")
+    passes = MAX_SMALL_FRAGMENTS + 3
+    most_fragments = 0
+    for k in range(passes):
+        _add_screens(store, 5, 200 + 5 * k)
+        report = maintain(store, tables=["evidence"], train=False)["evidence"]
+        assert report["vector_segments"] == 2, report
+        most_fragments = max(most_fragments, len(store.evidence.to_lance().get_fragments()))
+        for ix in store.evidence.list_indices():
+            stats = store.evidence.index_stats(ix.name)
+            assert stats.num_unindexed_rows == 0, (ix.name, stats)
+            if ix.name != "vector_idx":
+                assert stats.num_indices == 1, (ix.name, stats)
+    segments = [ix for ix in store.evidence.to_lance().list_indices() if ix["name"] == "vector_idx"]
+    assert base["uuid"] in {ix["uuid"] for ix in segments}  # the trained base was not rewritten
+    assert trained_rows(store.evidence) == 200
+    assert ensure_vector_index(store.evidence, min_rows=100) is None  # nothing to retrain
+    assert vector_index_segments(store.evidence) == 2
+    assert most_fragments <= MAX_SMALL_FRAGMENTS + 1, most_fragments  # without compaction: passes + 1
+    for item in (7, 203, 200 + 5 * passes - 1):  # in the base, the first pass, the last pass
+        hits = search_evidence(store, f"notes on topic {item % 7} and item {item}", scopes=["work"])
+        assert hits and hits[0].text.startswith(f"Screen {item}:"), (item, [h.text for h in hits[:3]])
+
+
+def test_vector_index_with_many_deltas_is_retrained_by_the_scheduled_pass(store):
+    """A store that LanceDB's optimize() maintained (older versions) can hold many deltas: the scheduled
+    maintenance retrains past MAX_VECTOR_DELTAS, back to one segment, and every row is still found."""
+    from memory.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, vector_index_segments
+    from memory.search import search_evidence
+
+    _add_screens(store, 200, 0)
+    assert ensure_vector_index(store.evidence, min_rows=100) == "built"
     for k in range(MAX_VECTOR_DELTAS + 1):
         _add_screens(store, 5, 200 + 5 * k)
-        maintain(store, tables=["evidence"], train=False)
+        store.evidence.optimize()  # LanceDB's own pass: one more delta each time
     segments = vector_index_segments(store.evidence)
     assert segments > MAX_VECTOR_DELTAS, segments  # precondition: LanceDB still appends deltas
     assert ensure_vector_index(store.evidence, min_rows=100) == "retrained"
