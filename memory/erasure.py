@@ -145,37 +145,27 @@ def _remove_frame(home: Path, path: str) -> int:
     return 0
 
 
-def _fragments_with_deletions(table_dir: Path) -> list[int]:
-    """Ids of the data fragments that still hold deleted rows, from the deletion files of the table's
-    only version (Lance names them `{fragment id}-{read version}-{n}.arrow|bin` in `_deletions/`)."""
-    found = set()
-    for p in (table_dir / "_deletions").glob("*"):
-        head = p.name.split("-", 1)[0]
-        if head.isdigit():
-            found.add(int(head))
-    return sorted(found)
+# Any deleted row at all: Lance compacts a fragment once this share of its rows is deleted.
+_ANY_DELETION = 1e-12
 
 
 def _rewrite_fragments_with_deletions(store, table) -> int:
-    """Rewrite the live rows of every fragment that holds a deleted row, so the old fragment is dropped.
+    """Rewrite the live rows of every fragment that holds a deleted row, so the old fragment is dropped;
+    returns how many fragments were rewritten.
 
     Why: a delete only marks a row deleted; its bytes stay in the fragment's data file, and LanceDB's
     optimize() rewrites a fragment only when at least 10% of it is deleted (its Python API does not
-    expose that threshold). One forgotten row in a 10k-row fragment stayed on disk. An update that
-    changes nothing writes the live rows to a new fragment (every update moves rows; tests/memory/
-    test_reads.py), the old fragment is then wholly deleted and dropped, and the cleanup that follows
-    removes its file. A row's address is fragment id << 32 | offset, so a fragment is an address range.
+    expose that threshold). One forgotten row in a 10k-row fragment stayed on disk. Lance's own
+    compaction takes the threshold; the cleanup that follows removes the old fragments' files.
     """
-    first = table.schema.names[0]
-    rewritten = 0
-    for f in _fragments_with_deletions(Path(store.home) / "lancedb" / f"{table.name}.lance"):
-        where = f"_rowid >= {f << 32} AND _rowid < {(f + 1) << 32}"
-        # A deletion file of a fragment the table no longer has (left by an interrupted cleanup) holds
-        # row numbers only: nothing to rewrite.
-        if table.count_rows(where):
-            store._commit(lambda w=where, t=table: t.update(where=w, values_sql={first: first}))
-            rewritten += 1
-    return rewritten
+    def compact() -> int:
+        ds = table.to_lance()
+        if not any(f.metadata.num_deletions for f in ds.get_fragments()):
+            return 0
+        m = ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=_ANY_DELETION)
+        return m.fragments_removed
+
+    return store._commit(compact)
 
 
 def purge(store, tables: Iterable[str] | None = None) -> None:
