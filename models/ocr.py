@@ -219,14 +219,23 @@ class _Worker:
                 n = struct.unpack("<I", head)[0] if len(head) == 4 else -1
                 out = self.proc.stdout.read(n) if n >= 0 else b""
             except (OSError, ValueError) as e:
-                self.proc.kill()
+                self._end()
                 raise RuntimeError(f"tesseract worker failed: {e}") from e
             finally:
                 timer.cancel()
         if n < 0 or len(out) != n:
-            self.proc.kill()
+            self._end()
             raise RuntimeError(f"tesseract worker died or overran {timeout:.0f}s (exit {self.proc.poll()})")
         return out.decode("utf-8", "replace")
+
+    def _end(self) -> None:
+        # Killed and reaped before the error is raised: a worker whose pipe has closed can still be
+        # exiting, and `alive` would then hand the dead worker to the next read instead of a new one.
+        self.proc.kill()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            log.warning("tesseract worker %s did not exit after SIGKILL", self.proc.pid)
 
     def close(self) -> None:
         """End the worker: EOF first, kill if it does not go."""

