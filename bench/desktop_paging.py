@@ -36,6 +36,9 @@ class _Vectors:
     def embed_query(self, text):
         return self.embed([text])[0]
 
+    def embed_queries(self, texts):
+        return [self.embed_query(t) for t in texts]
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()

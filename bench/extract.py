@@ -81,6 +81,9 @@ class HashedEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed([text])[0]
 
+    def embed_queries(self, texts):
+        return [self.embed_query(t) for t in texts]
+
 
 def bench_extraction(items: int) -> dict:
     from memory.audit import utcnow

@@ -102,6 +102,9 @@ class BulkEmbedder:
     def embed_query(self, text: str) -> np.ndarray:
         return self.real.embed_query(text)
 
+    def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        return self.real.embed_queries(texts)
+
 
 class Corpus:
     """Base sentences with real vectors, and rows composed from them."""

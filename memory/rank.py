@@ -149,6 +149,16 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
     return t is not None and any(w.start - cfg.window_slack <= t < w.end + cfg.window_slack for w in plan.windows)
 
 
+def _plan(store, query: str, now: datetime, cfg: RankConfig) -> QueryPlan:
+    return analyze(query, now, rewrite=cfg.rewrite,
+                   speakers=store.speakers.get(store.evidence) if cfg.rewrite else frozenset())
+
+
+def embedded_text(store, query: str, now: datetime, cfg: RankConfig | None = None) -> str:
+    """The text an evidence search embeds for query: the question, without a known speaker's name."""
+    return _plan(store, query, now, cfg or DEFAULT).vec
+
+
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`."""
@@ -160,8 +170,7 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
     if cfg.pool < limit:
         cfg = replace(cfg, pool=limit)
 
-    plan = analyze(query, now or utcnow(), rewrite=cfg.rewrite,
-                   speakers=store.speakers.get(store.evidence) if cfg.rewrite else frozenset())
+    plan = _plan(store, query, now or utcnow(), cfg)
     lists, rows = _lists(store, plan, where, cfg)
     total_w = sum(w for _, w in lists) or 1.0
     scores = _fuse(lists)

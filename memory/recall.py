@@ -21,8 +21,9 @@ from datetime import datetime
 from memory.audit import utcnow
 from memory.errors import InputError
 from memory.rows import parse_time
+from memory.rank import embedded_text
 from memory.search import check_query, search_evidence, search_memories
-from memory.tokens import count_tokens, truncate_to_tokens
+from memory.tokens import count_joined, count_tokens, truncate_to_tokens
 from memory.types import MemoryType, parse_type
 
 log = logging.getLogger(__name__)
@@ -118,12 +119,11 @@ def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=N
     mem_types = _memory_types(types)
     cands, reasons = _candidates(store, query, scopes, mem_types, include_evidence, pool, now)
     items = _pack(_with_reasons(_select(cands, cfg), reasons), budget, cfg)
-    text = _SEP.join(i.text for i in items)
-    used = count_tokens(text)
+    used = count_joined([i.text for i in items], _SEP)
     while used > budget and items:  # per-item counts sum to more than the block's, so this is a backstop
         items.pop()
-        text = _SEP.join(i.text for i in items)
-        used = count_tokens(text)
+        used = count_joined([i.text for i in items], _SEP)
+    text = _SEP.join(i.text for i in items)
     return RecallResult(query=query, budget_tokens=budget, used_tokens=used, items=items, text=text)
 
 
@@ -152,7 +152,10 @@ _EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "
 def _candidates(store, query, scopes, mem_types, include_evidence, pool, now
                 ) -> tuple[list[_Cand], dict[str, list[_Cand]]]:
     """The scored candidates, best first, and the reasons of the memory candidates (see _reasons)."""
-    store.embedder.embed_query(query)  # once, before the threads: both searches then hit the cache
+    # Both searches' query vectors at once, before the threads (they then hit the embedder's cache): the
+    # evidence search embeds the question without a speaker it names, and a batch of two costs less.
+    texts = [query, embedded_text(store, query, now)] if include_evidence else [query]
+    store.embedder.embed_queries(texts)
     # The two searches are independent LanceDB queries that release the GIL: run them side by side.
     ev_future = _executor().submit(search_evidence, store, query, scopes=scopes, limit=pool, now=now,
                                    cols=_EVIDENCE_READ) if include_evidence else None

@@ -74,30 +74,45 @@ def count_tokens(text: str) -> int:
     """A token count for text that is at least what Gemma / GPT-2 BPE tokenizers report (measured)."""
     if not text:
         return 0
+    if _wordpiece() is None:
+        return _fallback(text)
+    return _finish(_raw(text))
+
+
+def count_joined(parts: list[str], sep: str) -> int:
+    """count_tokens(sep.join(parts)), from the parts' cached counts when that is exact.
+
+    It is when sep is whitespace and no part is empty or starts or ends with whitespace: WordPiece
+    splits at whitespace, so no token spans a separator, and each correction counts characters or
+    whitespace runs that the separator neither joins nor splits. Recall counts its whole block this
+    way after counting every item (the block's own count took ~1.4 ms of a recall).
+    """
+    if _wordpiece() is None or not sep.isspace() or any(not p or p != p.strip() for p in parts):
+        return count_tokens(sep.join(parts))
+    if not parts:
+        return 0
+    # The sums run in another order than one count of the joined text would: a hair more, so float
+    # rounding can only round up.
+    return _finish(sum(_raw(p) for p in parts) + (len(parts) - 1) * _corrections(sep) + 1e-9)
+
+
+def _raw(text: str) -> float:
     # Recall renders the same headers and bodies for every query that finds them, so counts are
     # cached — keyed by a digest, so a forgotten memory's words do not linger in the cache.
     key = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
-    n = _COUNTS.get(key)
-    if n is None:
-        n = _count(text)
+    raw = _COUNTS.get(key)
+    if raw is None:
+        raw = len(_wordpiece().encode(text, add_special_tokens=False).ids) + _corrections(text)
         with _COUNTS_LOCK:
             if len(_COUNTS) >= _COUNTS_MAX:
                 _COUNTS.pop(next(iter(_COUNTS)))  # oldest first: dicts keep insertion order
-            _COUNTS[key] = n
-    return n
+            _COUNTS[key] = raw
+    return raw
 
 
-_COUNTS: dict[bytes, int] = {}
+_COUNTS: dict[bytes, float] = {}  # digest -> WordPiece count + corrections, before the margin
 _COUNTS_LOCK = threading.Lock()
 _COUNTS_MAX = 8192
-
-
-def _count(text: str) -> int:
-    tok = _wordpiece()
-    if tok is None:
-        return _fallback(text)
-    wp = len(tok.encode(text, add_special_tokens=False).ids)
-    return _finish(wp + _corrections(text))
 
 
 def count_many(texts: list[str]) -> list[int]:

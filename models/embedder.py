@@ -176,6 +176,32 @@ class Embedder:
                 self._cache.popitem(last=False)
         return vec
 
+    def embed_queries(self, texts: list[str]) -> list[np.ndarray]:
+        """embed_query for several strings; the uncached ones go through onnxruntime in one call.
+
+        Recall embeds a question and, when it names a known speaker, the same question without the name
+        (memory/query.py): one padded batch of two costs less than two runs of one.
+        """
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            for t in texts:
+                hit = self._cache.get(t)
+                if hit is not None:
+                    self._cache.move_to_end(t)
+                    out[t] = hit
+        missing = list(dict.fromkeys(t for t in texts if t not in out))
+        if len(missing) > 1 and self._onnx is not None:
+            model = self._load()
+            vecs = self._onnx.encode(onnx_encoder.as_numpy(onnx_encoder.features(model, missing)))
+            with self._lock:
+                for t, v in zip(missing, vecs, strict=True):
+                    self._cache[t] = out[t] = v
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        for t in missing:
+            if t not in out:
+                out[t] = self.embed_query(t)
+        return [out[t] for t in texts]
 
     def _embed_one(self, text: str) -> np.ndarray:
         """One text through onnxruntime once it is ready, else through torch; the same vector either way."""

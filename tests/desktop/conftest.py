@@ -107,6 +107,9 @@ class FakeEmbedder:
     def embed_query(self, text):
         return self.embed([text])[0]
 
+    def embed_queries(self, texts):
+        return [self.embed_query(t) for t in texts]
+
 
 @pytest.fixture
 def jobs(qapp):

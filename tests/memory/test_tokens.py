@@ -53,6 +53,26 @@ def test_joined_text_counts_no_more_than_its_parts():
         assert count_tokens(a + "\n\n" + b) <= count_tokens(a) + count_tokens(b) + 2
 
 
+def test_count_joined_is_the_count_of_the_joined_text():
+    # recall() counts its block from the items' cached counts: exact, or one higher (float order).
+    from memory.tokens import count_joined
+
+    parts = [" ".join(p.split()) for p in SAMPLES if p.strip()]
+    parts += ["[mem_01J] semantic 2026-05-08T14:02Z · by person\nWe picked PostgreSQL 16 for JSONB.",
+              "naïve café — 東京 ✓ 12345", "line one\n  indented line\tand a tab"]
+    parts = [p.strip() for p in parts]
+    for sep in ("\n\n", " ", "\n"):
+        for k in (1, 2, 5, len(parts)):
+            for start in range(0, len(parts) - k + 1, 3):
+                group = parts[start:start + k]
+                want = count_tokens(sep.join(group))
+                assert 0 <= count_joined(group, sep) - want <= 1, (sep, group)
+    assert count_joined([], "\n\n") == 0
+    # Where summing the parts would not be exact, it counts the joined text itself.
+    for group, sep in ((["a ", "b"], "\n\n"), (["a", ""], "\n\n"), (["a", "b"], " - ")):
+        assert count_joined(group, sep) == count_tokens(sep.join(group))
+
+
 @pytest.mark.parametrize("budget", [8, 15, 40, 120])
 def test_truncate_fits_budget_and_is_a_prefix(budget):
     text = " ".join(SAMPLES)

@@ -69,6 +69,11 @@ def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
     for i, t in enumerate(texts):
         assert np.allclose(emb.embed_query(t), batch[i], atol=1e-5)
         assert np.allclose(emb.embed([t])[0], batch[i], atol=1e-5)
+    # Recall's two query texts go through onnxruntime as one padded batch: same vectors, then cached.
+    fresh = ["what did they say about the release?", "what did Sam say about the release date in May?", texts[0]]
+    for got, want in zip(emb.embed_queries(fresh), emb.embed(fresh), strict=True):
+        assert np.allclose(got, want, atol=1e-5)
+    assert all(t in emb._cache for t in fresh)
     written = exported[0].stat().st_ino  # an export is written to a temporary file and renamed
     again = Embedder(onnx_dir=tmp_path, threads=1)
     assert again.wait_ready(120) == "onnxruntime"
