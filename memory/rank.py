@@ -187,5 +187,5 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
     out.sort(key=lambda x: x[1], reverse=True)
     out = out[:limit]
     full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in out], where, cols,
-                      {id_: row["_rowid"] for id_, _, row in out})
+                      {id_: row["_rowid"] for id_, _, row in out}, have=rows)
     return [(id_, s, full[id_]) for id_, s, _ in out if id_ in full]

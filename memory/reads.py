@@ -179,7 +179,8 @@ class Reader:
         if leg.take is not None:
             # A row's address names one immutable row version: a take returns nothing for a row deleted,
             # updated (rewritten elsewhere) or compacted away since the address was read, never another row.
-            return table.take_row_ids(list(leg.take)).select(list(leg.cols))
+            q = table.take_row_ids(list(leg.take))
+            return (q.with_row_id() if leg.row_ids else q).select(list(leg.cols))
         if leg.vector is not None:
             # Prefiltered (the async default): the filter is applied before the nearest rows are taken.
             # Rows added since the last index build are always scanned as well (no fast_search).
