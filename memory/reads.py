@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from memory.rowcache import BASE_MAX_ROWS, COLUMNS, RowCache
+from memory.rowcache import BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, RowCache
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,32 @@ class Reader:
     row_cache: serve ranking legs' columns from memory/rowcache.py (False: every leg reads them).
     """
 
-    def __init__(self, db_path: Path, row_cache: bool = True) -> None:
+    def __init__(self, db_path: Path, row_cache: bool = True, forgets: str | None = None) -> None:
         self._path = str(db_path)
         self._db = None
         self._tables: dict[str, object] = {}
-        self._caches: dict[str, RowCache] = {name: RowCache(cols) for name, cols in COLUMNS.items()} if row_cache else {}
+        self._caches: dict[str, RowCache] = {
+            name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS)) for name, cols in COLUMNS.items()
+        } if row_cache else {}
         self._builds: set[asyncio.Task] = set()
+        # forgets: a table every forget writes (tombstones). When its version moves, another process
+        # forgot something: the caches are dropped at once, so no forgotten text stays in memory here.
+        self._forgets = forgets if row_cache else None
+        self._forgets_version: int | None = None
+
+    def covers(self, table: str, cols) -> bool:
+        """Whether ranking legs on `table` that read `cols` are served from the row cache."""
+        cache = self._caches.get(table)
+        return cache is not None and not cache.too_large and set(cols) - set(_SCORES) <= set(cache.cols)
 
     def run(self, *legs: Leg) -> list[list[dict]]:
         """Every leg's rows, in leg order; the legs run concurrently."""
         return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
+
+    def cached(self, table: str, addrs: list[int], cols) -> tuple[dict[int, dict], list[int]]:
+        """The row cache's rows (`cols` of them) at these addresses, and the addresses it does not hold."""
+        cache = self._caches.get(table)
+        return cache.lookup(addrs, cols) if cache is not None else ({}, list(addrs))
 
     def warm(self, *tables: str) -> None:
         """Build the row caches of these tables now, waiting for it (benchmarks; searches build lazily)."""
@@ -92,20 +108,37 @@ class Reader:
         return sum(c.nbytes() for c in self._caches.values())
 
     def forget_cached(self) -> None:
-        """Drop every cached row (after rows were forgotten), so no id of theirs stays in memory."""
+        """Drop every cached row (after rows were forgotten), so nothing of theirs stays in memory."""
         for c in self._caches.values():
             c.clear()
+        self._forgets_version = None  # this process's own forget: the next search just notes the version
 
     async def _gather(self, legs) -> list[list[dict]]:
         tables = [await self._table(leg.table) for leg in legs]
         caches = [self._cache_for(leg) for leg in legs]
         run = [replace(leg, cols=tuple(c for c in leg.cols if c in _SCORES)) if c else leg
                for leg, c in zip(legs, caches, strict=True)]
-        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, run, strict=True)))
+        watch = [self._forgets_moved()] if any(caches) and self._forgets else []
+        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, run, strict=True)),
+                                       *watch)
+        if watch and results.pop():
+            for c in self._caches.values():
+                c.clear()
         out = [r.to_pylist() for r in results]
         if any(caches):
             await self._fill(legs, caches, out)
         return out
+
+    async def _forgets_moved(self) -> bool:
+        """Whether the forgets table changed since the last search looked (side by side with its legs)."""
+        try:
+            version = await (await self._table(self._forgets)).version()
+        except Exception as e:  # no such table (yet): nothing was forgotten through it
+            log.debug("forgets table %s not read (%s)", self._forgets, e)
+            return False
+        moved = self._forgets_version is not None and version != self._forgets_version
+        self._forgets_version = version
+        return moved
 
     def _cache_for(self, leg: Leg) -> RowCache | None:
         cache = self._caches.get(leg.table)
@@ -118,7 +151,7 @@ class Reader:
         now was deleted or moved since its leg read it, and is dropped (as a fetch by address drops it)."""
         hits, missing = [], {}
         for leg, cache, rows in zip(legs, caches, out, strict=True):
-            found, miss = cache.lookup([r["_rowid"] for r in rows]) if cache else ({}, [])
+            found, miss = cache.lookup([r["_rowid"] for r in rows], leg.cols) if cache else ({}, [])
             hits.append(found)
             if cache:
                 missing.setdefault(leg.table, set()).update(miss)
@@ -158,7 +191,8 @@ class Reader:
         scanned = None
         try:
             t = await self._table(name)
-            if await t.count_rows() <= BASE_MAX_ROWS:
+            cache.too_large = await t.count_rows() > cache.max_rows
+            if not cache.too_large:
                 scanned = await t.query().with_row_id().select(list(cache.cols)).to_arrow()
         except Exception as e:  # searches still work, from the table: slower, never wrong
             log.warning("search row cache for %s not built (%s); searches read the table instead", name, e)

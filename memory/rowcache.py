@@ -1,4 +1,5 @@
-"""The few columns search ranks by, kept in memory by row address, so ranking legs read only scores.
+"""The columns search ranks by (and, for memories, what a hit shows), kept in memory by row address,
+so ranking legs read only scores and memory searches fetch nothing after.
 
 Why: a LanceDB leg that reads `id` for its 50-120 candidates spends ~4 of its ~10 ms at 100k rows on
 that read (each value is a random read that decodes a whole mini-block), and recall runs four such
@@ -10,13 +11,16 @@ version. An update or a compaction writes the row at a new address, a delete hid
 fragment ids are never reused. So what is kept under an address is never stale; it can only be
 missing (then it is taken from the table), and a leg never returns the address of a deleted row.
 (The cached columns are also never changed after a row is written; the one migration that filled
-run_id/run_pos in place runs when the store opens, before any search.) Forgetting still clears the
-cache of the process that forgets (`Reader.forget_cached`), so no id of a forgotten row stays there;
-another process's cache (memory only, never on disk) lets go of them at its next rebuild, which the
-forget's compaction brings about: its next search misses most addresses.
+run_id/run_pos in place runs when the store opens, before any search.) Forgetting clears the cache
+of the process that forgets (`Reader.forget_cached`), so nothing of a forgotten row stays there;
+every other process (the MCP server, the app) drops its whole cache at its next search, which sees
+that the tombstones table moved (memory/reads.py), and rebuilds it in the background. Nothing here
+is ever written to disk.
 
-Per table: a base, built by one background scan (sorted addresses + Arrow columns: ~4 MB per 100k
-memory ids, ~9 MB per 100k evidence rows), plus a bounded spill of rows taken on a miss (new rows).
+Per table: a base, built by one background scan (sorted addresses + Arrow columns; on the bench
+store ~37 MB per 100k memories, their text included, ~9 MB per 100k evidence rows), plus a bounded
+spill of rows taken on a miss (new rows). Memory hits from here: the MCP memory search 15.3 vs 18.5
+ms, recall 55.4 vs 58.7 ms, head to head with an id-only memory cache on the 100k bench store.
 A lookup that misses most of its addresses (another process compacted the table) asks for a rebuild.
 """
 
@@ -31,23 +35,32 @@ import pyarrow as pa
 # Per table, what ranking reads of every candidate: memory/search.py fuses by id; memory/rank.py also
 # credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "memories": ("id",),
+    # Memories: also what a hit shows (the MCP search's columns, recall's), so a memory search asks
+    # LanceDB for scores alone and fetches nothing after (README, Performance). Memories are short
+    # and few next to evidence: ~13 MB more per 100k on the bench store.
+    "memories": ("id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance",
+                 "valid_from", "created_at", "origin"),
     "evidence": ("id", "speaker", "captured_at", "run_id", "run_pos"),
 }
 BASE_MAX_ROWS = 1_000_000  # above this, a base would cost ~90 MB (evidence): only the spill is kept
+# Memories carry their text: ~37 MB per 100k on the bench store. Above this many, no base is built and
+# memory searches read their columns from the table as before (Reader.covers is False).
+BASE_MAX_ROWS_BY_TABLE = {"memories": 250_000}
 SPILL_MAX = 20_000  # rows taken on a miss, before the next rebuild replaces them
 REBUILD_MISS_SHARE = 0.5  # of one lookup's addresses (at least REBUILD_MIN_LOOKUP of them)
 REBUILD_MIN_LOOKUP = 20
 REBUILD_MIN_INTERVAL_S = 30.0
-_DICT_COLS = ("speaker", "run_id")  # few distinct values: dictionary-encoded in the base
+_DICT_COLS = ("speaker", "run_id", "type", "scope", "status", "origin")  # few distinct values: dictionary-encoded
 
 
 class RowCache:
     """Columns `cols` of one table's rows by address. Lookups and fills run on the reads loop thread;
     `clear` may come from any thread, so state changes hold a lock."""
 
-    def __init__(self, cols: tuple[str, ...]) -> None:
+    def __init__(self, cols: tuple[str, ...], max_rows: int = BASE_MAX_ROWS) -> None:
         self.cols = cols
+        self.max_rows = max_rows
+        self.too_large = False  # the last build found more than max_rows rows
         self._lock = threading.Lock()
         self._addrs: np.ndarray | None = None  # sorted addresses of the base
         self._base: pa.Table | None = None  # the base's columns, in the order of _addrs
@@ -57,10 +70,15 @@ class RowCache:
         self._built_at = 0.0
         self._want_build = True
 
-    def lookup(self, addrs: list[int]) -> tuple[dict[int, dict], list[int]]:
-        """Cached rows (cols only) by address, and the addresses not cached."""
+    def lookup(self, addrs: list[int], cols=None) -> tuple[dict[int, dict], list[int]]:
+        """Cached rows by address (`cols` of them, default all), and the addresses not cached.
+
+        Only the asked columns become Python objects: a memory leg's 120 candidates need their ids,
+        not their text (2-4 ms for every column of 240 rows, holding the GIL).
+        """
         with self._lock:
             base, spill, found_addrs = self._base, self._spill, self._addrs
+        cols = list(self.cols) if cols is None else [c for c in self.cols if c in set(cols)]
         out: dict[int, dict] = {}
         rest = addrs
         if base is not None and len(found_addrs) and addrs:
@@ -68,7 +86,7 @@ class RowCache:
             at = np.searchsorted(found_addrs, q)
             at[at >= len(found_addrs)] = 0
             hit = found_addrs[at] == q
-            rows = base.take(pa.array(at[hit])).to_pylist()
+            rows = base.select(cols).take(pa.array(at[hit])).to_pylist()
             out = dict(zip(q[hit].tolist(), rows, strict=True))
             rest = q[~hit].tolist()
         missing = []
@@ -77,7 +95,7 @@ class RowCache:
             if r is None:
                 missing.append(a)
             else:
-                out[a] = r
+                out[a] = {c: r[c] for c in cols}
         if base is not None and len(addrs) >= REBUILD_MIN_LOOKUP and len(missing) > REBUILD_MISS_SHARE * len(addrs):
             self._want_build = True  # addresses moved: compacted, probably by another process
         return out, missing

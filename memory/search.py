@@ -77,6 +77,16 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
         return {}
     out: dict[str, dict] = {}
     known = [i for i in ids if addresses and i in addresses]
+    if known and store.reader.covers(table.name, ["id", *cols]):
+        # Every column is in the row cache (memories, recall's columns): the table is read only for
+        # rows written since the cache was built. A cached row is the version the legs just found, as
+        # a leg that reads the columns itself returns it.
+        found, _ = store.reader.cached(table.name, [addresses[i] for i in known], ["id", *cols])
+        for i in known:
+            row = found.get(addresses[i])
+            if row is not None:
+                out[i] = row
+        known = [i for i in known if i not in out]
     if known:
         held = [c for c in dict.fromkeys(["id", *cols]) if have and all(c in have.get(i, ()) for i in known)]
         if "id" in held:
@@ -92,7 +102,7 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
             rows = store.reader.run(Leg(table.name, None, tuple(dict.fromkeys(["id", *cols])), len(known),
                                         take=tuple(addresses[i] for i in known)))[0]
             wanted = set(known)
-            out = {r["id"]: r for r in rows if r["id"] in wanted}
+            out.update((r["id"], r) for r in rows if r["id"] in wanted)
     missing = [i for i in ids if i not in out]
     if missing:
         f = "id IN (" + ", ".join(sql_literal_id(i) for i in missing) + ")"
@@ -147,6 +157,9 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     want_memories = types is None or bool(mem_types)
     want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes)
     hit_cols = list(dict.fromkeys(["id", *(cols or _MEMORY_HIT_COLS)]))
+    # Small pools bring the hit columns with the legs (from the row cache when it holds them, so the
+    # legs read scores only); large ones take the winners' columns after the fusion (from the cache too).
+    cached = store.reader.covers(store.memories.name, hit_cols)
     inline = pool <= INLINE_MAX_POOL
     leg_cols = tuple(hit_cols) if inline else ("id",)
     where = None
@@ -154,9 +167,10 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     if want_memories:
         where = store.where("memory", scopes=scopes, types=mem_types, statuses=statuses, since=since, until=until)
         qv = store.embedder.embed_query(query)
-        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=not inline),
+        by_address = cached or not inline
+        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address),
                  Leg(store.memories.name, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
-                     row_ids=not inline)]
+                     row_ids=by_address)]
     if want_vault:
         legs.append(_vault_leg(store, query, scopes, pool))
     # Every leg in one hop, side by side (memory/reads.py).

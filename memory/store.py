@@ -114,7 +114,7 @@ class Store:
         self._batches_since_optimize = 0
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
         self.speakers = SpeakerNames()
-        self.reader = Reader(self.home / "lancedb")  # search reads (memory/reads.py)
+        self.reader = Reader(self.home / "lancedb", forgets=T.TOMBSTONES)  # search reads (memory/reads.py)
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.memories = self.db.open_table(T.MEMORIES)
         self.evidence = self.db.open_table(T.EVIDENCE)

@@ -186,3 +186,65 @@ def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
     store.update_memory(ids[2], text="Note 2 about the lighthouse, edited.")  # merge_insert of the whole row
     after = _addresses(store, where)
     assert [before[i] != after[i] for i in ids] == [True, True, True, False]
+
+
+def test_memory_hits_with_cached_columns_need_no_fetch_and_match_the_table(store, monkeypatch):
+    """The MCP search's and recall's memory columns come from the row cache with the legs' scores:
+    no leg reads them and no fetch follows, and the hits equal the uncached reader's."""
+    from memory.mcp_tools import MEMORY_BRIEF_COLS
+    from memory.recall import _MEMORY_READ
+
+    for i in range(6):
+        store.add_memory(f"The lighthouse needs {i} new bolts on the north side.", scope="work",
+                         title=f"bolts {i}")
+    store.reader.warm(T.MEMORIES)
+    asked = _asked(monkeypatch)
+
+    def hits():
+        return [[(h.id, round(h.score, 9), h.to_dict()) for h in
+                 search_memories(store, "lighthouse bolts", scopes=["work"], limit=limit, cols=cols)]
+                for cols, limit in ((MEMORY_BRIEF_COLS, 10), (_MEMORY_READ, 40))]
+
+    cached = hits()
+    mem_legs = [leg for leg in asked if leg.table == T.MEMORIES]
+    assert mem_legs and all(set(leg.cols) <= {"_distance", "_score"} and leg.take is None for leg in mem_legs)
+    store.reader = Reader(store.home / "lancedb", row_cache=False)
+    assert cached == hits() and cached[0][0][2]["title"].startswith("bolts")
+
+
+def test_another_process_forgetting_drops_this_processs_cached_text(store, mirador_home):
+    """The MCP server is another process: its cache holds memory text by address. When anything is
+    forgotten (the tombstones table moves), its next search drops the whole cache first."""
+    from memory.mcp_tools import MEMORY_BRIEF_COLS
+    from memory.store import Store
+
+    ids = [store.add_memory(f"The harbour code {i} is 47{i}1.", scope="work")["id"] for i in range(4)]
+    other = Store(mirador_home)  # stands in for the MCP server process: its own reader and caches
+    other.reader.warm(T.MEMORIES)
+    assert search_memories(other, "harbour code", scopes=["work"], cols=MEMORY_BRIEF_COLS)
+    cache = other.reader._caches[T.MEMORIES]
+    assert ids[0] in cache._base["id"].to_pylist()
+    forget(store, [ids[0]], purge_now=False)  # no compaction: addresses stay, only the forget tells
+    found = search_memories(other, "harbour code", scopes=["work"], cols=MEMORY_BRIEF_COLS)
+    assert ids[0] not in {h.id for h in found} and found
+    held = (cache._base["text"].to_pylist() if cache._base is not None else []) + \
+        [r["text"] for r in cache._spill.values()]
+    assert not any("47" + "01" in t for t in held)  # the forgotten text left this process's memory
+
+
+def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, monkeypatch):
+    from memory.mcp_tools import MEMORY_BRIEF_COLS
+
+    for i in range(5):
+        store.add_memory(f"Ferry timetable {i}: the 7:1{i} boat leaves from pier 2.", scope="work")
+    monkeypatch.setattr("memory.reads.BASE_MAX_ROWS_BY_TABLE", {T.MEMORIES: 3})
+    store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
+    assert store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # not known before the first build
+    store.reader.warm(T.MEMORIES)
+    assert not store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # 5 rows > 3: no text kept in memory
+    cache = store.reader._caches[T.MEMORIES]
+    assert cache._base is None
+    asked = _asked(monkeypatch)
+    hits = search_memories(store, "ferry timetable pier", scopes=["work"], cols=MEMORY_BRIEF_COLS)
+    assert len(hits) == 5 and all(h.row["text"].startswith("Ferry timetable") for h in hits)
+    assert any("text" in leg.cols for leg in asked if leg.table == T.MEMORIES)  # the legs read the columns
