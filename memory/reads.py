@@ -91,6 +91,24 @@ class Reader:
         """Every leg's rows, in leg order; the legs run concurrently."""
         return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
 
+    def versions(self, *tables: str) -> dict[str, int | None]:
+        """The latest version of each table, checked side by side in one hop (None: not readable).
+
+        A search checks the small tables it keeps snapshots of (vault scopes, usage) before its legs:
+        one synchronous check each cost ~0.5-0.9 ms, one after the other.
+        """
+        async def check(name):
+            try:
+                return await (await self._table(name)).version()
+            except Exception as e:  # e.g. a table an older store does not have: its reader checks itself
+                log.debug("version of %s not read (%s)", name, e)
+                return None
+
+        async def run():
+            return dict(zip(tables, await asyncio.gather(*(check(n) for n in tables)), strict=True))
+
+        return asyncio.run_coroutine_threadsafe(run(), _event_loop()).result()
+
     def cached(self, table: str, addrs: list[int], cols) -> tuple[dict[int, dict], list[int]]:
         """The row cache's rows (`cols` of them) at these addresses, and the addresses it does not hold."""
         cache = self._caches.get(table)

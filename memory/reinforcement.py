@@ -82,7 +82,7 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     return {r["memory_id"]: r for r in rows}
 
 
-def _usage_snapshot(store) -> dict[str, dict]:
+def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
     """Every usage row, re-read only when the table's version moves.
 
     Ranking runs inside every memory search; a lookup query there was a sequential LanceDB round
@@ -91,16 +91,17 @@ def _usage_snapshot(store) -> dict[str, dict]:
     """
     cols = [f.name for f in T.usage_schema()]
     return store.versioned("_usage_snapshot", _table(store),
-                           lambda t: {r["memory_id"]: r for r in store._rows(t, None, cols, None)})
+                           lambda t: {r["memory_id"]: r for r in store._rows(t, None, cols, None)}, version)
 
 
-def rank_factors(store, ids: Iterable[str], now: datetime | None = None) -> dict[str, float]:
+def rank_factors(store, ids: Iterable[str], now: datetime | None = None,
+                 version: int | None = None) -> dict[str, float]:
     """Score multipliers 1 + rank_weight * level for memory ids that have been used; others are absent (1)."""
     cfg = store.config.reinforcement
     ids = [i for i in ids if isinstance(i, str) and i.startswith("mem_")]
     if not ids or cfg.rank_weight <= 0:
         return {}
-    used = _usage_snapshot(store)
+    used = _usage_snapshot(store, version)
     rows = {i: used[i] for i in ids if i in used}
     now = now or utcnow()
     out = {}
@@ -111,12 +112,15 @@ def rank_factors(store, ids: Iterable[str], now: datetime | None = None) -> dict
     return out
 
 
-def boost_scores(store, scores: dict[str, float], now: datetime | None = None) -> dict[str, float]:
-    """Memory search scores (id -> score) multiplied by their use factor; unused ids keep theirs."""
+def boost_scores(store, scores: dict[str, float], now: datetime | None = None,
+                 version: int | None = None) -> dict[str, float]:
+    """Memory search scores (id -> score) multiplied by their use factor; unused ids keep theirs.
+
+    version: the usage table's latest version, when the search has just read it (Reader.versions)."""
     if not scores:
         return scores
     try:
-        factors = rank_factors(store, scores, now)
+        factors = rank_factors(store, scores, now, version)
     except Exception:  # e.g. a table locked by another writer: rank without use rather than fail the search
         log.warning("usage lookup failed; ranking without reinforcement", exc_info=True)
         return scores

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
+from memory import tables as T
 from memory.errors import InputError
 from memory.reads import Leg
 from memory.rows import public_evidence, public_memory, public_vault, sql_literal_id
@@ -118,11 +119,12 @@ def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
                text=query, fts_column="label")
 
 
-def _vault_in_scope(store, scopes) -> bool:
+def _vault_in_scope(store, scopes, version: int | None = None) -> bool:
     """Whether any vault entry lies in these scopes. A label search costs ~4 ms of CPU at every call,
     also on an empty vault; the set of scopes in use is kept until the vault table changes."""
     present = store.versioned("_vault_scopes", store.vault,
-                              lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)))
+                              lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)),
+                              version)
     return any(in_scopes(s, scopes) for s in present)
 
 
@@ -155,7 +157,8 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     types = list(types) if types else None
     mem_types = [t for t in types if t != "vault"] if types else None
     want_memories = types is None or bool(mem_types)
-    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes)
+    versions = store.reader.versions(store.vault.name, T.USAGE)  # both snapshots' checks in one hop
+    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes, versions[store.vault.name])
     hit_cols = list(dict.fromkeys(["id", *(cols or _MEMORY_HIT_COLS)]))
     # Small pools bring the hit columns with the legs (from the row cache when it holds them, so the
     # legs read scores only); large ones take the winners' columns after the fusion (from the cache too).
@@ -182,7 +185,8 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
         seen = {r["id"]: r for r in (*vec_rows, *fts_rows)}
         # Averaged over the two lists, so memory scores and vault label scores (one list) share a scale.
         scores = {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]]).items()}
-        scores = boost_scores(store, scores)  # memories answers used rank above equally relevant unused ones
+        # memories answers used rank above equally relevant unused ones
+        scores = boost_scores(store, scores, version=versions[T.USAGE])
     vault = _vault_hits(found[-1]) if want_vault else []
     ranked = sorted([(s, id_, None) for id_, s in scores.items()] + [(h.score, h.id, h) for h in vault],
                     key=lambda x: x[0], reverse=True)[:limit]

@@ -262,12 +262,13 @@ class Store:
             limit = max(table.count_rows(where) if where else table.count_rows(), 1)
         return q.select(cols).limit(limit).to_arrow()
 
-    def versioned(self, key: str, table, load):
+    def versioned(self, key: str, table, load, version: int | None = None):
         """load(table), kept until the table's version moves: for small tables read inside every search.
 
         The version check is a fraction of a millisecond; a LanceDB query there costs 5-15 ms.
+        version: the table's latest version when the caller has just read it (Reader.versions).
         """
-        version = table.version
+        version = table.version if version is None else version
         snap = self.__dict__.get(key)
         if snap is None or snap[0] != version:
             snap = self.__dict__[key] = (version, load(table))
