@@ -212,6 +212,14 @@ def optimize_table(store, table) -> dict:
     """
     vector = _vector_index(table)
     out = {"compacted": 0, "vector_segments": None}
+    try:
+        import lance  # noqa: F401  (pylance: table.to_lance() needs it)
+    except ImportError as e:
+        # A build without it (a bundle that missed the module) still maintains, the way LanceDB does.
+        log.warning("pylance is missing (%s): maintenance falls back to LanceDB's optimize(), whose vector "
+                    "index deltas slow searches until the scheduled retrain; reinstall Mirador", e)
+        store._commit(table.optimize)
+        return {**out, "fallback": "lancedb optimize", "vector_segments": vector_index_segments(table)}
 
     def compact() -> None:
         ds = table.to_lance()

@@ -213,3 +213,29 @@ def test_vector_index_with_many_deltas_is_retrained_by_the_scheduled_pass(store)
     assert ensure_vector_index(store.evidence, min_rows=100) is None
     hits = search_evidence(store, "notes on topic 3 and item 213", scopes=["work"])
     assert hits and hits[0].text.startswith("Screen 213:")  # rows of every delta are still found
+
+
+def test_maintenance_without_pylance_falls_back_to_lancedb_optimize(store, monkeypatch, caplog):
+    """A bundle that missed the module still folds new rows in, and says what is wrong."""
+    import builtins
+
+    from memory.indexes import maintain, vector_index_rows
+
+    real_import = builtins.__import__
+
+    def no_lance(name, *args, **kwargs):
+        if name == "lance" or name.startswith("lance."):
+            raise ImportError("No module named 'lance'")
+        return real_import(name, *args, **kwargs)
+
+    _add_screens(store, 120, 0)
+    from memory.indexes import ensure_vector_index
+
+    assert ensure_vector_index(store.evidence, min_rows=100) == "built"
+    _add_screens(store, 5, 120)
+    monkeypatch.setattr(builtins, "__import__", no_lance)
+    report = maintain(store, tables=["evidence"], train=False)["evidence"]
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    assert report["fallback"] == "lancedb optimize"
+    assert vector_index_rows(store.evidence) == (125, 0)
+    assert "pylance is missing" in caplog.text
