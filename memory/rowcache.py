@@ -36,8 +36,8 @@ import pyarrow as pa
 # credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
 COLUMNS: dict[str, tuple[str, ...]] = {
     # Memories: also what a hit shows (the MCP search's columns, recall's), so a memory search asks
-    # LanceDB for scores alone and fetches nothing after (README, Performance). Memories are short
-    # and few next to evidence: ~13 MB more per 100k on the bench store.
+    # LanceDB for scores alone and fetches nothing after (README, Performance). It costs ~33 MB more
+    # per 100k memories on the bench store (37.4 vs 4.0 MB for ids alone); BASE_MAX_ROWS_BY_TABLE caps it.
     "memories": ("id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance",
                  "valid_from", "created_at", "origin"),
     "evidence": ("id", "speaker", "captured_at", "run_id", "run_pos"),
@@ -50,7 +50,8 @@ SPILL_MAX = 20_000  # rows taken on a miss, before the next rebuild replaces the
 REBUILD_MISS_SHARE = 0.5  # of one lookup's addresses (at least REBUILD_MIN_LOOKUP of them)
 REBUILD_MIN_LOOKUP = 20
 REBUILD_MIN_INTERVAL_S = 30.0
-_DICT_COLS = ("speaker", "run_id", "type", "scope", "status", "origin")  # few distinct values: dictionary-encoded
+# Few distinct values: dictionary-encoded in the base.
+_DICT_COLS = ("speaker", "run_id", "type", "scope", "status", "origin")
 
 
 class RowCache:
