@@ -44,6 +44,10 @@ class ModelsConfig(_Section):
     onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
     llm_path: Path | None = None
     whisper_dir: Path | None = None
+    # The second stage of evidence search (memory/rerank.py): a tree ensemble over the top candidates.
+    reranker: bool = Field(True, description="reorder the top evidence hits with the reranker model")
+    reranker_path: Path | None = Field(None, description="a reranker bench/train_reranker.py wrote; "
+                                                          "empty = the one Mirador ships")
 
 
 class StoreConfig(_Section):

@@ -217,9 +217,10 @@ def test_the_answer_turn_is_found_through_the_question_before_it(store):
     rows = store.add_evidence_batch(specs)
     answer = next(r["id"] for r in rows if "Harry Potter" in r["text"])
     q = "What is John excited to see at Universal Studios?"
-    hits = search_evidence(store, q, scopes=["chat"], now=t, limit=5)
-    assert hits[0].id == answer
-    alone = search_evidence(store, q, scopes=["chat"], now=t, limit=5, rank=replace(DEFAULT, neighbour=0.0))
+    first = replace(DEFAULT, rerank=False)  # the first stage alone: the reranker also reads neighbours
+    assert search_evidence(store, q, scopes=["chat"], now=t, limit=5)[0].id == answer
+    assert search_evidence(store, q, scopes=["chat"], now=t, limit=5, rank=first)[0].id == answer
+    alone = search_evidence(store, q, scopes=["chat"], now=t, limit=5, rank=replace(first, neighbour=0.0))
     assert alone[0].id != answer  # the control: without the credit another excited turn wins
 
 

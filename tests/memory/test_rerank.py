@@ -1,0 +1,180 @@
+"""The evidence reranker: its NumPy evaluator, its model file, and what it may and may not change."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+import numpy as np
+import pytest
+
+from memory import rerank
+from memory.config import Config
+from memory.erasure import forget
+from memory.errors import ConfigError
+from memory.rank import DEFAULT
+from memory.search import search_evidence
+from memory.store import EvidenceSpec, Store
+
+T0 = datetime(2024, 5, 2, 9, 0)
+
+
+def _lightgbm_model(seed: int = 0):
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(600, len(rerank.FEATURES)))
+    X[:, 5] = rng.integers(0, 3, size=600)  # a few repeated values, as counts and flags are
+    y = (X[:, 0] + 0.5 * X[:, 8] - X[:, 25] + rng.normal(scale=0.3, size=600) > 0.5).astype(float)
+    data = lgb.Dataset(X, y, group=[20] * 30, feature_name=list(rerank.FEATURES))
+    params = {"objective": "lambdarank", "num_leaves": 7, "min_data_in_leaf": 5, "verbose": -1, "seed": seed}
+    return lgb.train(params, data, 30), rng.normal(size=(200, len(rerank.FEATURES)))
+
+
+def test_numpy_evaluator_matches_lightgbm():
+    model, X = _lightgbm_model()
+    ens = rerank.TreeEnsemble(rerank.from_lightgbm(model.dump_model()))
+    X[:5, 5] = [0, 1, 2, 1, 0]  # values exactly on thresholds go left, as in LightGBM
+    np.testing.assert_allclose(ens.predict(X), model.predict(X), rtol=0, atol=1e-9)
+
+
+def test_conversion_refuses_other_features():
+    model, _ = _lightgbm_model()
+    dump = model.dump_model()
+    dump["feature_names"] = dump["feature_names"][:-1] + ["something_else"]
+    with pytest.raises(ValueError, match="FEATURES"):
+        rerank.from_lightgbm(dump)
+
+
+def test_shipped_model_loads_and_scores_every_candidate():
+    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    assert ens.meta["trained_on"] and ens.meta["held_out_recall"]["recall@5"]
+    s = ens.predict(np.zeros((3, len(rerank.FEATURES))))
+    assert s.shape == (3,) and np.isfinite(s).all()
+
+
+def test_shipped_model_was_trained_on_this_first_stage():
+    """Its splits are thresholds on the first stage's scores: change a default, retrain the model."""
+    from memory.rank import first_stage_settings
+
+    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    assert ens.meta["first_stage"] == first_stage_settings(DEFAULT)
+    assert rerank.check_first_stage(ens, first_stage_settings(DEFAULT))
+
+
+def test_another_first_stage_is_reported_once(caplog):
+    from memory.rank import first_stage_settings
+
+    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    other = first_stage_settings(replace(DEFAULT, speaker_boost=0.25))
+    with caplog.at_level(logging.WARNING, logger="memory.rerank"):
+        assert not rerank.check_first_stage(ens, other)
+        assert not rerank.check_first_stage(ens, other)
+    warned = [r for r in caplog.records if "another first stage" in r.message]
+    assert len(warned) == 1 and "speaker_boost" in warned[0].message
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no reranker there"),
+    ("{not json", "cannot read the reranker"),
+    (json.dumps({"format": "something/1"}), "not a Mirador reranker"),
+    (json.dumps({"format": rerank.FORMAT, "features": ["vec"], "trees": []}), "other features"),
+    (json.dumps({"format": rerank.FORMAT, "features": list(rerank.FEATURES), "trees": [{"feature": [0]}]}),
+     "malformed"),
+])
+def test_a_bad_model_file_is_refused_with_what_to_do(tmp_path, content, message):
+    path = tmp_path / "model.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match=message) as err:
+        rerank.TreeEnsemble.load(path)
+    assert "models.reranker" in str(err.value) or "train_reranker" in str(err.value)
+
+
+def _chat(store, scope="chat"):
+    lines = [
+        ("Ana", "Did you finish the kitchen shelves this weekend?"),
+        ("Ben", "Yes! I built them from the old oak boards, they hold all the jars now."),
+        ("Ana", "Wow, nice!"),
+        ("Ben", "The oak needed two coats of oil before it looked right."),
+        ("Ana", "Are you going to build the garden bench next?"),
+        ("Ben", "Maybe in June, once the oak for the bench arrives."),
+    ] + [(who, f"Filler line {i} about the weather and the traffic on the way home.")
+         for i, who in enumerate(["Ana", "Ben"] * 12)]
+    specs = [EvidenceSpec(text=t, source="audio", speaker=w, scope=scope, captured_at=T0 + timedelta(seconds=20 * i))
+             for i, (w, t) in enumerate(lines)]
+    return store.add_evidence_batch(specs)
+
+
+def test_reranking_reorders_the_first_stage_top_and_keeps_its_scores(store):
+    from memory.rank import reranker
+
+    assert reranker(store, DEFAULT) is not None  # the shipped model, loaded
+    _chat(store)
+    q = "What did Ben build from the oak boards?"
+    first = replace(DEFAULT, rerank=False)
+    n = DEFAULT.rerank_top
+    a = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=n)
+    b = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=n, rank=first)
+    assert {h.id for h in a} == {h.id for h in b}  # the same candidates, maybe another order
+    assert [h.score for h in a] == [h.score for h in b]  # the first stage's scale, position by position
+    assert "oak boards" in a[0].text
+
+
+def test_reranked_search_keeps_the_scope_filter_and_forgets(store):
+    rows = _chat(store)
+    _chat(store, scope="other")
+    gone = next(r for r in rows if "oak boards" in r["text"])
+    forget(store, [gone["id"]])
+    hits = search_evidence(store, "What did Ben build from the oak boards?", scopes=["chat"],
+                           now=T0 + timedelta(days=1), limit=30)
+    assert hits and all(h.scope == "chat" for h in hits)
+    assert gone["id"] not in {h.id for h in hits}
+    assert all("oak boards" not in h.text for h in hits)
+
+
+def test_search_works_without_the_model_and_says_why(mirador_home, caplog, tmp_path):
+    cfg = Config()
+    cfg.models.reranker_path = tmp_path / "missing.json"
+    store = Store(mirador_home, config=cfg)
+    _chat(store)
+    with caplog.at_level(logging.WARNING, logger="memory.rerank"):
+        hits = search_evidence(store, "What did Ben build from the oak boards?", scopes=["chat"],
+                               now=T0 + timedelta(days=1), limit=5)
+    assert "oak boards" in hits[0].text
+    assert any("reranker off" in r.message and "models.reranker_path" in r.message for r in caplog.records)
+
+
+def test_switched_off_the_first_stage_ranks_alone(mirador_home):
+    cfg = Config()
+    cfg.models.reranker = False
+    store = Store(mirador_home, config=cfg)
+    _chat(store)
+    q = "What did Ben build from the oak boards?"
+    off = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10)
+    first = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10,
+                            rank=replace(DEFAULT, rerank=False))
+    assert [h.id for h in off] == [h.id for h in first]
+
+
+def test_a_larger_limit_keeps_the_first_stage_order_below_the_reranked_top(store):
+    _chat(store)
+    q = "What did Ben build from the oak boards?"
+    n = 5
+    cfg = replace(DEFAULT, rerank_top=n)
+    a = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=20, rank=cfg)
+    b = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=20, rank=replace(cfg, rerank=False))
+    assert {h.id for h in a[:n]} == {h.id for h in b[:n]}
+    assert [h.id for h in a[n:]] == [h.id for h in b[n:]]
+
+
+def test_doctor_says_when_the_reranker_cannot_load(mirador_home, tmp_path):
+    from desktop.doctor import check_reranker
+    from memory.config import save_config
+
+    cfg = Config()
+    cfg.models.reranker_path = tmp_path / "missing.json"
+    save_config(cfg, mirador_home)
+    status, detail, fix = check_reranker()
+    assert status == "WARN" and "no reranker there" in detail and "models.reranker" in fix
