@@ -130,7 +130,8 @@ class Corpus:
         return texts, vecs.astype(np.float32)
 
 
-def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_ratio: float, batch: int) -> dict:
+def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_ratio: float, batch: int,
+          rerank: bool = True) -> dict:
     """Fill a fresh store with `size` memories and size*evidence_ratio evidence rows; time the index build."""
     from memory.audit import utcnow
     from memory.config import Config
@@ -139,6 +140,7 @@ def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_rat
 
     cfg = Config()
     cfg.store.optimize_after_writes = 10_000  # maintenance is timed separately below
+    cfg.models.reranker = rerank
     store = Store(home, config=cfg, embedder=emb)
     rng = random.Random(size)
     now = utcnow()
@@ -268,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "default: a temp dir, removed afterwards)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-ingest", action="store_true", help="skip the single vs batched ingest measurement")
+    ap.add_argument("--no-rerank", action="store_true", help="evidence search without its second stage "
+                                                              "(models.reranker = false), for comparison")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -289,12 +293,13 @@ def main(argv: list[str] | None = None) -> int:
                             "every column), recall_* include embedding the query, recall_cached_* reuse it; "
                             f"scope filter {QUERY_SCOPES}, recall budget {a.budget} tokens"),
                  "base_embed_s": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count(),
-                 "query_encoder": backend, "embedder_threads": threads, "query_embed_p50_ms": embed_ms}
+                 "query_encoder": backend, "embedder_threads": threads, "query_embed_p50_ms": embed_ms,
+                 "evidence_reranker": not a.no_rerank}
     try:
         for size in sizes:
             tag = f"{size // 1000}k" if size % 1000 == 0 else str(size)
             emb = BulkEmbedder(real)
-            built = build(root / tag, size, corpus, emb, a.evidence_ratio, batch=5000)
+            built = build(root / tag, size, corpus, emb, a.evidence_ratio, batch=5000, rerank=not a.no_rerank)
             store = built.pop("store")
             out[f"build_{tag}"] = built
             out.update(measure(store, tag, queries(a.queries, a.seed + size), a.budget))
