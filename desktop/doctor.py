@@ -56,6 +56,27 @@ def check_embedder():
     return OK, msg, None
 
 
+def check_reranker():
+    from memory import rerank
+    from memory.config import load_config
+    from memory.errors import ConfigError
+    from memory.rank import DEFAULT, first_stage_settings
+
+    cfg = load_config().models
+    if not cfg.reranker:
+        return OK, "off (models.reranker = false): evidence search ranks by its first stage alone", None
+    path = cfg.reranker_path or rerank.DEFAULT_MODEL
+    try:
+        model = rerank.TreeEnsemble.load(path)
+    except ConfigError as e:
+        return WARN, f"{e}; evidence search runs without it", "fix models.reranker_path, or set models.reranker = false"
+    if not rerank.check_first_stage(model, first_stage_settings(DEFAULT)):
+        return WARN, f"{path} was trained on another first stage", "retrain it with bench/train_reranker.py"
+    held = model.meta.get("held_out_recall", {}).get("recall@5") or []
+    note = f", held-out LoCoMo R@5 {min(held):.3f}-{max(held):.3f}" if held else ""
+    return OK, f"{path}: {len(model.meta.get('trained_on', []))} training conversations{note}", None
+
+
 def check_store():
     from memory.store import Store
 
@@ -125,6 +146,7 @@ CHECKS = [
     ("data dir", check_data_dir),
     ("config", check_config),
     ("embedder", check_embedder),
+    ("reranker", check_reranker),
     ("store", check_store),
     ("llm", check_llm),
     ("tesseract", check_tesseract),
