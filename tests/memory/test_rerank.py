@@ -178,3 +178,16 @@ def test_doctor_says_when_the_reranker_cannot_load(mirador_home, tmp_path):
     save_config(cfg, mirador_home)
     status, detail, fix = check_reranker()
     assert status == "WARN" and "no reranker there" in detail and "models.reranker" in fix
+
+
+def test_too_few_candidates_rank_by_the_first_stage(store):
+    """Out of the model's range (it learned from full lists): a handful of rows keeps the first stage."""
+    specs = [EvidenceSpec(text=t, source="audio", speaker="Sam", scope="chat", captured_at=T0 + timedelta(minutes=i))
+             for i, t in enumerate(["The oak shelves are done.", "Wow, nice!", "Oak oil needs two coats?",
+                                    "Coffee first.", "The bench waits for June."])]
+    store.add_evidence_batch(specs)
+    q = "What did Sam build from oak?"
+    on = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=5)
+    off = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=5,
+                          rank=replace(DEFAULT, rerank=False))
+    assert len(on) == 5 and [h.id for h in on] == [h.id for h in off]
