@@ -1,5 +1,5 @@
 # Two commands for a fresh machine: `make run` and `make test`. Both set everything up first.
-.PHONY: run test setup bench installer clean-venv
+.PHONY: run test setup bench installer screenshots clean-venv
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -14,6 +14,10 @@ test: setup
 installer: setup
 	@bash scripts/build_installer.sh
 	@bash installer/smoke_test.sh dist/mirador/mirador
+
+# Regenerate the README's screenshots and the tray icons in assets/ (the suite writes them to a temp dir).
+screenshots: setup
+	@MIRADOR_UPDATE_SCREENSHOTS=1 bash scripts/test.sh tests/desktop/test_screenshots_qt.py
 
 bench: setup
 	.venv/bin/python bench/locomo.py --data ../shared/data/locomo/locomo_dev.json

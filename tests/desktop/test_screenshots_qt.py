@@ -1,13 +1,17 @@
 """Screenshots of the browser, review queue, timeline and settings with realistic data, for the README.
 
-Writes PNGs to assets/screenshots/ (and the tray icons to assets/icons/). Asserts they are real
-images of the windows, not blank captures.
+Asserts they are real images of the windows, not blank captures. They are written to the test's
+temp dir; `make screenshots` (MIRADOR_UPDATE_SCREENSHOTS=1) writes them to assets/screenshots/ and
+the tray icons to assets/icons/, so that `make test` leaves the checkout as it found it.
 """
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
+
+import pytest
 
 from PIL import Image, ImageDraw, ImageFont
 from PySide6.QtCore import Qt
@@ -22,7 +26,13 @@ from desktop.timeline import EvidenceTimeline
 from tests.desktop.conftest import wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
-SHOTS = ROOT / "assets" / "screenshots"
+UPDATE = os.environ.get("MIRADOR_UPDATE_SCREENSHOTS") == "1"
+
+
+@pytest.fixture
+def assets(tmp_path) -> Path:
+    """Where the images go: the repo's assets/ when updating them, a temp dir otherwise."""
+    return ROOT / "assets" if UPDATE else tmp_path / "assets"
 MONO = "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"
 SANS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 
@@ -94,17 +104,17 @@ def _populate(store, home: Path) -> dict:
     return {"pg": pg, "candidate": c1}
 
 
-def _save(widget, name: str) -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / name
+def _save(widget, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     assert widget.grab().save(str(path), "PNG")
     img = Image.open(path)
     assert img.width >= 600 and len(img.convert("L").getcolors(1 << 16) or []) > 20, "looks blank"
     return path
 
 
-def test_screenshots(qtbot, jobs, store, mirador_home):
-    icons.export(ROOT / "assets" / "icons")
+def test_screenshots(qtbot, jobs, store, mirador_home, assets):
+    shots = assets / "screenshots"
+    icons.export(assets / "icons")
     ids = _populate(store, mirador_home)
 
     browser = MemoryBrowser(jobs, store)
@@ -115,7 +125,7 @@ def test_screenshots(qtbot, jobs, store, mirador_home):
     browser.select_id(ids["pg"]["id"])
     qtbot.waitUntil(lambda: browser.detail.row is not None and bool(browser.detail.row["_evidence"]), timeout=30_000)
     wait_idle(qtbot, jobs)
-    _save(browser, "browser.png")
+    _save(browser, shots / "browser.png")
 
     browser.search.setText("which database does the ledger use")
     browser.reload()
@@ -124,7 +134,7 @@ def test_screenshots(qtbot, jobs, store, mirador_home):
     browser.select_id(ids["pg"]["id"])
     qtbot.waitUntil(lambda: browser.detail.row is not None, timeout=30_000)
     wait_idle(qtbot, jobs)
-    _save(browser, "browser-search.png")
+    _save(browser, shots / "browser-search.png")
 
     review = ReviewQueue(jobs, store)
     qtbot.addWidget(review)
@@ -135,13 +145,13 @@ def test_screenshots(qtbot, jobs, store, mirador_home):
     qtbot.mouseClick(review.table.viewport(), Qt.MouseButton.LeftButton, pos=review.table.visualRect(idx).center())
     qtbot.waitUntil(lambda: review.detail.row is not None, timeout=30_000)
     wait_idle(qtbot, jobs)
-    _save(review, "review.png")
+    _save(review, shots / "review.png")
     review.tabs.setCurrentIndex(1)
     qtbot.waitUntil(lambda: review.proposals.model.rowCount() >= 1, timeout=30_000)
     review.proposals.table.selectRow(0)
     qtbot.waitUntil(lambda: review.proposals.detail.row is not None, timeout=30_000)
     wait_idle(qtbot, jobs)
-    _save(review, "review-proposals.png")
+    _save(review, shots / "review-proposals.png")
 
     timeline = EvidenceTimeline(jobs, store)
     qtbot.addWidget(timeline)
@@ -149,15 +159,15 @@ def test_screenshots(qtbot, jobs, store, mirador_home):
     timeline.show()
     qtbot.waitUntil(lambda: timeline.model.rowCount() == 2, timeout=30_000)
     wait_idle(qtbot, jobs)
-    _save(timeline, "timeline.png")
+    _save(timeline, shots / "timeline.png")
 
     settings = SettingsDialog(home=mirador_home, extra_tabs=[("MCP tokens", TokensPanel(jobs, mirador_home))])
     qtbot.addWidget(settings)
     settings.resize(760, 700)
     settings.show()
     qtbot.waitExposed(settings)
-    _save(settings, "settings.png")
+    _save(settings, shots / "settings.png")
     settings.fields["capture.interval_seconds"].widget.setText("0.1")
     settings.validate()
-    _save(settings, "settings-invalid.png")
+    _save(settings, shots / "settings-invalid.png")
     wait_idle(qtbot, jobs)
