@@ -1,6 +1,7 @@
-"""Evidence ranking: vector + full-text candidates fused by normalised score, credited with the score
-of the turn before or after them, then boosted for the people and the dates a question names. Every candidate query carries the caller's filter
-(scope first), so boosts only reorder rows the caller may see.
+"""Evidence ranking. The first stage: vector + full-text candidates fused by normalised score,
+credited with the scores of the turns around them, then boosted for the people and the dates a
+question names. The second: memory/rerank.py reorders the first stage's top 20. Every candidate
+query carries the caller's filter (scope first), so both stages only reorder rows the caller may see.
 """
 
 from __future__ import annotations
