@@ -76,7 +76,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
     try:
         while True:
             if sched is None:  # the scheduler's optimise job does this when it runs; no need twice
-                store.optimize()
+                store.optimize(stop=stop)
                 log.info("maintenance pass done")
             if once:
                 return 0

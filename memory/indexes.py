@@ -164,35 +164,64 @@ def ensure_scalar_indexes(table, columns: dict[str, str], min_rows: int = SCALAR
     return done
 
 
-def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None = None, train: bool = True) -> dict:
+class Stopped(Exception):
+    """Maintenance stopped between two commits because its caller is quitting (the `stop` event)."""
+
+
+def _check(stop) -> None:
+    if stop is not None and stop.is_set():
+        raise Stopped
+
+
+def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None = None, train: bool = True,
+             stop=None) -> dict:
     """Bring every index up to date and compact: the store's scheduled maintenance (Store.optimize).
 
     force_vector builds vector indexes even on small tables (tests use it to exercise the indexed path).
     train=False skips training new vector/scalar indexes (tens of seconds at 100k rows): the light pass
     that runs after write batches only compacts and folds new rows into the existing indexes.
     Returns what was built, per table, with timings.
+    stop: a threading.Event; once set, no further step starts (each step is one commit, so what was
+    done stays done) and the report says where it stopped, under "stopped". At quit, a pass that
+    would retrain a 100k-row index (~16 s) ends within the current step instead of holding the job.
     """
-    report: dict[str, dict] = {}
+    report: dict = {}
+    try:
+        _maintain(store, report, force_vector, tables, train, stop)
+    except Stopped:
+        report["stopped"] = report.pop("_at", "before starting")
+        log.info("maintenance stopped (%s): the rest runs at the next pass", report["stopped"])
+    report.pop("_at", None)
+    return report
+
+
+def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop) -> None:
     wanted = set(tables) if tables else None
     for name, table in (("memories", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
         if wanted is not None and name not in wanted:
             continue
+        report["_at"] = f"before {name}"
+        _check(stop)
         t = time.perf_counter()
         entry: dict = {"rows": table.count_rows()}
+        report[name] = entry
         names = set(table.schema.names)
         for col in FTS_COLUMNS[name]:
             if col in names:
                 ensure_fts(table, col)
         if "vector" in names and (train or force_vector):
+            report["_at"] = f"in {name}, before its vector index"
+            _check(stop)
             entry["vector"] = store._commit(lambda tb=table: ensure_vector_index(tb, force=force_vector))
         if name in SCALAR_INDEXES and (train or force_vector):
+            report["_at"] = f"in {name}, before its scalar indexes"
+            _check(stop)
             entry["scalar"] = store._commit(lambda tb=table, n=name: ensure_scalar_indexes(
                 tb, SCALAR_INDEXES[n], force=force_vector))
         # Compacts fragments and folds rows added since the last build into every index.
-        entry.update(optimize_table(store, table))
+        report["_at"] = f"in {name}, before compaction"
+        entry.update(optimize_table(store, table, stop, mark=lambda at, n=name: report.update(_at=f"in {n}, {at}")))
         entry["seconds"] = round(time.perf_counter() - t, 2)
-        report[name] = entry
-    return report
 
 
 def _small_fragments(ds) -> tuple[int, bool]:
@@ -205,7 +234,7 @@ def _small_fragments(ds) -> tuple[int, bool]:
     return small, deleted
 
 
-def optimize_table(store, table) -> dict:
+def optimize_table(store, table, stop=None, mark=None) -> dict:
     """Compact, fold new rows into every index, drop versions older than KEEP_VERSIONS (see the module doc).
 
     Each step is its own commit, retried like any write when another process committed first.
@@ -244,7 +273,11 @@ def optimize_table(store, table) -> dict:
         if vector is not None:
             out["vector_segments"] = vector_index_segments(table)
 
-    store._commit(compact)
-    store._commit(fold)
-    store._commit(lambda: table.to_lance().cleanup_old_versions(older_than=KEEP_VERSIONS))
+    for at, step in (("before compaction", compact), ("before folding new rows into its indexes", fold),
+                     ("before cleaning up old versions",
+                      lambda: table.to_lance().cleanup_old_versions(older_than=KEEP_VERSIONS))):
+        if mark is not None:
+            mark(at)  # where maintain() reports it stopped
+        _check(stop)
+        store._commit(step)
     return out

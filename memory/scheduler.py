@@ -173,10 +173,10 @@ def enforce_storage_cap(store, max_rounds: int = 20) -> int:
     return removed
 
 
-def job_optimize(store) -> str:
-    """Compact fragments and refresh indexes."""
-    store.optimize()
-    return "optimized"
+def job_optimize(store, stop=None) -> str:
+    """Compact fragments and refresh indexes; at quit (`stop` set) it ends between two commits."""
+    report = store.optimize(stop=stop)
+    return f"stopped {report['stopped']}" if "stopped" in report else "optimized"
 
 
 JOBS: dict[str, Callable] = {"extract": job_extract, "dream": job_dream, "purge": job_purge, "optimize": job_optimize}
@@ -272,7 +272,8 @@ class MiradorScheduler:
         self.idle.clear()
         self.running_job = name
         try:
-            detail = job_extract(self.store, self.stopping) if name == "extract" else JOBS[name](self.store)
+            detail = (JOBS[name](self.store, self.stopping) if name in ("extract", "optimize")
+                      else JOBS[name](self.store))
         except JobCancelled as e:
             log.info("job %s stopped early: %s", name, e)
             return f"stopped: {e}"

@@ -173,16 +173,17 @@ class Store:
                 maintain(self, train=False)
                 self._batches_since_optimize = 0
 
-    def optimize(self) -> dict:
+    def optimize(self, stop=None) -> dict:
         """Compact fragments and bring indexes up to date with rows added since the last build.
 
         Full-text indexes always; vector and scalar indexes once a table is large (memory/indexes.py,
-        which also indexes evidence.search_text from memory/context.py).
+        which also indexes evidence.search_text from memory/context.py). stop: a threading.Event that
+        ends the pass between two commits (the scheduler's, at quit).
         """
         from memory.indexes import maintain
 
         with self._lock:
-            report = maintain(self)
+            report = maintain(self, stop=stop)
             self._batches_since_optimize = 0
         return report
 

@@ -239,3 +239,43 @@ def test_maintenance_without_pylance_falls_back_to_lancedb_optimize(store, monke
     assert report["fallback"] == "lancedb optimize"
     assert vector_index_rows(store.evidence) == (125, 0)
     assert "pylance is missing" in caplog.text
+
+
+class _StopAfter:
+    """A stop event that is set once `n` steps have looked at it (the scheduler's, as a quit arrives)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def is_set(self) -> bool:
+        self.seen += 1
+        return self.seen > self.n
+
+
+def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
+    """At quit the scheduler's stop event ends maintenance before its next commit: nothing written is
+    lost, the report says where it stopped, and the next pass does the rest."""
+    import threading
+
+    from memory.indexes import maintain
+    from memory.scheduler import job_optimize
+    from memory.search import search_evidence
+
+    _add_screens(store, 30, 0)
+    versions = {t.name: t.version for t in (store.memories, store.evidence, store.vault)}
+    stopped = threading.Event()
+    stopped.set()
+    assert maintain(store, stop=stopped) == {"stopped": "before memories"}
+    assert {t.name: t.version for t in (store.memories, store.evidence, store.vault)} == versions  # no commit
+    assert job_optimize(store, stopped) == "stopped before memories"
+
+    report = maintain(store, stop=_StopAfter(8))  # memories: 6 steps; evidence: its start and vector index
+    assert report["stopped"].startswith("in evidence, before"), report
+    assert "memories" in report and "vault" not in report
+    hits = search_evidence(store, "notes on topic 3 and item 17", scopes=["work"])
+    assert hits and hits[0].text.startswith("Screen 17:")  # every row still there and found
+
+    done = maintain(store)
+    assert "stopped" not in done and set(done) == {"memories", "evidence", "vault"}
+    for ix in store.evidence.list_indices():
+        assert store.evidence.index_stats(ix.name).num_unindexed_rows == 0, ix.name
