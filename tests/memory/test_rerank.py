@@ -191,3 +191,29 @@ def test_too_few_candidates_rank_by_the_first_stage(store):
     off = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=5,
                           rank=replace(DEFAULT, rerank=False))
     assert len(on) == 5 and [h.id for h in on] == [h.id for h in off]
+
+
+def test_the_model_decides_the_order_of_the_top(mirador_home, tmp_path):
+    """A one-split model that marks down the first stage's best row: search must follow the model, not
+    the first stage (features -> predict -> reorder), and keep the first stage's scores by position."""
+    from memory.rank import first_stage_settings
+
+    k = rerank.FEATURES.index("first_rank")
+    spec = {"format": rerank.FORMAT, "features": list(rerank.FEATURES),
+            "meta": {"first_stage": first_stage_settings(DEFAULT)},
+            "trees": [{"feature": [k], "threshold": [0.5], "left": [~0], "right": [~1], "value": [-1.0, 0.0]}]}
+    path = tmp_path / "down_the_best.json"
+    path.write_text(json.dumps(spec))
+    cfg = Config()
+    cfg.models.reranker_path = path
+    store = Store(mirador_home, config=cfg)
+    _chat(store)
+    q = "What did Ben build from the oak boards?"
+    n = DEFAULT.rerank_top
+    got = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=n + 5)
+    first = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=n + 5,
+                            rank=replace(DEFAULT, rerank=False))
+    assert [h.id for h in got[:n - 1]] == [h.id for h in first[1:n]]  # everyone else moves up one
+    assert got[n - 1].id == first[0].id  # the marked-down row ends the reordered top
+    assert [h.id for h in got[n:]] == [h.id for h in first[n:]]  # below the top: untouched
+    assert [h.score for h in got] == [h.score for h in first]
