@@ -11,6 +11,11 @@ unreviewed candidate) become rows in the `proposals` table for the person to acc
 dismiss — a separate table rather than fake memories, so proposals never show up in search or
 recall, and they hold ids and a reason only (no content to erase later). Every write is audited
 with actor "dream". `dry_run=True` builds the same plan and writes nothing.
+
+A pass can be stopped (at quit) between two steps. Only the checkpoint says a pass is done, so the
+next pass plans the same interval again; every step but decay finds its work already done (provenance
+already absorbed, proposal already filed, pattern already crystallised). Decay halves salience, so it
+runs first, all at once, and `decayed_to` in the state file records that the interval's decay is done.
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class DreamPlan:
     applied: int = 0
     proposed: int = 0
     seconds: float = 0.0
+    stopped: str | None = None  # where a stop ended the pass; None: it ran to the end
 
     def counts(self) -> dict:
         """Steps per kind/action."""
@@ -95,23 +101,34 @@ def state_path(store) -> Path:
     return Path(store.home) / STATE_FILE
 
 
-def load_checkpoint(store) -> datetime | None:
-    """End of the last completed pass (naive UTC), None before the first."""
+def load_checkpoint(store, key: str = "checkpoint") -> datetime | None:
+    """End of the last completed pass (naive UTC), None before the first. key="decayed_to": the end of
+    the last interval whose decay was applied (a stopped pass gets that far)."""
     p = state_path(store)
     if not p.exists():
         return None
     try:
-        return parse_time(json.loads(p.read_text(encoding="utf-8")).get("checkpoint"))
+        return parse_time(json.loads(p.read_text(encoding="utf-8")).get(key))
     except (ValueError, json.JSONDecodeError, InputError):
         log.warning("%s is unreadable; the next pass starts from scratch", p)
         return None
 
 
-def _save_checkpoint(store, until: datetime, plan: DreamPlan) -> None:
+def _save_checkpoint(store, until: datetime | None, plan: DreamPlan, decayed_to: datetime | None = None) -> None:
     p = state_path(store)
     tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"checkpoint": _iso_us(until), "last_counts": plan.counts()}, indent=1), encoding="utf-8")
+    tmp.write_text(json.dumps({"checkpoint": _iso_us(until), "decayed_to": _iso_us(decayed_to or until),
+                               "last_counts": plan.counts()}, indent=1), encoding="utf-8")
     tmp.replace(p)  # atomic: a crash never leaves half a checkpoint
+
+
+class _Stopped(Exception):
+    """A stop was asked for while planning (nothing written yet)."""
+
+
+def _check(stop) -> None:
+    if stop is not None and stop.is_set():
+        raise _Stopped
 
 
 def set_checkpoint(store, when: datetime) -> None:
@@ -143,10 +160,11 @@ def _survivor(a: dict, b: dict) -> tuple[dict, dict]:
     return (a, b) if key(a) >= key(b) else (b, a)
 
 
-def _plan_pairs(store, changed: list[dict], cfg, xcfg) -> list[Step]:
+def _plan_pairs(store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
     """Merges (near-duplicates) and supersessions (same subject, different value) around changed rows."""
     steps, seen = [], set()
     for m in changed:
+        _check(stop)  # one neighbour search per changed row: after an import, thousands
         for n in neighbours(store, m["vector"], m["type"], m["scope"], k=cfg.neighbours, statuses=VISIBLE):
             pair = tuple(sorted((m["id"], n["id"])))
             if n["id"] == m["id"] or pair in seen:
@@ -174,10 +192,11 @@ def _plan_pairs(store, changed: list[dict], cfg, xcfg) -> list[Step]:
     return steps
 
 
-def _plan_crystallise(store, changed: list[dict], cfg) -> list[Step]:
+def _plan_crystallise(store, changed: list[dict], cfg, stop=None) -> list[Step]:
     """Candidates for patterns that repeat across episodic memories."""
     steps, used = [], set()
     for m in (r for r in changed if r["type"] == "episodic"):
+        _check(stop)
         if m["id"] in used:
             continue
         near = [n for n in neighbours(store, m["vector"], "episodic", m["scope"], k=cfg.neighbours + 4, statuses=VISIBLE)
@@ -257,26 +276,46 @@ def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
     return {(r["kind"], r["target_id"], r["other_id"]) for r in store._rows(table, where, ["kind", "target_id", "other_id"], None)}
 
 
-def plan_dream(store, now: datetime | None = None) -> DreamPlan:
-    """Build the plan for the next pass (reads only)."""
+def plan_dream(store, now: datetime | None = None, stop=None) -> DreamPlan:
+    """Build the plan for the next pass (reads only). Decay steps come first (see the module doc)."""
     cfg, xcfg = store.config.dream, store.config.extraction
     since, until = load_checkpoint(store), now or utcnow()
+    decayed_to = load_checkpoint(store, "decayed_to")
+    decay_since = decayed_to if decayed_to and (since is None or decayed_to > since) else since
     changed = _changed(store, since, until)
     plan = DreamPlan(since=_iso_us(since), until=_iso_us(until), changed=len(changed), dry_run=True)
-    steps = _plan_pairs(store, changed, cfg, xcfg) + _plan_crystallise(store, changed, cfg)
-    steps += _plan_decay(store, since, until, cfg) + _plan_archive(store, since, until, cfg)
+    steps = _plan_decay(store, decay_since, until, cfg)
+    steps += _plan_pairs(store, changed, cfg, xcfg, stop) + _plan_crystallise(store, changed, cfg, stop)
+    steps += _plan_archive(store, since, until, cfg)
     done = _open_proposal_keys(store, steps)  # a proposal made (or dismissed) once is not made again
     plan.steps = [s for s in steps if s.action != "propose" or (s.kind, s.target_id, s.other_id) not in done]
     return plan
 
 
-def run_dream(store, dry_run: bool = False, now: datetime | None = None) -> DreamPlan:
-    """Plan a pass and, unless dry_run, apply what is safe and file the rest as proposals."""
+def run_dream(store, dry_run: bool = False, now: datetime | None = None, stop=None) -> DreamPlan:
+    """Plan a pass and, unless dry_run, apply what is safe and file the rest as proposals.
+
+    stop: a threading.Event; once set, the pass ends before its next step (never inside the decay
+    steps, which run first and together) and says where in `plan.stopped`; the next pass does the rest.
+    """
     start = time.monotonic()
-    plan = plan_dream(store, now)
+    try:
+        plan = plan_dream(store, now, stop)
+    except _Stopped:
+        plan = DreamPlan(since=_iso_us(load_checkpoint(store)), until=_iso_us(now or utcnow()), changed=0,
+                         dry_run=dry_run, stopped="while planning, before any write")
+        log.info("dream stopped %s", plan.stopped)
+        return plan
     plan.dry_run = dry_run
     if not dry_run:
-        for step in plan.steps:
+        n_decay = sum(s.kind == "decay" for s in plan.steps)
+        for k, step in enumerate(plan.steps):
+            if k == n_decay and n_decay:
+                # The interval's decay is done: a stop from here on must not let the next pass repeat it.
+                _save_checkpoint(store, load_checkpoint(store), plan, decayed_to=parse_time(plan.until))
+            if k >= n_decay and stop is not None and stop.is_set():
+                plan.stopped = f"after {k} of {len(plan.steps)} steps"
+                break
             try:
                 _APPLY[step.kind](store, step)
             except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
@@ -286,10 +325,11 @@ def run_dream(store, dry_run: bool = False, now: datetime | None = None) -> Drea
                 plan.applied += 1
             else:
                 plan.proposed += 1
-        _save_checkpoint(store, parse_time(plan.until), plan)
+        if plan.stopped is None:
+            _save_checkpoint(store, parse_time(plan.until), plan)
     plan.seconds = round(time.monotonic() - start, 3)
-    log.info("dream%s: %d changed, %s (%.2fs)", " (dry run)" if dry_run else "", plan.changed, plan.counts(),
-             plan.seconds)
+    log.info("dream%s: %d changed, %s (%.2fs)%s", " (dry run)" if dry_run else "", plan.changed, plan.counts(),
+             plan.seconds, f"; stopped {plan.stopped}" if plan.stopped else "")
     return plan
 
 

@@ -168,9 +168,12 @@ def _rewrite_fragments_with_deletions(store, table) -> int:
     return store._commit(compact)
 
 
-def purge(store, tables: Iterable[str] | None = None) -> None:
+def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
     """Physically remove deleted rows: compact, rewrite fragments that still hold deleted rows, rebuild
-    indexes, drop every old version. tables: only these (default: every table that can hold content)."""
+    indexes, drop every old version. tables: only these (default: every table that can hold content).
+
+    stop: a threading.Event; once set, no further table is started (deleted rows of the tables not
+    reached stay in their old versions until the next purge). Returns False when it stopped early."""
     from memory.indexes import ensure_vector_index, vector_index_rows
 
     fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
@@ -182,7 +185,11 @@ def purge(store, tables: Iterable[str] | None = None) -> None:
         names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
         names += [T.RELATIONS] if T.RELATIONS in store.db.table_names() else []
         names = [n for n in names if tables is None or n in set(tables)]
+        done = True
         for name in names:
+            if stop is not None and stop.is_set():
+                done = False
+                break
             table = store.db.open_table(name)
             store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             if _rewrite_fragments_with_deletions(store, table):
@@ -201,3 +208,4 @@ def purge(store, tables: Iterable[str] | None = None) -> None:
     store.vault = store.db.open_table(T.VAULT)
     store.audit = store.db.open_table(T.AUDIT)
     store.tombstones = store.db.open_table(T.TOMBSTONES)
+    return done

@@ -6,8 +6,10 @@ it never overlaps itself, and missed runs collapse into one. Last-run times are 
 `scheduler_state.json` in the data dir; on start an overdue job (e.g. the nightly dream
 while the laptop was off) is run once soon instead of waiting for its next slot.
 
-Stopping is bounded: the job thread is a daemon, extraction checks a stop flag between batches,
-and the LLM worker process is ended so an in-flight call returns at once (its batch stays pending).
+Stopping is bounded: the job thread is a daemon; every job checks a stop flag between its steps
+(extraction between batches, dream between steps, purge between batches and tables, optimize
+between commits) and a stopped run is not recorded, so it is caught up at the next start; the LLM
+worker process is ended so an in-flight call returns at once (its batch stays pending).
 `apply_config()` reschedules jobs whose interval or cron changed, without a restart.
 """
 
@@ -115,18 +117,27 @@ def job_extract(store, stopping: threading.Event | None = None) -> str:
     return f"{n} evidence → {created} active, {candidates} candidates, {corroborated} corroborated"
 
 
-def job_dream(store) -> str:
-    """One incremental dream pass."""
+def job_dream(store, stopping: threading.Event | None = None) -> str:
+    """One incremental dream pass; at quit it ends between two steps (the next pass does the rest)."""
     from memory.dream import run_dream
 
-    return json.dumps(run_dream(store).counts())
+    plan = run_dream(store, stop=stopping)
+    if plan.stopped:
+        raise JobCancelled(f"Mirador is stopping (dream pass stopped {plan.stopped}; the next pass does the rest)")
+    return json.dumps(plan.counts())
 
 
-def job_purge(store) -> str:
-    """Forget evidence past scheduler.evidence_retention_days (0 = keep), then drop deleted data for good."""
+def job_purge(store, stopping: threading.Event | None = None) -> str:
+    """Forget evidence past scheduler.evidence_retention_days (0 = keep), then drop deleted data for good.
+
+    At quit it ends between two batches or two tables. A stopped run is not recorded, so the next
+    start runs it again (CATCH_UP_DELAY): until then, what it forgot is out of every search but still
+    in old table versions on disk.
+    """
     from memory.erasure import forget, purge
     from memory.rows import ts_literal
 
+    stopping = stopping or threading.Event()
     days = store.config.scheduler.evidence_retention_days
     removed = 0
     if days > 0:
@@ -134,11 +145,19 @@ def job_purge(store) -> str:
         # By id, evidence only: forget_where(until=...) without an app would take memories and vault too.
         ids = [r["id"] for r in store._rows(store.evidence, f"captured_at < {ts_literal(cutoff)}", ["id"], None)]
         for i in range(0, len(ids), 500):
+            _unless_stopping(stopping, f"{removed} evidence rows past retention removed")
             removed += forget(store, ids[i:i + 500], actor="retention", purge_now=False)["deleted"]
-    purge(store)
-    capped = enforce_storage_cap(store)
+    if not purge(store, stop=stopping):
+        _unless_stopping(stopping, f"{removed} evidence rows past retention removed, old versions partly purged")
+    capped = enforce_storage_cap(store, stop=stopping)
+    _unless_stopping(stopping, f"{removed} + {capped} evidence rows removed")
     return (f"{removed} evidence rows past retention removed, {capped} oldest removed for the storage cap; "
             "old versions purged")
+
+
+def _unless_stopping(stopping: threading.Event, done: str) -> None:
+    if stopping.is_set():
+        raise JobCancelled(f"Mirador is stopping ({done}; the rest at the next start)")
 
 
 def evidence_bytes(store) -> int:
@@ -147,7 +166,7 @@ def evidence_bytes(store) -> int:
     return sum(p.stat().st_size for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
 
 
-def enforce_storage_cap(store, max_rounds: int = 20) -> int:
+def enforce_storage_cap(store, max_rounds: int = 20, stop: threading.Event | None = None) -> int:
     """Forget the oldest evidence, a tenth at a time, until evidence fits scheduler.evidence_storage_cap_mb.
 
     The person sets the cap; memories and vault entries are never touched, only raw evidence
@@ -158,7 +177,7 @@ def enforce_storage_cap(store, max_rounds: int = 20) -> int:
     cap = store.config.scheduler.evidence_storage_cap_mb * 1024 * 1024
     removed = 0
     for _ in range(max_rounds):
-        if cap <= 0 or evidence_bytes(store) <= cap:
+        if cap <= 0 or (stop is not None and stop.is_set()) or evidence_bytes(store) <= cap:
             break
         rows = store._rows(store.evidence, None, ["id", "captured_at"], None)
         if not rows:
@@ -166,9 +185,12 @@ def enforce_storage_cap(store, max_rounds: int = 20) -> int:
         rows.sort(key=lambda r: r["captured_at"])
         oldest = [r["id"] for r in rows[: max(1, len(rows) // 10)]]
         for i in range(0, len(oldest), 500):
+            if stop is not None and stop.is_set():
+                break
             removed += forget(store, oldest[i:i + 500], actor="retention", purge_now=False)["deleted"]
-        purge(store)
-    if cap > 0 and evidence_bytes(store) > cap:
+        if not purge(store, stop=stop):
+            break
+    if cap > 0 and not (stop is not None and stop.is_set()) and evidence_bytes(store) > cap:
         log.warning("evidence still uses %.1f MB, above the %.1f MB cap", evidence_bytes(store) / 2**20, cap / 2**20)
     return removed
 
@@ -272,8 +294,7 @@ class MiradorScheduler:
         self.idle.clear()
         self.running_job = name
         try:
-            detail = (JOBS[name](self.store, self.stopping) if name in ("extract", "optimize")
-                      else JOBS[name](self.store))
+            detail = JOBS[name](self.store, self.stopping)
         except JobCancelled as e:
             log.info("job %s stopped early: %s", name, e)
             return f"stopped: {e}"

@@ -162,3 +162,55 @@ def test_accepting_a_proposal_hides_the_target_and_only_a_person_may(store):
     assert store.get(s["newer"]["id"])["status"] == "active"
     assert all(p["id"] != prop["id"] for p in list_proposals(store))
     assert store.db.open_table(T.PROPOSALS).count_rows("status = 'accepted'") == 1
+
+
+def test_a_pass_stopped_while_planning_writes_nothing(store, mirador_home):
+    import threading
+
+    from memory.scheduler import JobCancelled, job_dream
+
+    seed(store)
+    v0, m0 = versions(store), snapshot(store)
+    quit_ = threading.Event()
+    quit_.set()
+    plan = run_dream(store, stop=quit_)
+    assert plan.stopped == "while planning, before any write" and plan.applied == plan.proposed == 0
+    with pytest.raises(JobCancelled, match="the next pass does the rest"):
+        job_dream(store, quit_)  # the scheduler records no run, so it is caught up at the next start
+    assert versions(store) == v0 and snapshot(store) == m0
+    assert not state_path(store).exists()
+
+
+def test_a_pass_stopped_after_its_decay_does_not_decay_twice(store, monkeypatch):
+    """A stop lands between two steps. Only decay is not idempotent, so it runs first, and the state
+    file records it: the next pass redoes the rest of the interval but not its decay."""
+    import threading
+
+    import memory.dream as dream
+
+    old = store.add_memory("Went to the team offsite", type="episodic", created_at=utcnow() - timedelta(days=95))
+    s = seed(store)
+    quit_ = threading.Event()
+    real = dream._APPLY["decay"]
+
+    def decay_then_quit(store_, step):
+        real(store_, step)
+        quit_.set()  # Quit pressed while the decay steps run: they still all run
+
+    monkeypatch.setitem(dream._APPLY, "decay", decay_then_quit)
+    plan = run_dream(store, stop=quit_)
+    n_decay = sum(st.kind == "decay" for st in plan.steps)
+    assert n_decay >= 1 and plan.stopped == f"after {n_decay} of {len(plan.steps)} steps"
+    assert plan.applied == n_decay and plan.proposed == 0
+    assert store.get(old["id"])["salience"] == pytest.approx(0.5 * 0.5 ** 3)
+    assert list_proposals(store) == []
+    assert load_checkpoint(store) is None  # the pass is not done...
+    assert load_checkpoint(store, "decayed_to") is not None  # ... its decay is
+
+    monkeypatch.setitem(dream._APPLY, "decay", real)
+    again = run_dream(store)
+    assert again.stopped is None and load_checkpoint(store) is not None
+    assert store.get(old["id"])["salience"] == pytest.approx(0.5 * 0.5 ** 3)  # not halved again
+    props = {(p["kind"], p["target_id"]) for p in list_proposals(store)}
+    assert ("merge", s["dup"]["id"]) in props and ("supersede", s["fact"]["id"]) in props
+    assert [m for m in all_memories(store) if m["origin"] == "dream:crystallise"]

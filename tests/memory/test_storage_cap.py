@@ -38,3 +38,40 @@ def test_no_cap_means_nothing_removed(store):
     store.add_evidence("kept evidence", source="manual")
     job_purge(store)
     assert len(store.list("evidence")) == 1
+
+
+class _StopAfter:
+    """A stop event that is set once `n` checks have looked at it (Quit pressed during the job)."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def is_set(self) -> bool:
+        self.seen += 1
+        return self.seen > self.n
+
+
+def test_retention_stops_between_batches_and_the_next_run_finishes(store, mirador_home):
+    import pytest
+
+    from memory.scheduler import JobCancelled
+
+    t0 = datetime(2020, 1, 1)
+    specs = [EvidenceSpec(text=f"old terminal line {i}", source="screen", app="term", captured_at=t0 + timedelta(minutes=i))
+             for i in range(600)]
+    specs[0].text = "the oldest line names wrenfield-9083"
+    store.add_evidence_batch(specs)
+    store.add_evidence("captured today, kept", source="manual")
+    store.config.scheduler.evidence_retention_days = 30
+
+    with pytest.raises(JobCancelled, match="500 evidence rows past retention removed"):
+        job_purge(store, _StopAfter(1))  # one batch of 500 forgotten, then Quit
+    left = {e["text"] for e in store.list("evidence", limit=1000)}
+    assert len(left) == 101 and "the oldest line names wrenfield-9083" not in left  # out of every search now
+
+    report = job_purge(store)  # the catch-up run at the next start
+    assert report.startswith("100 evidence rows past retention removed")
+    assert [e["text"] for e in store.list("evidence", limit=1000)] == ["captured today, kept"]
+    assert files_containing(mirador_home, "wrenfield-9083") == []  # and now gone from disk too
+    assert purge(store, stop=_StopAfter(2)) is False  # between tables: two done, the rest not started
+    assert purge(store) is True
