@@ -217,3 +217,22 @@ def test_the_model_decides_the_order_of_the_top(mirador_home, tmp_path):
     assert got[n - 1].id == first[0].id  # the marked-down row ends the reordered top
     assert [h.id for h in got[n:]] == [h.id for h in first[n:]]  # below the top: untouched
     assert [h.score for h in got] == [h.score for h in first]
+
+
+def test_screen_captures_rank_no_worse_with_the_reranker(store):
+    """The reranker learned from chat turns; screen evidence is long OCR text of other windows. On a
+    made-up workday (bench/screen_retrieval.py) it must not bury what the first stage finds."""
+    from bench import screen_retrieval as S
+    from memory.rank import first_stage
+
+    day = S.load()
+    ids = S.ingest(store, day)
+    first = S.ranks(store, day, ids, replace(DEFAULT, rerank=False))
+    reranked = S.ranks(store, day, ids, DEFAULT)
+    stage = first_stage(store, day["questions"][0]["q"], store.where("evidence", scopes=[S.SCOPE]), T0, DEFAULT)
+    assert len(stage.ranked) >= DEFAULT.rerank_top, "precondition: enough candidates for the reranker to run"
+    f, r = S.summary(first), S.summary(reranked)
+    top3 = lambda rs: sum(1 <= x <= 3 for x in rs)  # noqa: E731
+    assert r["mrr"] >= f["mrr"] - 0.05 and top3(reranked) >= top3(first) - 1, (f, r)
+    for a, b in zip(first, reranked, strict=True):
+        assert not (1 <= a <= 3) or b >= 1, (first, reranked)  # a top-3 answer stays in the top 10
