@@ -25,6 +25,17 @@ def store(mirador_home):
     return Store(mirador_home)
 
 
+class StopAfter:
+    """A stop event that is set once `n` checks have looked at it: Quit pressed while a job runs."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def is_set(self) -> bool:
+        self.seen += 1
+        return self.seen > self.n
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     """Every file under root whose bytes contain needle (UTF-8)."""
     data = needle.encode("utf-8")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from memory.erasure import purge
 from memory.scheduler import evidence_bytes, job_purge
 from memory.store import EvidenceSpec
-from tests.conftest import files_containing
+from tests.conftest import StopAfter, files_containing
 
 
 def test_cap_forgets_oldest_evidence_until_it_fits(store, mirador_home):
@@ -40,17 +40,6 @@ def test_no_cap_means_nothing_removed(store):
     assert len(store.list("evidence")) == 1
 
 
-class _StopAfter:
-    """A stop event that is set once `n` checks have looked at it (Quit pressed during the job)."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.seen = n, 0
-
-    def is_set(self) -> bool:
-        self.seen += 1
-        return self.seen > self.n
-
-
 def test_retention_stops_between_batches_and_the_next_run_finishes(store, mirador_home):
     import pytest
 
@@ -65,7 +54,7 @@ def test_retention_stops_between_batches_and_the_next_run_finishes(store, mirado
     store.config.scheduler.evidence_retention_days = 30
 
     with pytest.raises(JobCancelled, match="500 evidence rows past retention removed"):
-        job_purge(store, _StopAfter(1))  # one batch of 500 forgotten, then Quit
+        job_purge(store, StopAfter(1))  # one batch of 500 forgotten, then Quit
     left = {e["text"] for e in store.list("evidence", limit=1000)}
     assert len(left) == 101 and "the oldest line names wrenfield-9083" not in left  # out of every search now
 
@@ -73,5 +62,5 @@ def test_retention_stops_between_batches_and_the_next_run_finishes(store, mirado
     assert report.startswith("100 evidence rows past retention removed")
     assert [e["text"] for e in store.list("evidence", limit=1000)] == ["captured today, kept"]
     assert files_containing(mirador_home, "wrenfield-9083") == []  # and now gone from disk too
-    assert purge(store, stop=_StopAfter(2)) is False  # between tables: two done, the rest not started
+    assert purge(store, stop=StopAfter(2)) is False  # between tables: two done, the rest not started
     assert purge(store) is True

@@ -9,6 +9,7 @@ import pytest
 from memory.errors import InputError, NotFoundError
 from memory.store import EvidenceSpec, MemorySpec, Store
 from memory.types import MAX_MEMORY_CHARS
+from tests.conftest import StopAfter
 
 TYPED = [
     ("episodic", "Sprint review with Sam on Friday", {"who": ["Sam"], "where": "room 4", "when": "2024-05-10T15:00:00"}),
@@ -241,17 +242,6 @@ def test_maintenance_without_pylance_falls_back_to_lancedb_optimize(store, monke
     assert "pylance is missing" in caplog.text
 
 
-class _StopAfter:
-    """A stop event that is set once `n` steps have looked at it (the scheduler's, as a quit arrives)."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.seen = n, 0
-
-    def is_set(self) -> bool:
-        self.seen += 1
-        return self.seen > self.n
-
-
 def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
     """At quit the scheduler's stop event ends maintenance before its next commit: nothing written is
     lost, the report says where it stopped, and the next pass does the rest."""
@@ -269,7 +259,7 @@ def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
     assert {t.name: t.version for t in (store.memories, store.evidence, store.vault)} == versions  # no commit
     assert job_optimize(store, stopped) == "stopped before memories"
 
-    report = maintain(store, stop=_StopAfter(8))  # memories: 6 steps; evidence: its start and vector index
+    report = maintain(store, stop=StopAfter(8))  # memories: 6 steps; evidence: its start and vector index
     assert report["stopped"].startswith("in evidence, before"), report
     assert "memories" in report and "vault" not in report
     hits = search_evidence(store, "notes on topic 3 and item 17", scopes=["work"])
