@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from memory.rowcache import BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, RowCache
+from memory.rowcache import BASE_MAX_BYTES, BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, SIZE_SAMPLE_ROWS, RowCache
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,8 @@ class Reader:
         self._db = None
         self._tables: dict[str, object] = {}
         self._caches: dict[str, RowCache] = {
-            name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS)) for name, cols in COLUMNS.items()
+            name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS), BASE_MAX_BYTES)
+            for name, cols in COLUMNS.items()
         } if row_cache else {}
         self._builds: set[asyncio.Task] = set()
         # forgets: a table every forget writes (tombstones). When its version moves, another process
@@ -209,9 +210,18 @@ class Reader:
         scanned = None
         try:
             t = await self._table(name)
-            cache.too_large = await t.count_rows() > cache.max_rows
+            n = await t.count_rows()
+            cache.too_large = n > cache.max_rows
+            if not cache.too_large and n > SIZE_SAMPLE_ROWS:
+                sample = await t.query().select(list(cache.cols)).limit(SIZE_SAMPLE_ROWS).to_arrow()
+                cache.too_large = sample.nbytes / max(1, sample.num_rows) * n > cache.max_bytes
             if not cache.too_large:
                 scanned = await t.query().with_row_id().select(list(cache.cols)).to_arrow()
+                if scanned.nbytes > cache.max_bytes:  # the sample was not typical
+                    cache.too_large, scanned = True, None
+            if cache.too_large:
+                log.info("search row cache for %s not built: %d rows are over its limit of %d rows or %d MB; "
+                         "searches read the table instead", name, n, cache.max_rows, cache.max_bytes >> 20)
         except Exception as e:  # searches still work, from the table: slower, never wrong
             log.warning("search row cache for %s not built (%s); searches read the table instead", name, e)
         await asyncio.to_thread(cache.set_base, scanned, epoch)

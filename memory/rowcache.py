@@ -46,6 +46,10 @@ BASE_MAX_ROWS = 1_000_000  # above this, a base would cost ~90 MB (evidence): on
 # Memories carry their text: ~37 MB per 100k on the bench store. Above this many, no base is built and
 # memory searches read their columns from the table as before (Reader.covers is False).
 BASE_MAX_ROWS_BY_TABLE = {"memories": 250_000}
+# ... and above this many bytes: memories run to 10,000 characters, so 250k long ones would hold
+# gigabytes in every searching process. Estimated from a sample before the scan, checked after it.
+BASE_MAX_BYTES = 256 << 20
+SIZE_SAMPLE_ROWS = 2_000
 SPILL_MAX = 20_000  # rows taken on a miss, before the next rebuild replaces them
 REBUILD_MISS_SHARE = 0.5  # of one lookup's addresses (at least REBUILD_MIN_LOOKUP of them)
 REBUILD_MIN_LOOKUP = 20
@@ -58,10 +62,10 @@ class RowCache:
     """Columns `cols` of one table's rows by address. Lookups and fills run on the reads loop thread;
     `clear` may come from any thread, so state changes hold a lock."""
 
-    def __init__(self, cols: tuple[str, ...], max_rows: int = BASE_MAX_ROWS) -> None:
+    def __init__(self, cols: tuple[str, ...], max_rows: int = BASE_MAX_ROWS, max_bytes: int = BASE_MAX_BYTES) -> None:
         self.cols = cols
-        self.max_rows = max_rows
-        self.too_large = False  # the last build found more than max_rows rows
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.too_large = False  # the last build found more than max_rows rows or max_bytes
         self._lock = threading.Lock()
         self._addrs: np.ndarray | None = None  # sorted addresses of the base
         self._base: pa.Table | None = None  # the base's columns, in the order of _addrs

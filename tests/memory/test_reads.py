@@ -7,6 +7,7 @@ import time
 from datetime import datetime, timedelta
 
 import pyarrow as pa
+import pytest
 
 from memory import rowcache
 from memory import tables as T
@@ -232,16 +233,22 @@ def test_another_process_forgetting_drops_this_processs_cached_text(store, mirad
     assert not any("47" + "01" in t for t in held)  # the forgotten text left this process's memory
 
 
-def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, monkeypatch):
+@pytest.mark.parametrize("limit", ["rows", "bytes, sampled", "bytes, scanned"])
+def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, monkeypatch, limit):
     from memory.mcp_tools import MEMORY_BRIEF_COLS
 
     for i in range(5):
-        store.add_memory(f"Ferry timetable {i}: the 7:1{i} boat leaves from pier 2.", scope="work")
-    monkeypatch.setattr("memory.reads.BASE_MAX_ROWS_BY_TABLE", {T.MEMORIES: 3})
+        store.add_memory(f"Ferry timetable {i}: the 7:1{i} boat leaves from pier 2. " + "Long memory. " * 40,
+                         scope="work")
+    if limit == "rows":
+        monkeypatch.setattr("memory.reads.BASE_MAX_ROWS_BY_TABLE", {T.MEMORIES: 3})
+    else:  # 5 rows of ~600 characters each: over 2 kB; the estimate from 2 rows, or the whole scan, says so
+        monkeypatch.setattr("memory.reads.BASE_MAX_BYTES", 2_000)
+        monkeypatch.setattr("memory.reads.SIZE_SAMPLE_ROWS", 2 if limit == "bytes, sampled" else 1_000)
     store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
     assert store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # not known before the first build
     store.reader.warm(T.MEMORIES)
-    assert not store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # 5 rows > 3: no text kept in memory
+    assert not store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # over the limit: no text kept in memory
     cache = store.reader._caches[T.MEMORIES]
     assert cache._base is None
     asked = _asked(monkeypatch)
