@@ -118,7 +118,7 @@ def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=N
     pool = min(cfg.max_candidates, max(10, budget // 25))
     mem_types = _memory_types(types)
     cands, reasons = _candidates(store, query, scopes, mem_types, include_evidence, pool, now)
-    items = _pack(_with_reasons(_select(cands, cfg), reasons), budget, cfg)
+    items = _pack(_with_reasons(_select(cands, cfg), reasons), budget, cfg, query)
     used = count_joined([i.text for i in items], _SEP)
     while used > budget and items:  # per-item counts sum to more than the block's, so this is a backstop
         items.pop()
@@ -297,13 +297,59 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _summary_source(body: str, max_tokens: int) -> str:
+_WORD = re.compile(r"[^\W_]+")
+_STOP = frozenset("the and for with that this what when where which who whom whose why how did does was were are "
+                  "has have had not but you your our their his her its they them she him from into about after "
+                  "before then than there here some any all can could would should will just".split())
+
+
+def _stems(text: str) -> set[str]:
+    """Content words, crudely stemmed ("failed", "fails" -> "fail"), for matching a query to lines."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        if len(w) < 3 or w in _STOP:
+            continue
+        for suffix in ("ing", "ed", "es", "s"):
+            if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+                w = w[: -len(suffix)]
+                break
+        out.add(w[:6])
+    return out
+
+
+def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = frozenset()) -> str:
+    """What a summary of at most max_tokens shows: the lines (or sentences) that share the most words
+    with the query, in their order, with " … " where lines were left out; with no such line, the
+    first sentence.
+
+    Why: a screen capture's first line is a menu bar or a channel name, and a transcript's first
+    sentence a greeting; the line that answers ("No space left on device") is further down.
+    """
+    segs = [x.strip() for x in _SENTENCE_END.split(body)]
+    segs = [x for x in segs if x]
+    scores = [len(_stems(x) & query_stems) for x in segs] if query_stems and len(segs) > 1 else []
+    if scores and max(scores) > 0:
+        best = min(range(len(segs)), key=lambda i: (-scores[i], i))
+        # Lines join the best one while they surely fit (3 characters a token is the fewest that
+        # OCR text and code take), so the truncation after this never cuts the best line away.
+        room, picked = max_tokens * 3 - len(segs[best]), {best}
+        for i in sorted(range(len(segs)), key=lambda i: (-scores[i], i)):
+            if scores[i] and i != best and len(segs[i]) + 3 <= room:
+                picked.add(i)
+                room -= len(segs[i]) + 3
+        out, last = [], -1
+        for i in sorted(picked):
+            out.append(("… " if i != last + 1 else "") + segs[i])
+            last = i
+        text = " ".join(out) + (" …" if last < len(segs) - 1 else "")
+        return text[: max_tokens * _CHARS_PER_TOKEN_MAX]
     m = _SENTENCE_END.search(body)
     first = body[: m.start()].strip() if m else body
     return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
 
 
-def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool) -> tuple[str, str, int] | None:
+def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
+            query_stems: frozenset[str] = frozenset()) -> tuple[str, str, int] | None:
     """(level, text, tokens) of the richest rendering that fits, or None if not even a header does."""
     head = _headers(c)
     body = _clean(c.body)
@@ -318,7 +364,8 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool) -> tuple[s
     head_n = count_tokens(head[0])
     summary_room = min(room, head_n + cfg.summary_tokens)
     if body and summary_room > head_n + 4:
-        short = truncate_to_tokens(_summary_source(body, cfg.summary_tokens), summary_room - head_n)
+        room_n = summary_room - head_n
+        short = truncate_to_tokens(_summary_source(body, min(cfg.summary_tokens, room_n), query_stems), room_n)
         if short:
             text = head[0] + "\n" + short
             n = count_tokens(text)
@@ -331,8 +378,10 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool) -> tuple[s
     return None
 
 
-def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg) -> list[RecallItem]:
-    """Render in rank order; each item gets the richest level that leaves room for two more headers."""
+def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg, query: str = "") -> list[RecallItem]:
+    """Render in rank order; each item gets the richest level that leaves room for two more headers;
+    a summary shows the lines that share most words with `query`."""
+    query_stems = frozenset(_stems(query))
     items: list[RecallItem] = []
     remaining = budget
     header_n = 0
@@ -342,7 +391,7 @@ def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg) -> list[Recall
         # Room for two more headers, but never more than 30% of what is left: a small budget is better
         # spent on the best item's text than on ids.
         reserve = min(min(after, 2) * header_n, int(0.3 * remaining))
-        got = _render(c, remaining - sep, reserve, cfg, first=not items)
+        got = _render(c, remaining - sep, reserve, cfg, first=not items, query_stems=query_stems)
         if got is None:
             if remaining - sep < header_n:
                 break  # every other candidate needs a header of about this length too: stop counting

@@ -198,3 +198,22 @@ def test_cli_recall_json(filled, capsys, monkeypatch):
     assert doc["used_tokens"] <= 400 and doc["items"] and "novel" not in doc["text"]
     assert main(["recall", "release", "--budget", "5"]) != 0
     assert "error: budget must be between" in capsys.readouterr().err
+
+
+def test_a_summary_shows_the_lines_that_answer_not_the_first(store):
+    """A screen capture's first line is a menu bar; the line the question is about is further down."""
+    noise = [f"step {i}/40: uploading layer {i:02d} of image registry.acme.dev/web done" for i in range(40)]
+    lines = ["File Edit View Terminal Help", "$ make deploy ENV=prod", *noise[:25],
+             "Error: TLS handshake failed: certificate for api.acme.dev expired on 2024-05-01", *noise[25:]]
+    [row] = store.add_evidence_batch([EvidenceSpec("\n".join(lines), source="screen", app="kitty",
+                                                   window="deploy", scope="work")])
+    res = recall(store, "why did the prod deploy fail, which certificate expired?", 150, scopes=["work"])
+    item = next(i for i in res.items if i.id == row["id"])
+    assert item.level == "summary", item
+    body = item.text.split("\n", 1)[1]
+    assert "certificate for api.acme.dev expired" in body and body.startswith("…")
+    assert "File Edit View" not in body
+    assert res.used_tokens <= 150
+    # No word in common with any line: the first one, as before.
+    other = next(i for i in recall(store, "what happened?", 150, scopes=["work"]).items if i.id == row["id"])
+    assert other.level == "summary" and other.text.split("\n", 1)[1] == "File Edit View Terminal Help"
