@@ -327,7 +327,11 @@ def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = fr
     """
     segs = [x.strip() for x in _SENTENCE_END.split(body)]
     segs = [x for x in segs if x]
-    scores = [len(_stems(x) & query_stems) for x in segs] if query_stems and len(segs) > 1 else []
+    scores = []
+    if query_stems and len(segs) > 1:
+        # A line with none of the stems inside it scores 0 without being split into words (a long
+        # capture has hundreds of lines, and recall summarises several items).
+        scores = [len(_stems(x) & query_stems) if any(st in x.lower() for st in query_stems) else 0 for x in segs]
     if scores and max(scores) > 0:
         best = min(range(len(segs)), key=lambda i: (-scores[i], i))
         # Lines join the best one while they surely fit (3 characters a token is the fewest that
