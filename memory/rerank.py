@@ -4,7 +4,7 @@ Why: the first stage (memory/rank.py) adds hand-weighted scores. Some evidence i
 way: a bare "Wow, nice!" next to a strong match, a turn that asks rather than answers, a session
 where many candidates cluster. A LambdaMART model over those signals, trained on LoCoMo dev and
 scored on each conversation it did not see (bench/train_reranker.py), raised R@5 in every one of
-the five conversations; pooled over ten such runs, R@5 0.7235 -> 0.754 and R@10 0.8087 -> 0.814
+the five conversations; pooled over twenty such runs, R@5 0.7235 -> 0.7535 and R@10 0.8087 -> 0.814
 (README, Retrieval quality).
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
