@@ -71,9 +71,19 @@ def write_scope(p: Principal, scope: str | None) -> str:
 # ---- shaping results --------------------------------------------------------------------------
 
 
-def _snip(text: str, n: int = SNIPPET_CHARS) -> str:
+def _snip(text: str, n: int = SNIPPET_CHARS, query: str | None = None) -> str:
+    """text, or when longer than n: the lines that share most words with `query` (memory/snippets.py)
+    or, without such lines, its start; "…" marks what was left out."""
     text = text or ""
-    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+    if len(text) <= n:
+        return text
+    if query:
+        from memory.snippets import focused, stems
+
+        lines = focused(text, stems(query), n)
+        if lines is not None:
+            return lines if len(lines) <= n else lines[: n - 1].rstrip() + "…"
+    return text[: n - 1].rstrip() + "…"
 
 
 # What a search result shows (the briefs below): a search reads only these columns of its winners,
@@ -95,9 +105,9 @@ def _memory_brief(m: dict, score: float | None = None) -> dict:
     return out
 
 
-def _evidence_brief(e: dict, score: float | None = None) -> dict:
+def _evidence_brief(e: dict, score: float | None = None, query: str | None = None) -> dict:
     out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
-           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""))}
+           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query=query)}
     if score is not None:
         out["score"] = round(score, 5)
     return out
@@ -324,8 +334,9 @@ def evidence_search(store, p: Principal, query: str, apps: list[str] | None = No
     hits = search_evidence(store, query, scopes=scopes, sources=sources or None, apps=apps or None,
                            since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit,
                            cols=EVIDENCE_BRIEF_COLS)
-    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score) for h in hits],
-            "hint": "texts are cut to 400 characters; call evidence_get for the whole row" if hits
+    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score, query) for h in hits],
+            "hint": "a text over 400 characters shows the lines that match the query (… marks what is left out); "
+                    "call evidence_get for the whole row" if hits
             else "no match: try other words, fewer filters, or timeline for a time range"}
 
 

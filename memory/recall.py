@@ -23,6 +23,8 @@ from memory.errors import InputError
 from memory.rows import parse_time
 from memory.rank import embedded_text
 from memory.search import check_query, search_evidence, search_memories
+from memory.snippets import SEGMENT_END as _SENTENCE_END
+from memory.snippets import focused, stems
 from memory.tokens import count_joined, count_tokens, truncate_to_tokens
 from memory.types import MemoryType, parse_type
 
@@ -33,7 +35,6 @@ MAX_BUDGET = 32_000
 _SEP = "\n\n"
 _CHARS_PER_TOKEN_MAX = 12  # no real tokenizer packs more; longer text cannot fit, so skip counting it
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s|\n")
 
 
 @dataclass
@@ -297,56 +298,14 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-_WORD = re.compile(r"[^\W_]+")
-_STOP = frozenset("the and for with that this what when where which who whom whose why how did does was were are "
-                  "has have had not but you your our their his her its they them she him from into about after "
-                  "before then than there here some any all can could would should will just".split())
-
-
-def _stems(text: str) -> set[str]:
-    """Content words, crudely stemmed ("failed", "fails" -> "fail"), for matching a query to lines."""
-    out = set()
-    for w in _WORD.findall(text.lower()):
-        if len(w) < 3 or w in _STOP:
-            continue
-        for suffix in ("ing", "ed", "es", "s"):
-            if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-                w = w[: -len(suffix)]
-                break
-        out.add(w[:6])
-    return out
-
-
 def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = frozenset()) -> str:
-    """What a summary of at most max_tokens shows: the lines (or sentences) that share the most words
-    with the query, in their order, with " … " where lines were left out; with no such line, the
-    first sentence.
-
-    Why: a screen capture's first line is a menu bar or a channel name, and a transcript's first
-    sentence a greeting; the line that answers ("No space left on device") is further down.
-    """
-    segs = [x.strip() for x in _SENTENCE_END.split(body)]
-    segs = [x for x in segs if x]
-    scores = []
-    if query_stems and len(segs) > 1:
-        # A line with none of the stems inside it scores 0 without being split into words (a long
-        # capture has hundreds of lines, and recall summarises several items).
-        scores = [len(_stems(x) & query_stems) if any(st in x.lower() for st in query_stems) else 0 for x in segs]
-    if scores and max(scores) > 0:
-        best = min(range(len(segs)), key=lambda i: (-scores[i], i))
-        # Lines join the best one while they surely fit (3 characters a token is the fewest that
-        # OCR text and code take), so the truncation after this never cuts the best line away.
-        room, picked = max_tokens * 3 - len(segs[best]), {best}
-        for i in sorted(range(len(segs)), key=lambda i: (-scores[i], i)):
-            if scores[i] and i != best and len(segs[i]) + 3 <= room:
-                picked.add(i)
-                room -= len(segs[i]) + 3
-        out, last = [], -1
-        for i in sorted(picked):
-            out.append(("… " if i != last + 1 else "") + segs[i])
-            last = i
-        text = " ".join(out) + (" …" if last < len(segs) - 1 else "")
-        return text[: max_tokens * _CHARS_PER_TOKEN_MAX]
+    """What a summary of at most max_tokens shows: the lines that share the most words with the query
+    (memory/snippets.py), or the first sentence when none does."""
+    # 3 characters a token is the fewest that OCR text and code take: the lines picked surely fit,
+    # so the token truncation after this never cuts the best line away.
+    lines = focused(body, query_stems, max_tokens * 3)
+    if lines is not None:
+        return lines[: max_tokens * _CHARS_PER_TOKEN_MAX]
     m = _SENTENCE_END.search(body)
     first = body[: m.start()].strip() if m else body
     return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
@@ -385,7 +344,7 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
 def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg, query: str = "") -> list[RecallItem]:
     """Render in rank order; each item gets the richest level that leaves room for two more headers;
     a summary shows the lines that share most words with `query`."""
-    query_stems = frozenset(_stems(query))
+    query_stems = stems(query)
     items: list[RecallItem] = []
     remaining = budget
     header_n = 0

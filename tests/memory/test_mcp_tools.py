@@ -243,3 +243,19 @@ def test_recall_within_budget(store, seeded):
     assert ok["used_tokens"] <= 200 and ok["budget_tokens"] == 200 and ok["text"]
     assert "dentist" not in json.dumps(ok) and "hunter2" not in json.dumps(ok)
     assert low.isError
+
+
+def test_evidence_search_shows_the_lines_that_match_a_long_capture(store):
+    noise = [f"step {i}/40: uploading layer {i:02d} of image registry.acme.dev/web done" for i in range(40)]
+    capture = "\n".join(["File Edit View Terminal Help", "$ make deploy ENV=prod", *noise[:25],
+                         "Error: TLS handshake failed: certificate for api.acme.dev expired on 2024-05-01", *noise[25:]])
+    evd = store.add_evidence(capture, app="kitty", window="deploy", scope="work")["id"]
+
+    async def steps(c):
+        return data(await c.call_tool("evidence_search", {"query": "which certificate expired?"}))
+
+    found = call(store, WORK, steps)
+    hit = next(r for r in found["results"] if r["id"] == evd)
+    assert "certificate for api.acme.dev expired" in hit["text"] and len(hit["text"]) <= 400
+    assert hit["text"].startswith("…") and "File Edit View" not in hit["text"]
+    assert "match the query" in found["hint"]
