@@ -98,16 +98,45 @@ def tombstoned_fps(store, fps: list[str]) -> set[str]:
     return {r["fingerprint"] for r in rows}
 
 
-def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=("candidate", "active", "superseded",
-                                                                         "rejected")) -> list[dict]:
+_ALL_STATUSES = ("candidate", "active", "superseded", "rejected")
+
+
+def _neighbour_filter(mtype: str, scope: str, statuses) -> str:
+    return (f"type = {sql_literal(mtype)} AND scope = {sql_literal(scope)} AND status IN ("
+            + ", ".join(sql_literal(s) for s in statuses) + ")")
+
+
+def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
     """Nearest memories of one type in exactly one scope, with cosine similarity (filter inside the query)."""
-    where = (f"type = {sql_literal(mtype)} AND scope = {sql_literal(scope)} AND status IN ("
-             + ", ".join(sql_literal(s) for s in statuses) + ")")
     q = store.memories.search(np.asarray(vec, dtype=np.float32), vector_column_name="vector").distance_type("cosine")
-    rows = q.where(where, prefilter=True).select(_NEIGHBOUR_COLS + ["_distance"]).limit(k).to_list()
+    rows = q.where(_neighbour_filter(mtype, scope, statuses), prefilter=True).select(
+        _NEIGHBOUR_COLS + ["_distance"]).limit(k).to_list()
     for r in rows:
         r["similarity"] = 1.0 - float(r["_distance"])
     return rows
+
+
+def neighbours_many(store, vecs, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[list[dict]]:
+    """neighbours() for many vectors at once: one LanceDB query for the batch, the lists in input order.
+
+    Why: a dream pass looks up the neighbours of every changed memory; one at a time that cost ~7 ms
+    a query on 3k rows, in a batch of 200 ~0.2 ms (bench/dream_stop.py).
+    """
+    vecs = [np.asarray(v, dtype=np.float32) for v in vecs]
+    if not vecs:
+        return []
+    if len(vecs) == 1:  # a single vector is not a batch to LanceDB (no query_index column)
+        return [neighbours(store, vecs[0], mtype, scope, k, statuses)]
+    q = store.memories.search(vecs, vector_column_name="vector").distance_type("cosine")
+    rows = q.where(_neighbour_filter(mtype, scope, statuses), prefilter=True).select(
+        _NEIGHBOUR_COLS + ["_distance"]).limit(k).to_list()
+    out: list[list[dict]] = [[] for _ in vecs]
+    for r in rows:
+        r["similarity"] = 1.0 - float(r["_distance"])
+        out[r.pop("query_index")].append(r)
+    for lst in out:
+        lst.sort(key=lambda r: r["_distance"])
+    return out
 
 
 def subject_key(row_or_draft) -> str | None:

@@ -105,13 +105,14 @@ def test_dream_cost_follows_changes_not_store_size(store, monkeypatch):
     for i in range(40):
         store.add_memory(f"Unrelated fact number {i} about topic {i * 7}")
     run_dream(store)
-    calls = []
-    real = dream.neighbours
-    monkeypatch.setattr(dream, "neighbours", lambda *a, **k: calls.append(1) or real(*a, **k))
+    looked_up = []
+    real = dream.neighbours_many
+    monkeypatch.setattr(dream, "neighbours_many", lambda store_, vecs, *a, **k: looked_up.extend(vecs) or
+                        real(store_, vecs, *a, **k))
     for i in range(3):
         store.add_memory(f"Fresh note {i} on the release checklist")
     plan = run_dream(store)
-    assert plan.changed == 3 and len(calls) == 3
+    assert plan.changed == 3 and len(looked_up) == 3  # the neighbours of the 3 changed rows, not of 43
 
 
 def test_deleted_memory_is_not_recreated_by_dream(store):
@@ -162,6 +163,23 @@ def test_accepting_a_proposal_hides_the_target_and_only_a_person_may(store):
     assert store.get(s["newer"]["id"])["status"] == "active"
     assert all(p["id"] != prop["id"] for p in list_proposals(store))
     assert store.db.open_table(T.PROPOSALS).count_rows("status = 'accepted'") == 1
+
+
+def test_batched_neighbours_equal_one_query_each(store):
+    """The pass looks neighbours up in batches; each list must be what one query for it returns."""
+    from memory.write_policy import neighbours, neighbours_many
+
+    rows = [store.add_memory(f"Standup note {i}: the {t} team shipped item {i * 3}", type="episodic", scope="work")
+            for i, t in enumerate(["billing", "search", "auth", "mobile"] * 3)]
+    store.add_memory("Standup note in another scope", type="episodic", scope="personal")
+    vecs = [store.embedder.embed_query(q) for q in ("billing standup", "search team", "what shipped", "auth", "note")]
+    batched = neighbours_many(store, vecs, "episodic", "work", k=4)
+    for v, got in zip(vecs, batched, strict=True):
+        one = neighbours(store, v, "episodic", "work", k=4)
+        assert [r["id"] for r in got] == [r["id"] for r in one] and len(got) == 4
+        assert all(r["scope"] == "work" for r in got)
+        assert [round(r["similarity"], 5) for r in got] == [round(r["similarity"], 5) for r in one]
+    assert len(rows) == 12
 
 
 def test_a_pass_stopped_while_planning_writes_nothing(store, mirador_home):
