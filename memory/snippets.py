@@ -46,7 +46,10 @@ def focused(text: str, query_stems: frozenset[str], max_chars: int) -> str | Non
     order = sorted((i for i in range(len(segs)) if scores[i]), key=lambda i: (-scores[i], i))
     if not order:
         return None
-    picked, room = {order[0]}, max_chars - len(segs[order[0]])
+    best = order[0]
+    if len(segs[best]) > max_chars:  # one long line (OCR without line breaks): start near its first match
+        segs[best] = _from_first_match(segs[best], query_stems, max_chars)
+    picked, room = {best}, max_chars - len(segs[best])
     for i in order[1:]:
         if len(segs[i]) + 3 <= room:
             picked.add(i)
@@ -56,3 +59,15 @@ def focused(text: str, query_stems: frozenset[str], max_chars: int) -> str | Non
         out.append(("… " if i != last + 1 else "") + segs[i])
         last = i
     return " ".join(out) + (" …" if last < len(segs) - 1 else "")
+
+
+def _from_first_match(line: str, query_stems: frozenset[str], max_chars: int) -> str:
+    """`line` from a few words before its first word the query shares, when that word would fall
+    outside the first max_chars characters; "… " marks the cut."""
+    for m in _WORD.finditer(line):
+        if stems(m.group()) & query_stems:
+            if m.end() <= max_chars * 2 // 3:
+                return line  # already near the start
+            start = line.rfind(" ", 0, max(0, m.start() - max_chars // 6)) + 1
+            return "… " + line[start:]
+    return line
