@@ -71,16 +71,16 @@ def write_scope(p: Principal, scope: str | None) -> str:
 # ---- shaping results --------------------------------------------------------------------------
 
 
-def _snip(text: str, n: int = SNIPPET_CHARS, query: str | None = None) -> str:
-    """text, or when longer than n: the lines that share most words with `query` (memory/snippets.py)
-    or, without such lines, its start; "…" marks what was left out."""
+def _snip(text: str, n: int = SNIPPET_CHARS, query_stems: frozenset[str] = frozenset()) -> str:
+    """text, or when longer than n: the lines that share most words with the query (its
+    memory.snippets.stems) or, without such lines, its start; "…" marks what was left out."""
     text = text or ""
     if len(text) <= n:
         return text
-    if query:
-        from memory.snippets import focused, stems
+    if query_stems:
+        from memory.snippets import focused
 
-        lines = focused(text, stems(query), n)
+        lines = focused(text, query_stems, n)
         if lines is not None:
             return lines if len(lines) <= n else lines[: n - 1].rstrip() + "…"
     return text[: n - 1].rstrip() + "…"
@@ -105,9 +105,9 @@ def _memory_brief(m: dict, score: float | None = None) -> dict:
     return out
 
 
-def _evidence_brief(e: dict, score: float | None = None, query: str | None = None) -> dict:
+def _evidence_brief(e: dict, score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict:
     out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
-           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query=query)}
+           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems)}
     if score is not None:
         out["score"] = round(score, 5)
     return out
@@ -334,7 +334,10 @@ def evidence_search(store, p: Principal, query: str, apps: list[str] | None = No
     hits = search_evidence(store, query, scopes=scopes, sources=sources or None, apps=apps or None,
                            since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit,
                            cols=EVIDENCE_BRIEF_COLS)
-    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score, query) for h in hits],
+    from memory.snippets import stems
+
+    query_stems = stems(query)  # once, not per result
+    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score, query_stems) for h in hits],
             "hint": "a text over 400 characters shows the lines that match the query (… marks what is left out); "
                     "call evidence_get for the whole row" if hits
             else "no match: try other words, fewer filters, or timeline for a time range"}

@@ -217,3 +217,11 @@ def test_a_summary_shows_the_lines_that_answer_not_the_first(store):
     # No word in common with any line: the first one, as before.
     other = next(i for i in recall(store, "what happened?", 150, scopes=["work"]).items if i.id == row["id"])
     assert other.level == "summary" and other.text.split("\n", 1)[1] == "File Edit View Terminal Help"
+
+
+def test_redundancy_compares_words_of_three_letters_or_more():
+    """The redundancy penalty's word sets skip "a", "to", "of": shared filler must not make two items
+    look alike. (A second pattern of the same name once shadowed this one in the module.)"""
+    from memory import recall as R
+
+    assert R._WORD.findall("a to of the release date") == ["the", "release", "date"]
