@@ -25,6 +25,7 @@ from memory.rank import embedded_text
 from memory.search import check_query, search_evidence, search_memories
 from memory.snippets import SEGMENT_END as _SENTENCE_END
 from memory.snippets import focused, stems
+from memory.tokens import CONSTANT as TOKEN_CONSTANT
 from memory.tokens import count_joined, count_tokens, truncate_to_tokens
 from memory.types import MemoryType, parse_type
 
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 MIN_BUDGET = 20
 MAX_BUDGET = 32_000
 _SEP = "\n\n"
+MIN_SUMMARY_WORDS = 4  # fewer ("… blocker:…") tells a reader no more than the header does
 _CHARS_PER_TOKEN_MAX = 12  # no real tokenizer packs more; longer text cannot fit, so skip counting it
 _WORD = re.compile(r"[^\W_]{3,}", re.UNICODE)
 
@@ -311,6 +313,27 @@ def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = fr
     return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
 
 
+def _summary(head: str, head_n: int, body: str, summary_room: int, cfg,
+             query_stems: frozenset[str]) -> tuple[str, str, int] | None:
+    """(level, text, tokens) of head plus a summary within summary_room, or None when the room holds
+    fewer than MIN_SUMMARY_WORDS words: a header alone says as much and costs less."""
+    room_n = summary_room - head_n
+    source = _summary_source(body, min(cfg.summary_tokens, room_n), query_stems)
+    # Every count carries the counter's constant once (memory/tokens.py); head_n already paid it, so
+    # the summary alone may count that much more. The joined count decides, and a miss retries once.
+    allow = room_n + TOKEN_CONSTANT - 1
+    for _ in range(2):
+        short = truncate_to_tokens(source, allow)
+        if short != body and sum(1 for w in short.split() if w.strip("…")) < MIN_SUMMARY_WORDS:
+            return None
+        text = head + "\n" + short
+        n = count_tokens(text)
+        if n <= summary_room:
+            return ("full" if short == body else "summary"), text, n
+        allow -= n - summary_room
+    return None
+
+
 def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
             query_stems: frozenset[str] = frozenset()) -> tuple[str, str, int] | None:
     """(level, text, tokens) of the richest rendering that fits, or None if not even a header does."""
@@ -327,13 +350,9 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
     head_n = count_tokens(head[0])
     summary_room = min(room, head_n + cfg.summary_tokens)
     if body and summary_room > head_n + 4:
-        room_n = summary_room - head_n
-        short = truncate_to_tokens(_summary_source(body, min(cfg.summary_tokens, room_n), query_stems), room_n)
-        if short:
-            text = head[0] + "\n" + short
-            n = count_tokens(text)
-            if n <= summary_room:
-                return ("full" if short == body else "summary"), text, n
+        got = _summary(head[0], head_n, body, summary_room, cfg, query_stems)
+        if got is not None:
+            return got
     for h in head:
         n = head_n if h is head[0] else count_tokens(h)
         if n <= remaining:

@@ -225,3 +225,29 @@ def test_redundancy_compares_words_of_three_letters_or_more():
     from memory import recall as R
 
     assert R._WORD.findall("a to of the release date") == ["the", "release", "date"]
+
+
+def test_a_summary_shows_a_few_words_or_gives_way_to_the_header(store):
+    """As the budget grows past one header, the item turns from header into summary: never a summary
+    of a word or two ("We picked…"), which tells no more than the header, and each fits its budget."""
+    from memory.recall import MIN_SUMMARY_WORDS
+
+    [row] = store.add_evidence_batch([EvidenceSpec(
+        "We picked PostgreSQL over MySQL for billing because we need transactional DDL and it handles "
+        "JSON well. The migration runs on Sunday night; Sam owns the rollback plan.",
+        source="audio", speaker="Alex", scope="work")])
+    levels = {}
+    for budget in range(50, 161, 2):
+        [item] = recall(store, "why postgres for billing?", budget, scopes=["work"]).items
+        assert item.id == row["id"] and item.tokens <= budget
+        levels[budget] = item.level
+        if item.level == "summary":
+            words = [w for w in item.text.split("\n", 1)[1].split() if w.strip("…")]
+            assert len(words) >= MIN_SUMMARY_WORDS, (budget, item.text)
+    first_summary = min(b for b, lv in levels.items() if lv == "summary")
+    header_tokens = count_tokens(item.text.split("\n", 1)[0])
+    # The summary shares the header's counting constant instead of paying it twice: it starts
+    # within a few words' room of the header's own cost.
+    assert first_summary <= header_tokens + 16, (first_summary, header_tokens)
+    assert all(lv == "header" for b, lv in levels.items() if b < first_summary)
+    assert levels[160] in ("summary", "full")
