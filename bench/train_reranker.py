@@ -41,7 +41,6 @@ ROUNDS = 100
 def groups(store, convs: list[dict], cfg) -> list[dict]:
     """Per question: its conversation, category, evidence, the first stage's order and the top's features."""
     from memory import rank as R
-    from memory.search import fetch_rows
 
     out = []
     for conv in convs:
@@ -49,10 +48,8 @@ def groups(store, convs: list[dict], cfg) -> list[dict]:
         where = store.where("evidence", scopes=[locomo.scope_of(conv)])
         for q in locomo.questions(conv):
             stage = R.first_stage(store, q["question"], where, now, cfg)
-            head = stage.ranked[: cfg.rerank_top]
-            full = fetch_rows(store, store.evidence, [i for i, _, _ in head], where, [*R.RERANK_COLS, "meta"],
-                              {i: row["_rowid"] for i, _, row in head}, have=stage.rows)
-            top = [i for i, _, _ in head if i in full]
+            head, full = R.fetch_head(store, stage, cfg.rerank_top, where, [*R.RERANK_COLS, "meta"])
+            top = [i for i, _, _ in head]
             dia = {i: json.loads(full[i]["meta"]).get("dia_id") for i in top}
             rest = [dia_of(store, i) for i, _, _ in stage.ranked[cfg.rerank_top: 10]]  # only when top < 10
             out.append({

@@ -213,8 +213,6 @@ def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cf
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`."""
-    from memory.search import fetch_rows
-
     from memory.audit import utcnow
 
     cfg = cfg or DEFAULT
@@ -226,11 +224,8 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
     # fixture it ranked a budget line, captured last week, 0.05 short of the week's deploy line for
     # "how did the deploy go last week?".
     model = reranker(store, cfg) if len(stage.ranked) >= cfg.rerank_top else None
-    head = stage.ranked[:max(limit, cfg.rerank_top if model else 0)]
     want = list(dict.fromkeys([*cols, *RERANK_COLS])) if model else cols
-    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in head], where, want,
-                      {id_: row["_rowid"] for id_, _, row in head}, have=stage.rows)
-    head = [x for x in head if x[0] in full]
+    head, full = fetch_head(store, stage, max(limit, cfg.rerank_top if model else 0), where, want)
     if model and len(head) > 1:
         # Only the top rerank_top: the model was trained on them (a larger limit, as recall asks for,
         # keeps the first stage's order below).
@@ -242,6 +237,16 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
         head = [(head[k][0], head[n][1], head[k][2]) for n, k in enumerate(order)] + head[len(top):]
     extra = [c for c in RERANK_COLS if c not in cols] if model else []
     return [(id_, s, _without(full[id_], extra)) for id_, s, _ in head[:limit]]
+
+
+def fetch_head(store, stage, n: int, where: str | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
+    """The first stage's top n that still match `where`, and their rows holding `cols` (by id)."""
+    from memory.search import fetch_rows
+
+    head = stage.ranked[:n]
+    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in head], where, cols,
+                      {id_: row["_rowid"] for id_, _, row in head}, have=stage.rows)
+    return [x for x in head if x[0] in full], full
 
 
 def _without(row: dict, cols: list[str]) -> dict:
