@@ -5,7 +5,7 @@ the same graph in ~8-11 ms, with vectors equal to torch's to 1e-6. Batches stay 
 faster there (42 vs 29 rows/s on two threads, bench in the README).
 
 The export is derived from the local weights only (torch.onnx, no hub) and kept in a cache
-directory, keyed by the weights file, so it is made once per machine and model.
+directory, keyed by the weights' content and torch version, so it is made once per machine and model.
 """
 
 from __future__ import annotations
@@ -50,16 +50,37 @@ def mean_pooled(model_dir: Path) -> bool:
         modes == {"pooling_mode_mean_tokens"}
 
 
+_SAMPLE = 1 << 20  # bytes read at each of the fingerprint's offsets
+_SAMPLES = 8
+
+
+def fingerprint(weights: Path) -> str:
+    """A digest of the weights' size and eight 1 MB slices spread over the file, from the header to
+    the end: the same weights installed in two places share it, different weights do not (a changed
+    tensor changes the header's offsets or the bytes sampled). Reading the whole 90 MB on every start
+    would cost ~0.2 s of every CLI call and hook."""
+    size = weights.stat().st_size
+    h = hashlib.sha1(str(size).encode())
+    with weights.open("rb") as f:
+        for k in range(_SAMPLES):
+            f.seek(max(0, (size - _SAMPLE) * k // (_SAMPLES - 1)))
+            h.update(f.read(_SAMPLE))
+    return h.hexdigest()
+
+
 def export_path(model_dir: Path, cache_dir: Path) -> Path:
-    """Where this model's export lives; a new weights file or torch version gets a new name."""
+    """Where this model's export lives; other weights or another torch version get another name.
+
+    Keyed by the weights' content, not their path: every checkout or reinstall of the same model
+    shares one ~90 MB export instead of making its own.
+    """
     import torch
 
     weights = next((p for p in (model_dir / "model.safetensors", model_dir / "pytorch_model.bin") if p.exists()),
                    None)
     if weights is None:
         raise OnnxUnavailable(f"no weights file in {model_dir}")
-    st = weights.stat()
-    key = f"{weights.resolve()}|{st.st_size}|{st.st_mtime_ns}|{torch.__version__}"
+    key = f"{fingerprint(weights)}|{torch.__version__}"
     return Path(cache_dir) / f"{model_dir.name}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.onnx"
 
 
@@ -169,9 +190,9 @@ _TMP_HOURS = 24  # an unfinished export this old was left by a process that died
 def prune(cache_dir: Path, keep: Path) -> list[Path]:
     """Mark `keep` as used now, and delete the exports nothing has loaded for UNUSED_DAYS.
 
-    Why: every new torch version, weights file or install path gets a new ~90 MB export, and the old
-    ones would pile up. Not "every other export": two installs on one machine (a dev checkout and the
-    app) each keep theirs, since each marks its own on every load.
+    Why: every new torch version or weights file gets a new ~90 MB export, and the old ones would pile
+    up. Not "every other export": two installs on one machine with different torch versions (a dev
+    checkout and the app) each keep theirs, since each marks its own on every load.
     """
     import time
 

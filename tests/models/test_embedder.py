@@ -135,3 +135,25 @@ def test_process_exits_cleanly_when_a_daemon_thread_first_loaded_the_embedder(tm
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "terminate called" not in proc.stderr
     assert len(list(tmp_path.glob("*.onnx"))) == 1
+
+
+def test_one_export_serves_every_install_of_the_same_weights(tmp_path):
+    """The export's name comes from the weights' content: a second checkout (another path, another
+    mtime) finds the first one's export; other weights get their own."""
+    import shutil
+
+    from models.onnx_encoder import export_path
+
+    src = embedder_dir()
+    a, b = tmp_path / "a" / src.name, tmp_path / "b" / src.name
+    shutil.copytree(src, a)
+    shutil.copytree(src, b)
+    os.utime(b / "model.safetensors", (1, 1))
+    cache = tmp_path / "cache"
+    assert export_path(a, cache) == export_path(b, cache) == export_path(src, cache)
+    with (b / "model.safetensors").open("r+b") as f:  # one tensor byte at the end changed
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    assert export_path(b, cache) != export_path(a, cache)
