@@ -125,9 +125,16 @@ def run_import(store, importer: Importer, *, redactor: Redacts, scope: str | Non
 
     Raises ImportBroken (with `.report`) where the file breaks; every row read before the break is stored.
     """
+    from models.embedder import bulk_threads
+
     w = _Writer(store, importer, redactor, validate_scope(scope or store.default_scope), actor)
     size = importer.options.batch_size
     start = time.monotonic()
+    with bulk_threads(store.config.models.embedder_bulk_threads):
+        return _run(w, importer, size, start, progress)
+
+
+def _run(w: _Writer, importer: Importer, size: int, start: float, progress: Progress | None) -> ImportReport:
     try:
         for obj in importer.items():
             if isinstance(obj, Skip):

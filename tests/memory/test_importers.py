@@ -436,3 +436,25 @@ def test_cli_format_choices_match_the_importers():
     from memory.importers import FORMATS
 
     assert tuple(CLI_FORMATS) == tuple(FORMATS)
+
+
+def test_an_import_embeds_with_the_bulk_threads_and_gives_them_back(store, tmp_path, monkeypatch):
+    """An import's batches run on models.embedder_bulk_threads torch threads; afterwards the process has
+    the one thread capture and search are sized for, also when the import breaks off."""
+    import torch
+
+    torch.set_num_threads(1)
+    seen = []
+    real = store.embedder.embed
+    monkeypatch.setattr(store.embedder, "embed", lambda texts: seen.append(torch.get_num_threads()) or real(texts))
+    store.config.models.embedder_bulk_threads = 2
+    report = do_import(store, "chatgpt", write_json(tmp_path / "c.json", chatgpt_export(n_conv=3, turns=6)),
+                       batch_size=4)
+    assert report.imported == 18 and len(seen) >= 4 and set(seen) == {2}
+    assert torch.get_num_threads() == 1
+
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(chatgpt_export(n_conv=4, turns=4))[:-700], encoding="utf-8")
+    with pytest.raises(ImportBroken):
+        do_import(store, "chatgpt", broken, batch_size=2)
+    assert torch.get_num_threads() == 1

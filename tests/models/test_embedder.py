@@ -157,3 +157,40 @@ def test_one_export_serves_every_install_of_the_same_weights(tmp_path):
         f.seek(-1, os.SEEK_END)
         f.write(bytes([last[0] ^ 0xFF]))
     assert export_path(b, cache) != export_path(a, cache)
+
+
+def test_bulk_threads_nest_and_survive_an_embedder_loading_inside(tmp_path):
+    """Two overlapping bulk jobs keep the larger pool until the last ends; an embedder that loads during
+    one (sizing torch to its own threads) gets its size back only after the job."""
+    import torch
+
+    from models.embedder import bulk_threads
+
+    torch.set_num_threads(1)
+    with bulk_threads(2):
+        assert torch.get_num_threads() == 2
+        with bulk_threads(2):
+            pass
+        assert torch.get_num_threads() == 2
+        emb = Embedder(onnx_dir=tmp_path, threads=1, use_onnx=False)
+        emb.embed(["loads the model inside the job", "and sizes torch for after it"])
+        assert torch.get_num_threads() == 2
+    assert torch.get_num_threads() == 1
+    with pytest.raises(RuntimeError), bulk_threads(0):
+        assert torch.get_num_threads() == (os.cpu_count() or 1)
+        raise RuntimeError("an import that fails")
+    assert torch.get_num_threads() == 1
+
+
+def test_openmp_pools_wait_passively_unless_the_person_chose(tmp_path):
+    """Spin-waiting OpenMP threads burn the core another process needs (see models/__init__.py)."""
+    import subprocess
+    import sys
+
+    code = "import models, os; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ACTIVE"
