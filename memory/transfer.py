@@ -215,10 +215,13 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
     new_mem = [s for s in mem_specs if not s.id or s.id not in skip]
     new_ev = [s for s in ev_specs if not s.id or s.id not in skip]
     edge_specs, edges_forgotten = _edge_specs(store, path, edges, {s.id for s in mem_specs if s.id})
-    for start in range(0, len(new_mem), 256):
-        store.add_memories(new_mem[start:start + 256], actor=actor)
-    for start in range(0, len(new_ev), 256):
-        store.add_evidence_batch(new_ev[start:start + 256], actor=actor)
+    from models.embedder import bulk_threads
+
+    with bulk_threads(store.config.models.embedder_bulk_threads):
+        for start in range(0, len(new_mem), 256):
+            store.add_memories(new_mem[start:start + 256], actor=actor)
+        for start in range(0, len(new_ev), 256):
+            store.add_evidence_batch(new_ev[start:start + 256], actor=actor)
     from memory.relations import add_relations
 
     added = [e for start in range(0, len(edge_specs), 256)

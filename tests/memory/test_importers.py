@@ -458,3 +458,16 @@ def test_an_import_embeds_with_the_bulk_threads_and_gives_them_back(store, tmp_p
     with pytest.raises(ImportBroken):
         do_import(store, "chatgpt", broken, batch_size=2)
     assert torch.get_num_threads() == 1
+
+    # Mirador's own export, read back into another store: the same.
+    from memory.store import Store
+    from memory.transfer import import_jsonl, write_export
+
+    out = tmp_path / "all.jsonl"
+    with out.open("w") as fh:
+        write_export(store, fh, include_evidence=True)
+    other = Store(tmp_path / "other")
+    monkeypatch.setattr(other.embedder, "embed", lambda texts: seen.append(torch.get_num_threads()) or real(texts))
+    seen.clear()
+    assert import_jsonl(other, out)["evidence"] >= 18
+    assert seen and set(seen) == {2} and torch.get_num_threads() == 1
