@@ -56,9 +56,10 @@ _SAMPLES = 8
 
 def fingerprint(weights: Path) -> str:
     """A digest of the weights' size and eight 1 MB slices spread over the file, from the header to
-    the end: the same weights installed in two places share it, different weights do not (a changed
-    tensor changes the header's offsets or the bytes sampled). Reading the whole 90 MB on every start
-    would cost ~0.2 s of every CLI call and hook."""
+    the end: the same weights installed in two places share it. Other weights differ in the slices
+    (fine-tuning changes nearly every byte); a file that differed only elsewhere would be caught by
+    load_or_export's probe against torch, which removes an export that does not reproduce it. Reading
+    the whole 90 MB on every start would cost ~0.2 s of every CLI call and hook."""
     size = weights.stat().st_size
     h = hashlib.sha1(str(size).encode())
     with weights.open("rb") as f:
