@@ -19,6 +19,9 @@ from models.locate import embedder_dir
 log = logging.getLogger(__name__)
 
 
+LIGHT_BATCH = 32  # batches up to this size go through onnxruntime while torch is not loaded
+
+
 class Embedder:
     """Turns text into L2-normalised float32 vectors.
 
@@ -53,6 +56,8 @@ class Embedder:
         self.onnx_dir = Path(onnx_dir) if onnx_dir else None
         self.use_onnx = use_onnx and device == "cpu"
         self._onnx = None  # an OnnxEncoder once exported/loaded and checked; until then torch serves
+        self._light = None  # a cached export with its own tokenizer: serves without torch (onnx_encoder.cached)
+        self._light_tried = False
         self._onnx_done = threading.Event()
         self.onnx_error: str | None = None
 
@@ -140,7 +145,36 @@ class Embedder:
     @property
     def backend(self) -> str:
         """Which engine embeds a single text right now: "onnxruntime" or "torch"."""
-        return "onnxruntime" if self._onnx is not None else "torch"
+        return "onnxruntime" if self._onnx is not None or self._light is not None else "torch"
+
+    @property
+    def torch_loaded(self) -> bool:
+        """Whether this embedder has loaded sentence-transformers and torch (a large batch, or no export yet)."""
+        return self._model is not None
+
+    def _light_encoder(self):
+        """The export already cached for this model, served without torch; None until one exists.
+
+        Why: importing sentence-transformers and torch takes ~4 s and ~480 MB, which a CLI recall, a
+        hook or the capture process would otherwise pay to embed a few texts. Looked up once per embedder.
+        """
+        if not self._light_tried and self.use_onnx:
+            with self._lock:
+                if not self._light_tried:
+                    self._light = onnx_encoder.cached(self.model_dir, self.onnx_dir or onnx_encoder.default_dir(),
+                                                      self.query_threads)
+                    self._light_tried = True
+        return self._light
+
+    def _onnx_vectors(self, texts: list[str]) -> np.ndarray | None:
+        """texts through onnxruntime: the cached export if there is one, else the one torch's load made
+        (or None: torch serves)."""
+        light = self._light_encoder()
+        if light is not None:
+            return light.encode(texts)
+        if self._onnx is not None:
+            return self._onnx.encode(onnx_encoder.as_numpy(onnx_encoder.features(self._model, texts)))
+        return None
 
     def wait_ready(self, timeout: float | None = None) -> str:
         """Block until the onnxruntime encoder is loaded or has failed; returns the backend."""
@@ -154,6 +188,11 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:  # a single row (live capture, one note) takes the query path's speed
             return self._embed_one(texts[0])[None, :]
+        if len(texts) <= LIGHT_BATCH and self._model is None:
+            # A few rows (a capture batch, an extraction's drafts) are not worth loading torch for.
+            vecs = self._onnx_vectors(list(texts))
+            if vecs is not None:
+                return vecs
         model = self._load()
         vecs = model.encode(
             list(texts),
@@ -192,9 +231,8 @@ class Embedder:
                     self._cache.move_to_end(t)
                     out[t] = hit
         missing = list(dict.fromkeys(t for t in texts if t not in out))
-        if len(missing) > 1 and self._onnx is not None:
-            model = self._load()
-            vecs = self._onnx.encode(onnx_encoder.as_numpy(onnx_encoder.features(model, missing)))
+        vecs = self._onnx_vectors(missing) if len(missing) > 1 else None
+        if vecs is not None:
             with self._lock:
                 for t, v in zip(missing, vecs, strict=True):
                     self._cache[t] = out[t] = v
@@ -207,11 +245,11 @@ class Embedder:
 
     def _embed_one(self, text: str) -> np.ndarray:
         """One text through onnxruntime once it is ready, else through torch; the same vector either way."""
-        model = self._load()
-        enc = self._onnx
-        if enc is None:
-            return self._torch_one(text)
-        return enc.encode(onnx_encoder.as_numpy(onnx_encoder.features(model, [text])))[0]
+        vecs = self._onnx_vectors([text])
+        if vecs is None:
+            self._load()  # loading starts the export beside the torch path
+            vecs = self._onnx_vectors([text])
+        return vecs[0] if vecs is not None else self._torch_one(text)
 
     def _torch_one(self, text: str) -> np.ndarray:
         """One text through the model's own modules (tokenizer, transformer, pooling, normalize).

@@ -75,14 +75,87 @@ def export_path(model_dir: Path, cache_dir: Path) -> Path:
     Keyed by the weights' content, not their path: every checkout or reinstall of the same model
     shares one ~90 MB export instead of making its own.
     """
-    import torch
-
     weights = next((p for p in (model_dir / "model.safetensors", model_dir / "pytorch_model.bin") if p.exists()),
                    None)
     if weights is None:
         raise OnnxUnavailable(f"no weights file in {model_dir}")
-    key = f"{fingerprint(weights)}|{torch.__version__}"
+    key = f"{fingerprint(weights)}|{torch_version()}"
     return Path(cache_dir) / f"{model_dir.name}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.onnx"
+
+
+def torch_version() -> str:
+    """The installed torch's version, read from its metadata: importing torch takes ~1 s and ~180 MB,
+    which a process that only needs the export (TextEncoder) never pays."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torch")
+    except PackageNotFoundError:  # a frozen app may ship torch without its metadata
+        import torch
+
+        return torch.__version__
+
+
+class Tokenize:
+    """The model's tokenizer.json applied as sentence-transformers applies it (stripped texts, truncation
+    at max_seq_length, padding to the longest), without importing either it or torch."""
+
+    def __init__(self, model_dir: Path) -> None:
+        from tokenizers import Tokenizer
+
+        cfg_path = model_dir / "sentence_bert_config.json"
+        cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+        if cfg.get("do_lower_case"):
+            raise OnnxUnavailable(f"{model_dir} lower-cases outside its tokenizer")
+        self.tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # The file's own settings are the upstream model's (MiniLM's: truncate and pad to 128); the
+        # sentence-transformers config decides, as it does for the torch path.
+        self.tok.no_padding()
+        self.tok.enable_truncation(int(cfg.get("max_seq_length") or 512))
+
+    def __call__(self, texts: list[str]) -> dict[str, np.ndarray]:
+        encs = self.tok.encode_batch([str(t).strip() for t in texts])
+        n = max(len(e.ids) for e in encs)
+        out = {k: np.zeros((len(encs), n), dtype=np.int64) for k in INPUTS}
+        for row, e in enumerate(encs):
+            k = len(e.ids)
+            out["input_ids"][row, :k] = e.ids
+            out["attention_mask"][row, :k] = e.attention_mask
+            out["token_type_ids"][row, :k] = e.type_ids
+        return out  # padded positions: masked out of attention and of the mean, so their id is moot
+
+
+class TextEncoder:
+    """An export already in the cache, served with Tokenize: texts to vectors with neither
+    sentence-transformers nor torch loaded (a cold `mirador recall` spends ~4 s importing them)."""
+
+    def __init__(self, path: Path, model_dir: Path, threads: int) -> None:
+        self.tokenize = Tokenize(model_dir)
+        self.encoder = OnnxEncoder(path, threads)
+        self.path = path
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.encode(self.tokenize(texts))
+
+
+def cached(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder | None:
+    """A TextEncoder for this model if an export of it is already cached, else None.
+
+    The export was checked against torch when it was made (load_or_export removes one that is not);
+    a file that does not load is left for that path to replace.
+    """
+    try:
+        if not mean_pooled(model_dir):
+            return None
+        path = export_path(model_dir, cache_dir)
+        if not path.exists():
+            return None
+        enc = TextEncoder(path, model_dir, threads)
+        prune(cache_dir, keep=path)  # marks ours used; a process that never loads torch cleans up too
+        return enc
+    except Exception as e:  # any failure: the torch path loads and exports or checks as before
+        log.info("no cached query encoder for %s: %s", model_dir, e)
+        return None
 
 
 def export(st_model, target: Path) -> None:

@@ -194,3 +194,61 @@ def test_openmp_pools_wait_passively_unless_the_person_chose(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "ACTIVE"
+
+
+TRICKY = ["  leading and trailing spaces  ", "Ünïcödé façade — naïve café 東京 🚀", "x",
+          " ".join(f"word{i}" for i in range(400)),  # past max_seq_length (256 word pieces)
+          "why did we pick PostgreSQL?\nline two\tand a tab"]
+
+
+def test_cached_export_tokenizes_and_embeds_like_torch(tmp_path):
+    """The torch-free path (tokenizers + the cached export) gives sentence-transformers' token ids and
+    torch's vectors, truncation and padding included."""
+    from models import onnx_encoder as O
+
+    emb = Embedder(onnx_dir=tmp_path, threads=1)
+    assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
+    st = emb._load()
+    ours = O.Tokenize(emb.model_dir)(TRICKY)
+    theirs = O.as_numpy(O.features(st, TRICKY))
+    for k in O.INPUTS:
+        assert np.array_equal(ours[k], theirs[k]), k
+    light = O.cached(emb.model_dir, tmp_path, 1)
+    assert light is not None and light.path == emb._onnx.path
+    got = light.encode(TRICKY)
+    want = Embedder(onnx_dir=tmp_path, threads=1, use_onnx=False).embed(TRICKY)
+    assert np.min(np.sum(got * want, axis=1)) > 0.99999
+
+
+def test_with_a_cached_export_queries_and_small_batches_never_load_torch(tmp_path):
+    """A CLI recall, a hook or the capture process embeds a query and a few rows without importing
+    sentence-transformers or torch (~4 s, ~480 MB); a large batch still goes to torch."""
+    import subprocess
+    import sys
+    import time
+
+    from models.onnx_encoder import UNUSED_DAYS
+
+    first = Embedder(onnx_dir=tmp_path, threads=1)
+    assert first.wait_ready(120) == "onnxruntime", first.onnx_error  # makes the export
+    stale = tmp_path / "model-0000000000000000.onnx"  # an old torch version's, unused for a month
+    stale.write_bytes(b"old export")
+    t = time.time() - (UNUSED_DAYS + 1) * 86400
+    os.utime(stale, (t, t))
+    code = (
+        "import sys, numpy as np\n"
+        "from models.embedder import Embedder\n"
+        f"e = Embedder(onnx_dir={str(tmp_path)!r}, threads=1)\n"
+        "q = e.embed_query('why did we pick PostgreSQL?')\n"
+        "qs = e.embed_queries(['a question', 'another one'])\n"
+        "b = e.embed(['row %d' % i for i in range(20)])\n"
+        "assert q.shape == (e.dim,) and b.shape == (20, e.dim) and len(qs) == 2\n"
+        "print(e.backend, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)\n"
+        f"import os; print(os.path.exists({str(stale)!r}))\n"
+        "e.embed(['row %d' % i for i in range(100)])\n"
+        "print(e.torch_loaded, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # The stale export is gone before torch loads: a process that never loads it cleans up too.
+    assert out.stdout.split("\n")[:3] == ["onnxruntime False False", "False", "True True"], out.stdout
