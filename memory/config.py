@@ -38,13 +38,15 @@ class ModelsConfig(_Section):
     embedder_threads: int = Field(1, ge=0, le=256,
                                   description="threads for the embedder's torch pool (its onnxruntime query "
                                               "encoder takes at least two); 0 = their defaults")
-    # Imports embed thousands of rows in one go: two threads nearly double their speed on an idle
-    # machine and cost ~5% with the other core busy (models/embedder.py: bulk_threads).
+    # Imports embed thousands of rows in one go: where torch embeds them (no export cached yet), two
+    # threads nearly double their speed on an idle machine and cost ~5% with the other core busy
+    # (models/embedder.py: bulk_threads).
     embedder_bulk_threads: int = Field(2, ge=0, le=256,
-                                       description="torch threads while an import embeds its batches; "
-                                                   "0 = one per core")
-    # Single texts (queries, one captured row) run through an onnxruntime export of the embedder,
-    # made once from its local weights (models/onnx_encoder.py); false keeps them on torch.
+                                       description="torch threads while an import embeds its batches (when "
+                                                   "torch embeds: no onnxruntime export yet); 0 = one per core")
+    # Texts run through an onnxruntime export of the embedder, made once from its local weights
+    # (models/onnx_encoder.py): faster than torch, and a process need not import torch; false keeps
+    # everything on torch.
     embedder_onnx: bool = True
     onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
     llm_path: Path | None = None

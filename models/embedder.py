@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -17,9 +18,6 @@ from models import onnx_encoder
 from models.locate import embedder_dir
 
 log = logging.getLogger(__name__)
-
-
-LIGHT_BATCH = 32  # batches up to this size go through onnxruntime while torch is not loaded
 
 
 class Embedder:
@@ -149,7 +147,8 @@ class Embedder:
 
     @property
     def torch_loaded(self) -> bool:
-        """Whether this embedder has loaded sentence-transformers and torch (a large batch, or no export yet)."""
+        """Whether this embedder has loaded sentence-transformers and torch (no export cached yet, or
+        embedder_onnx off)."""
         return self._model is not None
 
     def _light_encoder(self):
@@ -188,11 +187,9 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:  # a single row (live capture, one note) takes the query path's speed
             return self._embed_one(texts[0])[None, :]
-        if len(texts) <= LIGHT_BATCH and self._model is None:
-            # A few rows (a capture batch, an extraction's drafts) are not worth loading torch for.
-            vecs = self._onnx_vectors(list(texts))
-            if vecs is not None:
-                return vecs
+        light = self._light_encoder()
+        if light is not None:  # faster than torch at every batch size measured (onnx_encoder.TextEncoder)
+            return light.encode(list(texts))
         model = self._load()
         vecs = model.encode(
             list(texts),
@@ -286,7 +283,7 @@ def shared_embedder(model_dir: Path | None = None, batch_size: int = 32, threads
 # torch's intra-op pool is one per process: bulk_threads() raises it for a bulk job and puts back what
 # the process had, however many jobs and embedders overlap.
 _pool_lock = threading.Lock()
-_bulk_jobs = 0
+_bulk_wants: list[int] = []  # one entry per running bulk job
 _threads_outside_bulk: int | None = None
 
 
@@ -294,8 +291,9 @@ def _set_torch_threads(torch, n: int) -> None:
     """Size the pool for an embedder that loads now; during a bulk job, for after it."""
     global _threads_outside_bulk
     with _pool_lock:
-        if _bulk_jobs:
+        if _bulk_wants:
             _threads_outside_bulk = n
+            torch.set_num_threads(max(n, *_bulk_wants))
         else:
             torch.set_num_threads(n)
 
@@ -304,28 +302,30 @@ def _set_torch_threads(torch, n: int) -> None:
 def bulk_threads(n: int) -> Iterator[None]:
     """torch's pool at n threads (0: one per core) while a bulk job (an import) embeds its batches.
 
-    Why not always: with the other core busy, torch's two-thread pool spin-waited and a query took
-    190 ms instead of 30, so the default stays one thread. With OMP_WAIT_POLICY=PASSIVE (models/
+    Only where torch serves (no export cached yet, or embedder_onnx off): the onnxruntime path has its
+    own two non-spinning threads, and this never imports torch for a process that does not use it.
+    Why not always two: with the other core busy, torch's two-thread pool spin-waited and a query
+    took 190 ms instead of 30, so the default stays one thread. With OMP_WAIT_POLICY=PASSIVE (models/
     __init__.py) the waiting threads sleep instead: batches of 384 chat messages embedded at 176 vs 93
     rows/s on an idle machine, and 90 vs 95 rows/s with the other core busy.
     """
-    global _bulk_jobs, _threads_outside_bulk
-    try:
-        import torch
-    except ImportError:  # no torch: nothing to size
-        yield
-        return
+    global _threads_outside_bulk
     want = n or os.cpu_count() or 1
     with _pool_lock:
-        if _bulk_jobs == 0:
-            _threads_outside_bulk = torch.get_num_threads()
-        _bulk_jobs += 1
-        torch.set_num_threads(max(want, torch.get_num_threads()))
+        torch = sys.modules.get("torch")  # a pool that loads during the job is sized by _set_torch_threads
+        if torch is not None:
+            if not _bulk_wants:
+                _threads_outside_bulk = torch.get_num_threads()
+            torch.set_num_threads(max(want, torch.get_num_threads()))
+        _bulk_wants.append(want)
     try:
         yield
     finally:
         with _pool_lock:
-            _bulk_jobs -= 1
-            if _bulk_jobs == 0 and _threads_outside_bulk is not None:
-                torch.set_num_threads(_threads_outside_bulk)
+            _bulk_wants.remove(want)
+            torch = sys.modules.get("torch")
+            if torch is not None and _threads_outside_bulk is not None:
+                torch.set_num_threads(max(_threads_outside_bulk, *_bulk_wants) if _bulk_wants
+                                      else _threads_outside_bulk)
+            if not _bulk_wants:
                 _threads_outside_bulk = None
