@@ -18,7 +18,7 @@ from pydantic import BaseModel
 RESTART_FIELDS: dict[str, str] = {
     "models.embedder_dir": "the embedder is loaded once and fixes the store's vector size",
     "models.embedder_threads": "torch's thread pool is sized when the embedder loads",
-    "models.embedder_onnx": "the query encoder is chosen when the embedder loads",
+    "models.embedder_onnx": "the embedding engine (onnxruntime or torch) is chosen when the embedder loads",
     "models.onnx_dir": "the query encoder is exported or loaded when the embedder loads",
     "mcp.enabled": "the MCP server starts with the app",
     "mcp.port": "the MCP server binds its port at start",
