@@ -50,9 +50,10 @@ def check_embedder():
                            cfg.onnx_dir, cfg.embedder_onnx)
     vec = emb.embed_query("doctor check")
     backend = emb.wait_ready(60)
-    msg = f"{emb.model_dir} loads, {vec.shape[0]}-dim vectors, single texts on {backend}"
+    msg = f"{emb.model_dir} loads, {vec.shape[0]}-dim vectors, embedding on {backend}"
     if emb.onnx_error:
-        return WARN, f"{msg} ({emb.onnx_error})", "queries still work, ~3x slower; `pip install onnx onnxruntime`"
+        return (WARN, f"{msg} ({emb.onnx_error})",
+                "embedding still works on torch, slower and ~480 MB more per process; `pip install onnx onnxruntime`")
     return OK, msg, None
 
 
