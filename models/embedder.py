@@ -53,7 +53,7 @@ class Embedder:
         self._lock = threading.Lock()
         self.onnx_dir = Path(onnx_dir) if onnx_dir else None
         self.use_onnx = use_onnx and device == "cpu"
-        self._onnx = None  # an OnnxEncoder once exported/loaded and checked; until then torch serves
+        self._onnx = None  # a TextEncoder once exported/loaded and checked here; until then torch serves
         self._light = None  # a cached export with its own tokenizer: serves without torch (onnx_encoder.cached)
         self._light_tried = False
         self._onnx_done = threading.Event()
@@ -168,12 +168,8 @@ class Embedder:
     def _onnx_vectors(self, texts: list[str]) -> np.ndarray | None:
         """texts through onnxruntime: the cached export if there is one, else the one torch's load made
         (or None: torch serves)."""
-        light = self._light_encoder()
-        if light is not None:
-            return light.encode(texts)
-        if self._onnx is not None:
-            return self._onnx.encode(onnx_encoder.as_numpy(onnx_encoder.features(self._model, texts)))
-        return None
+        enc = self._light_encoder() or self._onnx
+        return enc.encode(texts) if enc is not None else None
 
     def wait_ready(self, timeout: float | None = None) -> str:
         """Block until the onnxruntime encoder is loaded or has failed; returns the backend."""
@@ -187,9 +183,9 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         if len(texts) == 1:  # a single row (live capture, one note) takes the query path's speed
             return self._embed_one(texts[0])[None, :]
-        light = self._light_encoder()
-        if light is not None:  # faster than torch at every batch size measured (onnx_encoder.TextEncoder)
-            return light.encode(list(texts))
+        vecs = self._onnx_vectors(list(texts))  # faster than torch at every batch size measured (TextEncoder)
+        if vecs is not None:
+            return vecs
         model = self._load()
         vecs = model.encode(
             list(texts),

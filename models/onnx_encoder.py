@@ -106,8 +106,7 @@ class Tokenize:
 
         cfg_path = model_dir / "sentence_bert_config.json"
         cfg = json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
-        if cfg.get("do_lower_case"):
-            raise OnnxUnavailable(f"{model_dir} lower-cases outside its tokenizer")
+        self.lower = bool(cfg.get("do_lower_case"))  # sentence-transformers lower-cases before its tokenizer
         self.tok = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         # The file's own settings are the upstream model's (MiniLM's: truncate and pad to 128); the
         # sentence-transformers config decides, as it does for the torch path.
@@ -115,7 +114,8 @@ class Tokenize:
         self.tok.enable_truncation(int(cfg.get("max_seq_length") or 512))
 
     def __call__(self, texts: list[str]) -> dict[str, np.ndarray]:
-        encs = self.tok.encode_batch([str(t).strip() for t in texts])
+        texts = [str(t).strip() for t in texts]
+        encs = self.tok.encode_batch([t.lower() for t in texts] if self.lower else texts)
         n = max(len(e.ids) for e in encs)
         out = {k: np.zeros((len(encs), n), dtype=np.int64) for k in INPUTS}
         for row, e in enumerate(encs):
@@ -142,6 +142,10 @@ class TextEncoder:
         self.tokenize = Tokenize(model_dir)
         self.encoder = OnnxEncoder(path, threads)
         self.path = path
+
+    @property
+    def session(self):
+        return self.encoder.session
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if len(texts) <= CHUNK:
@@ -250,21 +254,25 @@ class OnnxEncoder:
         return vec.astype(np.float32, copy=False)
 
 
-def load_or_export(st_model, model_dir: Path, cache_dir: Path, threads: int, torch_vector) -> OnnxEncoder:
+def load_or_export(st_model, model_dir: Path, cache_dir: Path, threads: int, torch_vector) -> TextEncoder:
     """An encoder for this model, exporting it first if the cache has none; checked against torch.
 
-    torch_vector(text) gives the torch path's vector: an export that does not reproduce it (a
-    damaged file, an exporter bug) is discarded and the torch path keeps serving queries.
+    torch_vector(text) gives the torch path's vector: an export that does not reproduce it through
+    Tokenize (a damaged file, an exporter bug) is discarded and the torch path keeps serving.
     """
     if not mean_pooled(model_dir):
         raise OnnxUnavailable(f"{model_dir} is not transformer + mean pooling")
+    try:
+        Tokenize(model_dir)  # a tokenizer problem is not the export's: keep the file
+    except Exception as e:
+        raise OnnxUnavailable(f"{model_dir}: its tokenizer cannot be read without torch ({e})") from e
     path = export_path(model_dir, cache_dir)
     if not path.exists():
         log.info("exporting the query encoder to %s (once per model)", path)
         export(st_model, path)
     try:
-        enc = OnnxEncoder(path, threads)
-        got = enc.encode(as_numpy(features(st_model, [PROBE])))[0]
+        enc = TextEncoder(path, model_dir, threads)
+        got = enc.encode([PROBE])[0]
     except Exception as e:  # a truncated or foreign file: remove it so the next start exports again
         path.unlink(missing_ok=True)
         raise OnnxUnavailable(f"{path} could not be loaded ({e}); removed, it is exported again next start") from e

@@ -259,3 +259,29 @@ def test_with_a_cached_export_nothing_loads_torch(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     # The stale export is gone: a process that never loads torch cleans up too.
     assert out.stdout.split("\n")[:3] == ["onnxruntime False False", "False", "False False"], out.stdout
+
+
+def test_tokenize_lower_cases_where_the_model_config_says_so(tmp_path):
+    """A model whose sentence-transformers config lower-cases before its tokenizer gets the same ids
+    from Tokenize (the export would otherwise see other tokens than torch)."""
+    import json
+    import shutil
+
+    from sentence_transformers import SentenceTransformer
+
+    from models import onnx_encoder as O
+
+    model = tmp_path / "cased"
+    shutil.copytree(embedder_dir(), model)
+    cfg = json.loads((model / "sentence_bert_config.json").read_text())
+    (model / "sentence_bert_config.json").write_text(json.dumps({**cfg, "do_lower_case": True}))
+    tok = json.loads((model / "tokenizer.json").read_text())  # a cased tokenizer: only the config lower-cases
+    tok["normalizer"]["lowercase"] = False
+    (model / "tokenizer.json").write_text(json.dumps(tok))
+    texts = ["Why did WE pick PostgreSQL?", "ARGER im BURO, Sam"]  # ASCII: accents are handled elsewhere
+    ours = O.Tokenize(model)(texts)
+    theirs = O.as_numpy(O.features(SentenceTransformer(str(model), device="cpu"), texts))
+    assert np.array_equal(ours["input_ids"], theirs["input_ids"])
+    cased = O.Tokenize(model)
+    cased.lower = False
+    assert not np.array_equal(cased(texts)["input_ids"], theirs["input_ids"])  # the case the flag is for
