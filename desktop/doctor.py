@@ -45,12 +45,15 @@ def check_embedder():
     from memory.config import load_config
     from models.embedder import shared_embedder
 
+    from models import tuning
+
     cfg = load_config().models
     emb = shared_embedder(cfg.embedder_dir, cfg.embedder_batch_size, cfg.embedder_threads,
-                           cfg.onnx_dir, cfg.embedder_onnx)
+                           cfg.onnx_dir, cfg.embedder_onnx, tuning.BUNDLED if cfg.embedder_tuning else None)
     vec = emb.embed_query("doctor check")
     backend = emb.wait_ready(60)
-    msg = f"{emb.model_dir} loads, {vec.shape[0]}-dim vectors, embedding on {backend}"
+    tuned = f" tuned for recall ({emb.model_dir})" if emb.tuning else ""
+    msg = f"{emb.base_dir}{tuned} loads, {vec.shape[0]}-dim vectors, embedding on {backend}"
     if emb.onnx_error:
         return (WARN, f"{msg} ({emb.onnx_error})",
                 "embedding still works on torch, slower and ~480 MB more per process; `pip install onnx onnxruntime`")

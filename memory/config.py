@@ -49,6 +49,11 @@ class ModelsConfig(_Section):
     # everything on torch.
     embedder_onnx: bool = True
     onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
+    # Mirador's tuning of the bundled embedder for question -> evidence recall (models/tuning.py). A
+    # store keeps the embedder it was made with (memory/store.py: embedder.json), so this decides for
+    # new stores only: vectors of two models in one table would not be comparable.
+    embedder_tuning: bool = Field(True, description="new stores embed with the bundled embedder tuned for "
+                                                    "recall (models/tuning.py); false: as shipped")
     llm_path: Path | None = None
     whisper_dir: Path | None = None
     # The second stage of evidence search (memory/rerank.py): a tree ensemble over the top candidates.

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 _MEMORY_COLS = [f.name for f in T.memories_schema(1) if f.name not in ("vector",)]
 _EVIDENCE_COLS = [f.name for f in T.evidence_schema(1) if f.name != "vector"]
 _VAULT_COLS = [f.name for f in T.vault_schema()]
+EMBEDDER_RECORD = "embedder.json"  # which embedder this store's vectors come from (Store._own_embedder)
 
 
 @dataclass
@@ -100,16 +101,10 @@ class Store:
         self.home = Path(home) if home else data_dir()
         self.home.mkdir(parents=True, exist_ok=True)
         self.config = config or load_config(self.home)
-        if embedder is None:
-            from models.embedder import shared_embedder
-
-            m = self.config.models
-            embedder = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads,
-                                       m.onnx_dir, m.embedder_onnx)
-        self.embedder = embedder
         # Strong read consistency: another process (the MCP stdio server, the app) may write the same
         # store, and a reader must see its commits; the per-read version check costs ~nothing locally.
         self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
+        self.embedder = embedder if embedder is not None else self._own_embedder()
         self._lock = threading.RLock()
         self._batches_since_optimize = 0
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
@@ -123,6 +118,45 @@ class Store:
         self.audit = self.db.open_table(T.AUDIT)
         self._check_dim()
         self.cipher = VaultCipher(self.home, self.config.vault.key_store)
+
+    def _own_embedder(self):
+        """The embedder this store's vectors come from: tuned or as shipped (models.embedder_tuning)
+        for a new store, and whatever it was made with ever after (embedder.json), since vectors of
+        two models in one table are not comparable. A store from before tuning existed holds rows
+        embedded as shipped."""
+        from models import tuning
+        from models.embedder import shared_embedder
+
+        m = self.config.models
+        record = self.home / EMBEDDER_RECORD
+        try:
+            made = json.loads(record.read_text())
+            if not isinstance(made, dict) or not isinstance(made.get("tuned"), bool):
+                raise ValueError("no 'tuned' flag")
+        except FileNotFoundError:
+            made = None
+        except ValueError as e:
+            raise MiradorError(f"{record} is damaged ({e}) — restore it from a backup, or delete it if this "
+                               "store was made before Mirador tuned its embedder") from e
+        tuned = made["tuned"] if made else (m.embedder_tuning and not self._has_rows())
+        emb = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
+                              m.embedder_onnx, tuning.BUNDLED if tuned else None)
+        # The tuned copy's directory is named by base weights and delta: it names the vectors' model.
+        weights = emb.model_dir.name if emb.tuning else None
+        if made is None:
+            record.write_text(json.dumps({"tuned": weights is not None, "weights": weights, "embedder": emb.name}) + "\n")
+        elif made["tuned"] and made.get("weights") != weights:
+            log.warning("this store's vectors come from the tuned embedder %s, but %s is what can be made now: "
+                        "searches will match poorly until models.embedder_dir points back at the model it was "
+                        "made with, or the store is exported and imported into a new one",
+                        made.get("weights"), weights or f"{emb.base_dir} untuned")
+        elif m.embedder_tuning and not made["tuned"]:
+            log.info("this store was embedded untuned; it keeps that embedder (new stores use the tuned one)")
+        return emb
+
+    def _has_rows(self) -> bool:
+        names = set(self.db.table_names())
+        return any(self.db.open_table(t).count_rows() for t in (T.EVIDENCE, T.MEMORIES) if t in names)
 
     def _check_dim(self) -> None:
         stored = self.memories.schema.field("vector").type.list_size

@@ -31,6 +31,8 @@ class Embedder:
     device: "cpu" here; any torch device string elsewhere.
     onnx_dir: where the onnxruntime export of the model is kept (models/onnx_encoder.py); None = the
       per-user cache directory. use_onnx=False keeps every text on torch.
+    tuning: a delta of models/tuning.py (models.tuning.BUNDLED: Mirador's) merged into the weights;
+      None, or a delta made for other weights (logged), embeds with the weights as they are.
     """
 
     def __init__(
@@ -42,8 +44,19 @@ class Embedder:
         device: str = "cpu",
         onnx_dir: Path | None = None,
         use_onnx: bool = True,
+        tuning: Path | None = None,
     ) -> None:
-        self.model_dir = embedder_dir(model_dir)
+        self.base_dir = embedder_dir(model_dir)
+        self.model_dir, self.tuning = self.base_dir, None
+        if tuning is not None:
+            from models import tuning as T
+
+            try:
+                self.model_dir, self.tuning = T.tuned_dir(self.base_dir, Path(tuning)), Path(tuning)
+            except T.TuningMismatch as e:
+                log.info("embedding with %s untuned: %s", self.base_dir, e)
+            except (OSError, ValueError, KeyError) as e:  # a damaged install: embed as shipped, say so
+                log.warning("embedder tuning %s unreadable (%s); embedding with %s untuned", tuning, e, self.base_dir)
         self.batch_size = batch_size
         self.threads = threads
         self.device = device
@@ -70,7 +83,8 @@ class Embedder:
     @property
     def name(self) -> str:
         """A short identifier of the weights, recorded with the store."""
-        return self.model_dir.name if self.model_dir.name != "model" else self.model_dir.parent.name
+        base = self.base_dir.name if self.base_dir.name != "model" else self.base_dir.parent.name
+        return f"{base}+tuned-{self.model_dir.name}" if self.tuning else base
 
     def _load(self):
         with self._lock:
@@ -266,13 +280,13 @@ _shared_lock = threading.Lock()
 
 
 def shared_embedder(model_dir: Path | None = None, batch_size: int = 32, threads: int = 0,
-                    onnx_dir: Path | None = None, use_onnx: bool = True) -> Embedder:
+                    onnx_dir: Path | None = None, use_onnx: bool = True, tuning: Path | None = None) -> Embedder:
     """One Embedder per model dir per process: loading weights twice wastes seconds and memory."""
-    key = (str(embedder_dir(model_dir)), batch_size, threads, str(onnx_dir or ""), use_onnx)
+    key = (str(embedder_dir(model_dir)), batch_size, threads, str(onnx_dir or ""), use_onnx, str(tuning or ""))
     with _shared_lock:
         if key not in _shared:
             _shared[key] = Embedder(model_dir, batch_size=batch_size, threads=threads, onnx_dir=onnx_dir,
-                                    use_onnx=use_onnx)
+                                    use_onnx=use_onnx, tuning=tuning)
         return _shared[key]
 
 

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 import warnings
 from pathlib import Path
 
@@ -181,6 +182,9 @@ def cached(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder | None
         return None
 
 
+_EXPORTING = threading.Lock()
+
+
 def export(st_model, target: Path) -> None:
     """Write the transformer (token ids -> last hidden state) as ONNX, atomically."""
     import torch
@@ -209,7 +213,9 @@ def export(st_model, target: Path) -> None:
     try:
         # The tracer warns about data-dependent Python branches it freezes; for fixed-shape-agnostic
         # BERT ops that is expected, and the probe in load_or_export checks the result anyway.
-        with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        # torch.onnx keeps its tracing state in globals: two embedders exporting at once in one
+        # process (the tuned model and the one as shipped) would trip over each other.
+        with _EXPORTING, torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(_Hidden(hf).eval(), args, str(tmp), input_names=list(INPUTS),
                               output_names=["hidden"], dynamic_axes=dyn, opset_version=17, dynamo=False)

@@ -1,0 +1,191 @@
+"""Tune the bundled embedder on LoCoMo question → evidence pairs and write the low-rank delta that
+models/tuning.py merges in. Prints one JSON object.
+
+Each question (as the evidence search embeds it: a known speaker's name said as "they") is paired
+with its evidence turns (as ingest embeds them: "Speaker: text (dates)"); the other questions' turns
+in the batch and the turns of its own conversation that the untuned model ranks highest but are not
+its evidence are the negatives (softmax over them, scale 20). One epoch, AdamW at 2e-5, all weights;
+then each linear weight's change is kept at rank --rank (SVD), fp16, ~2 MB. The embeddings, biases
+and layer norms stay as shipped.
+
+--folds DIR also trains one model per conversation without it (leave-one-conversation-out), writes
+them as DIR/<conversation>, and reports the vector list's R@10 on the conversation left out, tuned
+against untuned. bench/train_reranker.py --fold-embedders DIR then measures the whole search on
+conversations neither stage saw, and trains the reranker on what the tuned first stage finds.
+
+    .venv/bin/python bench/train_embedder.py [--data PATH] [--out models/data/embedder_tuning.npz]
+        [--folds DIR] [--rank 32]
+
+Takes ~5 minutes per model on 2 cores (torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import locomo  # noqa: E402
+
+SETTINGS = {"epochs": 1, "lr": 2e-5, "batch": 32, "negatives": 3, "pool": 15, "scale": 20.0, "seed": 1}
+
+
+def conversation(conv: dict) -> tuple[list[tuple[str, str]], list[dict]]:
+    """([(dia_id, embedded text)], [{vec, ev}]) — texts as ingest and the evidence search embed them."""
+    from memory.context import own_text
+    from memory.query import analyze
+
+    turns = [(t["dia_id"], own_text({"text": locomo.turn_text(t), "speaker": t["speaker"], "captured_at": when}))
+             for _, when, ts in locomo.sessions(conv) for t in ts if locomo.turn_text(t)]
+    speakers = {t["speaker"].lower() for _, _, ts in locomo.sessions(conv) for t in ts}
+    now = locomo.sessions(conv)[-1][1] + timedelta(days=1)
+    qs = [{"vec": analyze(q["question"], now, rewrite=True, speakers=speakers).vec, "ev": q["evidence"]}
+          for q in locomo.questions(conv)]
+    return turns, qs
+
+
+def encode(model, texts: list[str]) -> np.ndarray:
+    return model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+
+def vector_recall(model, data) -> float:
+    """Mean R@10 of the vector list alone over a conversation's questions."""
+    turns, qs = data
+    sims = encode(model, [q["vec"] for q in qs]) @ encode(model, [t for _, t in turns]).T
+    got = [{turns[k][0] for k in np.argsort(-row)[:10]} for row in sims]
+    return float(np.mean([len(q["ev"] & g) / len(q["ev"]) for q, g in zip(qs, got)]))
+
+
+def examples(model, datas) -> list[tuple[str, list[str], list[str]]]:
+    """(question, evidence texts, hard negatives best first) for every question with evidence."""
+    out = []
+    for turns, qs in datas:
+        sims = encode(model, [q["vec"] for q in qs]) @ encode(model, [t for _, t in turns]).T
+        where = {d: k for k, (d, _) in enumerate(turns)}
+        for q, row in zip(qs, sims):
+            pos = [turns[where[e]][1] for e in q["ev"] if e in where]
+            if pos:
+                neg = [turns[k][1] for k in np.argsort(-row)[:2 * SETTINGS["pool"]] if turns[k][0] not in q["ev"]]
+                out.append((q["vec"], pos, neg[: SETTINGS["pool"]]))
+    return out
+
+
+def fine_tune(model_dir: Path, datas):
+    """The model at model_dir, tuned on the conversations' questions (all weights, one epoch)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    s = SETTINGS
+    random.seed(s["seed"])
+    torch.manual_seed(s["seed"])
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    items = examples(model, datas)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=s["lr"], weight_decay=0.01)
+
+    def embed(texts):
+        return torch.nn.functional.normalize(model(model.tokenize(texts))["sentence_embedding"], dim=-1)
+
+    for _ in range(s["epochs"]):
+        random.shuffle(items)
+        for b in range(0, len(items), s["batch"]):
+            batch = items[b: b + s["batch"]]
+            docs = [random.choice(p) for _, p, _ in batch]
+            docs += [n for _, _, negs in batch for n in random.sample(negs, min(s["negatives"], len(negs)))]
+            logits = s["scale"] * embed([q for q, _, _ in batch]) @ embed(docs).T
+            loss = torch.nn.functional.cross_entropy(logits, torch.arange(len(batch)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    model.eval()
+    return model
+
+
+def low_rank(base: dict, tuned: dict, rank: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{weight: (B, A)} with B @ A the best rank-`rank` approximation of each linear weight's change."""
+    pairs = {}
+    for name, w in base.items():
+        if w.ndim == 2 and "embeddings" not in name and "pooler" not in name:
+            u, sv, vt = np.linalg.svd(tuned[name].astype(np.float64) - w, full_matrices=False)
+            pairs[name] = ((u[:, :rank] * sv[:rank]).astype(np.float32), vt[:rank].astype(np.float32))
+    return pairs
+
+
+def tuned_weights(model) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy() for k, v in model[0].auto_model.state_dict().items()}
+
+
+def save_model(model_dir: Path, base: dict, pairs: dict, out: Path) -> None:
+    """A sentence-transformers dir: model_dir's files with the low-rank change merged (what users get)."""
+    from safetensors.numpy import save_file
+
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(model_dir, out, ignore=shutil.ignore_patterns("model.safetensors", "pytorch_model.bin"))
+    merged = dict(base)
+    for name, (b, a) in pairs.items():
+        merged[name] = base[name] + b.astype(np.float16).astype(np.float32) @ a.astype(np.float16).astype(np.float32)
+    save_file(merged, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA, help="locomo_dev.json (default: %(default)s)")
+    ap.add_argument("--out", type=Path, default=None, help="write the delta trained on every conversation here")
+    ap.add_argument("--folds", type=Path, default=None, help="also train leave-one-out models into this dir")
+    ap.add_argument("--rank", type=int, default=32)
+    args = ap.parse_args(argv)
+
+    import torch
+    from safetensors.numpy import load_file
+    from sentence_transformers import SentenceTransformer
+
+    from models.locate import embedder_dir
+    from models.onnx_encoder import fingerprint
+    from models.tuning import write_delta
+
+    torch.set_num_threads(2)
+    base_dir = embedder_dir(None)
+    base = load_file(str(base_dir / "model.safetensors"))
+    convs = json.loads(args.data.read_text())
+    datas = {c["sample_id"]: conversation(c) for c in convs}
+    result: dict = {"settings": SETTINGS, "rank": args.rank}
+    if args.folds:
+        untuned = SentenceTransformer(str(base_dir), device="cpu")
+        folds = {}
+        for held in datas:
+            t0 = time.perf_counter()
+            model = fine_tune(base_dir, [d for c, d in datas.items() if c != held])
+            save_model(base_dir, base, low_rank(base, tuned_weights(model), args.rank), args.folds / held)
+            merged = SentenceTransformer(str(args.folds / held), device="cpu")
+            folds[held] = {"questions": len(datas[held][1]), "untuned_r10": round(vector_recall(untuned, datas[held]), 4),
+                           "tuned_r10": round(vector_recall(merged, datas[held]), 4),
+                           "s": round(time.perf_counter() - t0)}
+            print(json.dumps({held: folds[held]}), file=sys.stderr, flush=True)
+        n = sum(f["questions"] for f in folds.values())
+        result["held_out_vector_r10"] = {k: round(sum(f[k] * f["questions"] for f in folds.values()) / n, 4)
+                                         for k in ("untuned_r10", "tuned_r10")}
+        result["folds"] = folds
+    if args.out:
+        model = fine_tune(base_dir, list(datas.values()))
+        meta = {"base_fingerprint": fingerprint(base_dir / "model.safetensors"), "scale": 1.0, "rank": args.rank,
+                "trained_on": sorted(datas), "data": args.data.name, "settings": SETTINGS,
+                "held_out_vector_r10": result.get("held_out_vector_r10")}
+        write_delta(args.out, meta, low_rank(base, tuned_weights(model), args.rank))
+        result["wrote"] = str(args.out)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

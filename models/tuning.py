@@ -1,0 +1,99 @@
+"""Mirador's tuning of the bundled embedder: low-rank weight deltas merged into a copy of the model.
+
+Why: all-MiniLM-L6-v2 matches a question to a turn that shares its meaning, but a conversation's
+answers often share little of it ("what activities does Melanie do?" → "took the kids swimming").
+Tuned on question → evidence pairs of other conversations (bench/train_embedder.py), the vector
+list finds more of the evidence of conversations it never saw (README, Retrieval quality).
+
+The delta (models/data/embedder_tuning.npz) names the weights it was trained on by their
+fingerprint, and is applied only to those. The merged model is an ordinary sentence-transformers
+directory in the per-machine cache, keyed by base weights and delta, made once (~1 s, NumPy only:
+no torch) and then served like any other (its onnxruntime export included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+BUNDLED = Path(__file__).resolve().parent / "data" / "embedder_tuning.npz"
+WEIGHTS = "model.safetensors"
+
+
+class TuningMismatch(RuntimeError):
+    """The delta was trained on other weights than the model it was asked to tune."""
+
+
+def default_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mirador", appauthor=False)) / "tuned"
+
+
+def read_meta(path: Path) -> dict:
+    """What a delta file says of itself (base_fingerprint, scale, rank, trained_on, ...), read alone."""
+    with np.load(path, allow_pickle=False) as z:
+        return json.loads(bytes(z["meta"]).decode())
+
+
+def read_delta(path: Path) -> tuple[dict, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(meta, {weight name: (B, A)}) of a delta file; the update of a weight W is scale × B @ A."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(bytes(z["meta"]).decode())
+        pairs = {name: (z[f"{name}::B"], z[f"{name}::A"]) for name in meta["weights"]}
+    return meta, pairs
+
+
+def write_delta(path: Path, meta: dict, pairs: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    arrays = {"meta": np.frombuffer(json.dumps({**meta, "weights": sorted(pairs)}).encode(), dtype=np.uint8)}
+    for name, (b, a) in pairs.items():
+        arrays[f"{name}::B"], arrays[f"{name}::A"] = b.astype(np.float16), a.astype(np.float16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
+
+
+def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Path:
+    """model_dir with the delta merged in, made once under cache_dir and reused.
+
+    Raises TuningMismatch when the delta belongs to other weights (a configured embedder_dir).
+    """
+    from models.onnx_encoder import fingerprint
+
+    meta = read_meta(delta)
+    base = fingerprint(model_dir / WEIGHTS) if (model_dir / WEIGHTS).exists() else None
+    if base != meta["base_fingerprint"]:
+        raise TuningMismatch(f"{delta.name} tunes other weights than those in {model_dir}")
+    out = Path(cache_dir or default_dir()) / f"{base[:12]}-{_digest(delta)[:12]}"
+    if (out / WEIGHTS).exists():
+        return out
+    from safetensors.numpy import load_file, save_file
+
+    _, pairs = read_delta(delta)
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(model_dir, tmp, ignore=shutil.ignore_patterns(WEIGHTS, "pytorch_model.bin", "*.onnx", "README.md"))
+    weights = load_file(str(model_dir / WEIGHTS))
+    scale = float(meta["scale"])
+    for name, (b, a) in pairs.items():
+        w = weights[name]
+        weights[name] = (w.astype(np.float32) + scale * (b.astype(np.float32) @ a.astype(np.float32))).astype(w.dtype)
+    save_file(weights, str(tmp / WEIGHTS), metadata={"format": "pt"})
+    (tmp / "mirador_tuning.json").write_text(json.dumps({"base": str(model_dir), "delta": delta.name, **meta}))
+    try:
+        os.replace(tmp, out)
+    except OSError:  # another process made it first
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("tuned embedder made in %s", out)
+    return out

@@ -1,0 +1,158 @@
+"""Mirador's tuning of the embedder: merged exactly, only into the weights it was made for, once; and
+a store keeps the embedder its vectors came from."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from memory.config import load_config
+from memory.errors import MiradorError
+from models import tuning
+from models.embedder import Embedder
+from models.locate import embedder_dir
+from models.onnx_encoder import fingerprint
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "encoder.layer.0.attention.self.query.weight"
+
+
+def _delta(path: Path, base_fp: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    b, a = rng.normal(size=(384, 4)).astype(np.float32), rng.normal(size=(4, 384)).astype(np.float32) * 0.01
+    tuning.write_delta(path, {"base_fingerprint": base_fp, "scale": 0.5, "rank": 4}, {NAME: (b, a)})
+    return b, a
+
+
+def test_delta_is_merged_exactly_and_only_once(tmp_path):
+    base_dir = embedder_dir()
+    b, a = _delta(tmp_path / "d.npz", fingerprint(base_dir / "model.safetensors"))
+    out = tuning.tuned_dir(base_dir, tmp_path / "d.npz", tmp_path / "cache")
+    base, merged = load_file(str(base_dir / "model.safetensors")), load_file(str(out / "model.safetensors"))
+    want = base[NAME] + 0.5 * (b.astype(np.float16).astype(np.float32) @ a.astype(np.float16).astype(np.float32))
+    assert np.allclose(merged[NAME], want, atol=1e-6) and not np.allclose(merged[NAME], base[NAME])
+    assert all(np.array_equal(merged[k], base[k]) for k in base if k != NAME)
+    assert (out / "tokenizer.json").exists() and (out / "1_Pooling" / "config.json").exists()
+    made = (out / "model.safetensors").stat().st_mtime_ns
+    assert tuning.tuned_dir(base_dir, tmp_path / "d.npz", tmp_path / "cache") == out
+    assert (out / "model.safetensors").stat().st_mtime_ns == made  # reused, not rewritten
+    # another delta is another model
+    _delta(tmp_path / "e.npz", fingerprint(base_dir / "model.safetensors"), seed=1)
+    assert tuning.tuned_dir(base_dir, tmp_path / "e.npz", tmp_path / "cache") != out
+
+
+def test_merging_needs_no_torch(tmp_path):
+    _delta(tmp_path / "d.npz", fingerprint(embedder_dir() / "model.safetensors"))
+    code = ("import sys; from models import tuning; from models.locate import embedder_dir\n"
+            f"tuning.tuned_dir(embedder_dir(), __import__('pathlib').Path({str(tmp_path / 'd.npz')!r}), "
+            f"__import__('pathlib').Path({str(tmp_path / 'c')!r}))\n"
+            "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_delta_for_other_weights_is_not_applied(tmp_path):
+    _delta(tmp_path / "d.npz", "0" * 40)
+    with pytest.raises(tuning.TuningMismatch, match="other weights"):
+        tuning.tuned_dir(embedder_dir(), tmp_path / "d.npz", tmp_path / "cache")
+    emb = Embedder(tuning=tmp_path / "d.npz")
+    assert emb.tuning is None and emb.model_dir == emb.base_dir == embedder_dir()
+
+
+def test_a_missing_delta_embeds_as_shipped(tmp_path, caplog):
+    emb = Embedder(tuning=tmp_path / "gone.npz")
+    assert emb.tuning is None and emb.model_dir == embedder_dir()
+    assert "unreadable" in caplog.text
+
+
+PARAPHRASES = [("We chose PostgreSQL for the billing service", "The billing service will use PostgreSQL"),
+               ("Sam prefers tabs over spaces", "Sam likes tabs more than spaces"),
+               ("The staging kafka volume was full", "Kafka on staging ran out of disk space"),
+               ("The API key rotates every 90 days", "API keys are rotated each 90 days")]
+ANSWERS = [("What does they do to relax?", "Melanie: I've been painting a lot lately, it really calms me down.",
+            "Melanie: Hey! So good to hear from you, how have you been?"),
+           ("Why did they pick PostgreSQL?", "Sam: Postgres gives us transactions across the ledger tables.",
+            "Sam: Morning all, standup in five."),
+           ("What instrument does they play?", "Gina: I practised the violin for an hour before dinner.",
+            "Gina: Wow, that sounds great!")]
+
+
+def test_bundled_delta_fits_the_bundled_model_and_keeps_its_sense_of_similarity():
+    meta, pairs = tuning.read_delta(tuning.BUNDLED)
+    assert meta["base_fingerprint"] == fingerprint(embedder_dir() / "model.safetensors")
+    assert len(pairs) == 36 and tuning.BUNDLED.stat().st_size < 4_000_000
+    tuned, plain = Embedder(tuning=tuning.BUNDLED, threads=1), Embedder(threads=1)
+    assert tuned.model_dir != plain.model_dir and "+tuned-" in tuned.name
+    texts = [t for triple in ANSWERS for t in triple]
+    t, p = tuned.embed(texts), plain.embed(texts)
+    assert np.allclose(np.linalg.norm(t, axis=1), 1.0, atol=1e-4)
+    assert not np.allclose(t, p, atol=1e-3) and (np.sum(t * p, axis=1) > 0.7).all()  # tuned, not another model
+    for k in range(0, len(texts), 3):  # an answer still beats small talk
+        assert t[k] @ t[k + 1] > t[k] @ t[k + 2]
+    # The dream's merge and corroborate thresholds (cosine 0.95, 0.9) were set on the model as shipped.
+    for a, b in PARAPHRASES:
+        (ta, tb), (pa, pb) = tuned.embed([a, b]), plain.embed([a, b])
+        assert abs(float(ta @ tb) - float(pa @ pb)) < 0.05
+
+
+def _record(home: Path) -> dict:
+    return json.loads((home / "embedder.json").read_text())
+
+
+def test_a_new_store_embeds_tuned_and_records_it(mirador_home):
+    from memory.store import Store
+
+    store = Store(mirador_home)
+    assert store.embedder.tuning == tuning.BUNDLED
+    assert _record(mirador_home) == {"tuned": True, "weights": store.embedder.model_dir.name,
+                                     "embedder": store.embedder.name}
+    assert Store(mirador_home).embedder is store.embedder
+
+
+def test_a_store_keeps_the_embedder_it_was_made_with(mirador_home):
+    from memory.store import EvidenceSpec, Store
+
+    (mirador_home).mkdir(parents=True)
+    (mirador_home / "config.toml").write_text("[models]\nembedder_tuning = false\n")
+    store = Store(mirador_home)
+    assert store.embedder.tuning is None and _record(mirador_home)["tuned"] is False
+    (mirador_home / "config.toml").write_text("[models]\nembedder_tuning = true\n")
+    assert load_config(mirador_home).models.embedder_tuning
+    assert Store(mirador_home).embedder.tuning is None  # its vectors are untuned: it stays so
+
+    # A store made before tuning existed has rows and no record: its rows were embedded as shipped.
+    store.add_evidence_batch([EvidenceSpec(text="the deploy failed", source="import")], actor="import")
+    (mirador_home / "embedder.json").unlink()
+    again = Store(mirador_home)
+    assert again.embedder.tuning is None and _record(mirador_home)["tuned"] is False
+    from memory.search import search_evidence
+
+    assert [h.row["text"] for h in search_evidence(again, "deploy failed", limit=1)] == ["the deploy failed"]
+
+
+def test_a_damaged_record_says_what_to_do(mirador_home):
+    from memory.store import Store
+
+    mirador_home.mkdir(parents=True)
+    (mirador_home / "embedder.json").write_text("{not json")
+    with pytest.raises(MiradorError, match="embedder.json is damaged"):
+        Store(mirador_home)
+    (mirador_home / "embedder.json").write_text('{"embedder": "x"}')
+    with pytest.raises(MiradorError, match="no 'tuned' flag"):
+        Store(mirador_home)
+
+
+def test_a_store_tuned_by_another_delta_is_flagged(mirador_home, caplog):
+    from memory.store import Store
+
+    mirador_home.mkdir(parents=True)
+    (mirador_home / "embedder.json").write_text('{"tuned": true, "weights": "older-delta"}')
+    store = Store(mirador_home)
+    assert store.embedder.tuning == tuning.BUNDLED
+    assert "older-delta" in caplog.text and "match poorly" in caplog.text
