@@ -9,9 +9,10 @@ dia_ids| / |evidence|, averaged over questions. The store lives in a temp dir, n
     .venv/bin/python bench/locomo.py [--data PATH] [--limit-convs N]
         [--context '{"neighbours_embed": 0}'] [--rank '{"speaker_boost": 0}']
 
-The shipped reranker (memory/rerank.py) was trained on the dev split: on it, this bench's recall is
-in-sample (config.reranker.in_sample says so). Its held-out figure comes from bench/train_reranker.py;
-`--rank '{"rerank": false}'` gives the first stage alone.
+The shipped reranker (memory/rerank.py) and the embedder's tuning (models/tuning.py) were trained on
+the dev split: on it, this bench's recall is in-sample (config.reranker.in_sample and
+config.embedder_tuning.in_sample say so). The held-out figure comes from bench/train_reranker.py
+--fold-embedders; `--rank '{"rerank": false}'` gives the first stage alone.
 """
 
 from __future__ import annotations
@@ -125,6 +126,19 @@ def reranker_info(store, rank, convs: list[dict]) -> dict | None:
             "held_out_recall": model.meta.get("held_out_recall")}
 
 
+def tuning_info(store, convs: list[dict]) -> dict | None:
+    """Whether the embedder's tuning (models/tuning.py) learned from the conversations just scored;
+    if so this run is in-sample for it too, and bench/train_reranker.py --fold-embedders gives the
+    held-out figure."""
+    from models.tuning import read_meta
+
+    if store.embedder.tuning is None:
+        return None
+    meta = read_meta(store.embedder.tuning)
+    seen = set(meta.get("trained_on", ())) & {c["sample_id"] for c in convs}
+    return {"path": str(store.embedder.tuning), "trained_on": meta.get("trained_on"), "in_sample": bool(seen)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -132,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit-convs", type=int, default=None, help="only the first N conversations")
     ap.add_argument("--context", default="{}", help="JSON overrides of memory.context.ContextConfig")
     ap.add_argument("--rank", default="{}", help="JSON overrides of memory.rank.RankConfig")
+    ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
     args = ap.parse_args(argv)
 
     from memory import context as C
@@ -144,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["MIRADOR_HOME"] = home
         from memory.store import Store
 
+        if args.untuned:
+            Path(home, "config.toml").write_text("[models]\nembedder_tuning = false\n")
         store = Store(Path(home))
         store.embedder.embed_query("warm up")  # model load is not ingest or query time
         store.embedder.wait_ready(300)  # nor the one-off onnxruntime export of the query encoder
@@ -156,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         "ingest_rows": rows,
         "conversations": [c["sample_id"] for c in convs],
         "config": {"embedder": store.embedder.name, "query_encoder": store.embedder.backend, "context": {k: str(v) for k, v in asdict(ctx).items()},
-                   "rank": rank.describe(), "reranker": reranker_info(store, rank, convs)},
+                   "rank": rank.describe(), "reranker": reranker_info(store, rank, convs),
+                   "embedder_tuning": tuning_info(store, convs)},
     })
     print(json.dumps(result))
     return 0

@@ -70,6 +70,7 @@ def summary(rs: list[int]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
     args = ap.parse_args(argv)
 
     from memory import rank as R
@@ -79,10 +80,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["MIRADOR_HOME"] = home
         from memory.store import Store
 
+        if args.untuned:
+            Path(home, "config.toml").write_text("[models]\nembedder_tuning = false\n")
         store = Store(Path(home))
         ids = ingest(store, day)
         ranks(store, day, ids)  # warm up: model load and the row cache are not query time
-        result = {"rows": len(day["rows"]), "questions": len(day["questions"])}
+        result = {"rows": len(day["rows"]), "questions": len(day["questions"]), "embedder": store.embedder.name}
         for name, cfg in (("first_stage", replace(R.DEFAULT, rerank=False)), ("reranked", R.DEFAULT)):
             t0 = time.perf_counter()
             rs = ranks(store, day, ids, cfg)

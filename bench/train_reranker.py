@@ -7,7 +7,13 @@ Leave-one-conversation-out: a model trained on the other conversations ranks eac
 the reported recall is what the method does on unseen conversations, the way the shipped model will
 be used. The shipped model is then trained on all of them.
 
+With --fold-embedders DIR (bench/train_embedder.py --folds DIR), each conversation gets a store of its
+own, embedded by DIR/<conversation>: the tuned embedder trained without it. The features are then
+what the tuned first stage finds on a conversation its embedder never saw, as the shipped embedder
+meets a person's own conversations, and the held-out recall is that of the whole search.
+
     .venv/bin/python bench/train_reranker.py [--data PATH] [--out memory/data/evidence_reranker.json]
+        [--fold-embedders DIR]
 """
 
 from __future__ import annotations
@@ -58,6 +64,19 @@ def groups(store, convs: list[dict], cfg) -> list[dict]:
                 "y": np.array([float(dia[i] in q["evidence"]) for i in top]),
             })
     return out
+
+
+def build(convs: list[dict], cfg, embedder=None) -> list[dict]:
+    """Ingest the conversations into a new store in a temp dir and return groups() of it."""
+    with tempfile.TemporaryDirectory(prefix="mirador-rerank-") as home:
+        os.environ["MIRADOR_HOME"] = home
+        from memory.store import Store
+
+        store = Store(Path(home), embedder=embedder)
+        store.embedder.embed_query("warm up")
+        store.embedder.wait_ready(300)
+        locomo.ingest(store, convs)
+        return groups(store, convs, cfg)
 
 
 def dia_of(store, id_: str) -> str | None:
@@ -121,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the model trained on every conversation here")
     ap.add_argument("--rounds", type=int, default=ROUNDS)
     ap.add_argument("--seeds", type=int, default=3, help="held-out runs with different bagging seeds")
+    ap.add_argument("--fold-embedders", type=Path, default=None,
+                    help="dir of leave-one-out tuned embedders, one per conversation (bench/train_embedder.py --folds)")
     args = ap.parse_args(argv)
 
     from memory import rank as R
@@ -128,17 +149,14 @@ def main(argv: list[str] | None = None) -> int:
 
     convs = json.loads(args.data.read_text())
     cfg = replace(R.DEFAULT, rerank=False)
-    with tempfile.TemporaryDirectory(prefix="mirador-rerank-") as home:
-        os.environ["MIRADOR_HOME"] = home
-        from memory.store import Store
+    t0 = time.perf_counter()
+    if args.fold_embedders:
+        from models.embedder import Embedder
 
-        store = Store(Path(home))
-        store.embedder.embed_query("warm up")
-        store.embedder.wait_ready(300)
-        t0 = time.perf_counter()
-        locomo.ingest(store, convs)
-        gs = groups(store, convs, cfg)
-        prep_s = time.perf_counter() - t0
+        gs = [g for c in convs for g in build([c], cfg, Embedder(args.fold_embedders / c["sample_id"], threads=2))]
+    else:
+        gs = build(convs, cfg)
+    prep_s = time.perf_counter() - t0
     result = {"questions": len(gs), "top": cfg.rerank_top, "rounds": args.rounds, "prep_s": round(prep_s, 1),
               "held_out": [held_out(gs, args.rounds, seed) for seed in range(1, args.seeds + 1)]}
     if args.out:
@@ -146,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = from_lightgbm(model.dump_model(), meta={
             "trained_on": [c["sample_id"] for c in convs], "data": args.data.name, "rounds": args.rounds,
             "top": cfg.rerank_top, "params": PARAMS, "first_stage": R.first_stage_settings(cfg),
+            "embedder": "tuned, leave-one-out per conversation" if args.fold_embedders else "store default",
             "held_out_recall": {k: [h["reranked"][k] for h in result["held_out"]] for k in ("recall@5", "recall@10")}})
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(spec, separators=(",", ":")) + "\n", encoding="utf-8")
