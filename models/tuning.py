@@ -7,7 +7,7 @@ list finds more of the evidence of conversations it never saw (README, Retrieval
 
 The delta (models/data/embedder_tuning.npz) names the weights it was trained on by their
 fingerprint, and is applied only to those. The merged model is an ordinary sentence-transformers
-directory in the per-machine cache, keyed by base weights and delta, made once (~1 s, NumPy only:
+directory in the per-machine cache, keyed by base weights and delta, made once (~0.5 s, NumPy only:
 no torch) and then served like any other (its onnxruntime export included).
 """
 
