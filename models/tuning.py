@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "embedder_tuning.npz"
 WEIGHTS = "model.safetensors"
+_TMP_HOURS = 24  # an unfinished merge this old was left by a process that died
 
 
 class TuningMismatch(RuntimeError):
@@ -81,6 +83,9 @@ def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Pa
     from safetensors.numpy import load_file, save_file
 
     _, pairs = read_delta(delta)
+    for stale in out.parent.glob("*.tmp-*"):  # a merge cut off by a crash or a full disk
+        if time.time() - stale.stat().st_mtime > _TMP_HOURS * 3600:
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(model_dir, tmp, ignore=shutil.ignore_patterns(WEIGHTS, "pytorch_model.bin", "*.onnx", "README.md"))

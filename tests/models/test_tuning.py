@@ -4,6 +4,7 @@ a store keeps the embedder its vectors came from."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,14 @@ def test_delta_is_merged_exactly_and_only_once(tmp_path):
     made = (out / "model.safetensors").stat().st_mtime_ns
     assert tuning.tuned_dir(base_dir, tmp_path / "d.npz", tmp_path / "cache") == out
     assert (out / "model.safetensors").stat().st_mtime_ns == made  # reused, not rewritten
+    # a merge a dead process left behind is cleared by the next merge; a fresh one (in progress) is not
+    old, fresh = tmp_path / "cache" / "x.tmp-1", tmp_path / "cache" / "y.tmp-2"
+    old.mkdir(), fresh.mkdir()
+    os.utime(old, (0, 0))
     # another delta is another model
     _delta(tmp_path / "e.npz", fingerprint(base_dir / "model.safetensors"), seed=1)
     assert tuning.tuned_dir(base_dir, tmp_path / "e.npz", tmp_path / "cache") != out
+    assert not old.exists() and fresh.exists()
 
 
 def test_merging_needs_no_torch(tmp_path):
