@@ -9,7 +9,7 @@ then each linear weight's change is kept at rank --rank (SVD), fp16, ~2 MB. The 
 and layer norms stay as shipped.
 
 --folds DIR also trains one model per conversation without it (leave-one-conversation-out), writes
-them as DIR/<conversation>, and reports the vector list's R@10 on the conversation left out, tuned
+its delta as DIR/<conversation>.npz (merged by models/tuning.py, as users' is), and reports the vector list's R@10 on the conversation left out, tuned
 against untuned. bench/train_reranker.py --fold-embedders DIR then measures the whole search on
 conversations neither stage saw, and trains the reranker on what the tuned first stage finds.
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
 import time
 from datetime import timedelta
@@ -126,16 +125,11 @@ def tuned_weights(model) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy() for k, v in model[0].auto_model.state_dict().items()}
 
 
-def save_model(model_dir: Path, base: dict, pairs: dict, out: Path) -> None:
-    """A sentence-transformers dir: model_dir's files with the low-rank change merged (what users get)."""
-    from safetensors.numpy import save_file
+def delta_meta(base_dir: Path, rank: int, trained_on: list[str], data: str, **extra) -> dict:
+    from models.onnx_encoder import fingerprint
 
-    shutil.rmtree(out, ignore_errors=True)
-    shutil.copytree(model_dir, out, ignore=shutil.ignore_patterns("model.safetensors", "pytorch_model.bin"))
-    merged = dict(base)
-    for name, (b, a) in pairs.items():
-        merged[name] = base[name] + b.astype(np.float16).astype(np.float32) @ a.astype(np.float16).astype(np.float32)
-    save_file(merged, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return {"base_fingerprint": fingerprint(base_dir / "model.safetensors"), "scale": 1.0, "rank": rank,
+            "trained_on": sorted(trained_on), "data": data, "settings": SETTINGS, **extra}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,8 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     from sentence_transformers import SentenceTransformer
 
     from models.locate import embedder_dir
-    from models.onnx_encoder import fingerprint
-    from models.tuning import write_delta
+    from models.tuning import tuned_dir, write_delta
 
     torch.set_num_threads(2)
     base_dir = embedder_dir(None)
@@ -165,9 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         folds = {}
         for held in datas:
             t0 = time.perf_counter()
-            model = fine_tune(base_dir, [d for c, d in datas.items() if c != held])
-            save_model(base_dir, base, low_rank(base, tuned_weights(model), args.rank), args.folds / held)
-            merged = SentenceTransformer(str(args.folds / held), device="cpu")
+            others = [c for c in datas if c != held]
+            model = fine_tune(base_dir, [datas[c] for c in others])
+            # Written and merged as the shipped delta is: the folds measure what users get.
+            delta = args.folds / f"{held}.npz"
+            write_delta(delta, delta_meta(base_dir, args.rank, others, args.data.name),
+                        low_rank(base, tuned_weights(model), args.rank))
+            merged = SentenceTransformer(str(tuned_dir(base_dir, delta)), device="cpu")
             folds[held] = {"questions": len(datas[held][1]), "untuned_r10": round(vector_recall(untuned, datas[held]), 4),
                            "tuned_r10": round(vector_recall(merged, datas[held]), 4),
                            "s": round(time.perf_counter() - t0)}
@@ -178,10 +175,9 @@ def main(argv: list[str] | None = None) -> int:
         result["folds"] = folds
     if args.out:
         model = fine_tune(base_dir, list(datas.values()))
-        meta = {"base_fingerprint": fingerprint(base_dir / "model.safetensors"), "scale": 1.0, "rank": args.rank,
-                "trained_on": sorted(datas), "data": args.data.name, "settings": SETTINGS,
-                "held_out_vector_r10": result.get("held_out_vector_r10")}
-        write_delta(args.out, meta, low_rank(base, tuned_weights(model), args.rank))
+        write_delta(args.out, delta_meta(base_dir, args.rank, list(datas), args.data.name,
+                                         held_out_vector_r10=result.get("held_out_vector_r10")),
+                    low_rank(base, tuned_weights(model), args.rank))
         result["wrote"] = str(args.out)
     print(json.dumps(result))
     return 0

@@ -8,7 +8,7 @@ the reported recall is what the method does on unseen conversations, the way the
 be used. The shipped model is then trained on all of them.
 
 With --fold-embedders DIR (bench/train_embedder.py --folds DIR), each conversation gets a store of its
-own, embedded by DIR/<conversation>: the tuned embedder trained without it. The features are then
+own, embedded with DIR/<conversation>.npz merged in: the tuning trained without it. The features are then
 what the tuned first stage finds on a conversation its embedder never saw, as the shipped embedder
 meets a person's own conversations, and the held-out recall is that of the whole search.
 
@@ -77,6 +77,17 @@ def build(convs: list[dict], cfg, embedder=None) -> list[dict]:
         store.embedder.wait_ready(300)
         locomo.ingest(store, convs)
         return groups(store, convs, cfg)
+
+
+def fold_embedder(delta: Path):
+    """The bundled embedder with a fold's delta merged; an error, never the untuned model, if it won't apply."""
+    from models.embedder import Embedder
+
+    emb = Embedder(threads=2, tuning=delta)
+    if emb.tuning is None:
+        raise SystemExit(f"{delta} could not be applied to the bundled embedder (see the log); "
+                         "run bench/train_embedder.py --folds again")
+    return emb
 
 
 def dia_of(store, id_: str) -> str | None:
@@ -151,9 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = replace(R.DEFAULT, rerank=False)
     t0 = time.perf_counter()
     if args.fold_embedders:
-        from models.embedder import Embedder
-
-        gs = [g for c in convs for g in build([c], cfg, Embedder(args.fold_embedders / c["sample_id"], threads=2))]
+        gs = [g for c in convs for g in build([c], cfg, fold_embedder(args.fold_embedders / f"{c['sample_id']}.npz"))]
     else:
         gs = build(convs, cfg)
     prep_s = time.perf_counter() - t0

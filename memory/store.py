@@ -47,6 +47,21 @@ _VAULT_COLS = [f.name for f in T.vault_schema()]
 EMBEDDER_RECORD = "embedder.json"  # which embedder this store's vectors come from (Store._own_embedder)
 
 
+def embedder_record(home: Path) -> dict | None:
+    """What embedder.json says made a store's vectors ({"tuned": bool, ...}); None if it has no record."""
+    record = Path(home) / EMBEDDER_RECORD
+    try:
+        made = json.loads(record.read_text())
+        if not isinstance(made, dict) or not isinstance(made.get("tuned"), bool):
+            raise ValueError("no 'tuned' flag")
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise MiradorError(f"{record} is damaged ({e}) — restore it from a backup, or delete it if this "
+                           "store was made before Mirador tuned its embedder") from e
+    return made
+
+
 @dataclass
 class MemorySpec:
     """What it takes to create a memory; everything but text and type has a default."""
@@ -129,15 +144,7 @@ class Store:
 
         m = self.config.models
         record = self.home / EMBEDDER_RECORD
-        try:
-            made = json.loads(record.read_text())
-            if not isinstance(made, dict) or not isinstance(made.get("tuned"), bool):
-                raise ValueError("no 'tuned' flag")
-        except FileNotFoundError:
-            made = None
-        except ValueError as e:
-            raise MiradorError(f"{record} is damaged ({e}) — restore it from a backup, or delete it if this "
-                               "store was made before Mirador tuned its embedder") from e
+        made = embedder_record(self.home)
         tuned = made["tuned"] if made else (m.embedder_tuning and not self._has_rows())
         emb = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
                               m.embedder_onnx, tuning.BUNDLED if tuned else None)

@@ -162,3 +162,17 @@ def test_a_store_tuned_by_another_delta_is_flagged(mirador_home, caplog):
     store = Store(mirador_home)
     assert store.embedder.tuning == tuning.BUNDLED
     assert "older-delta" in caplog.text and "match poorly" in caplog.text
+
+
+def test_doctor_names_the_embedder_the_store_uses(mirador_home):
+    from desktop.doctor import check_embedder
+    from memory.store import Store
+
+    status, msg, _ = check_embedder()  # no store yet: the setting decides
+    assert "tuned for recall" in msg
+    mirador_home.mkdir(parents=True, exist_ok=True)
+    (mirador_home / "config.toml").write_text("[models]\nembedder_tuning = false\n")
+    Store(mirador_home)
+    (mirador_home / "config.toml").write_text("[models]\nembedder_tuning = true\n")
+    status, msg, _ = check_embedder()
+    assert "tuned for recall" not in msg and "loads" in msg
