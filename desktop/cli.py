@@ -158,6 +158,36 @@ def cmd_optimize(a) -> int:
     return 0
 
 
+def cmd_reembed(a) -> int:
+    from memory.reembed import reembed, target_embedder, why_reembed
+    from memory.store import embedder_record
+
+    store = _open()
+    target = target_embedder(store.config.models)
+    why = why_reembed(embedder_record(store.home), target)
+    if why is None and not a.force:
+        msg = f"nothing to do: the store's vectors already come from {target.name} (--force re-embeds anyway)"
+        emit_json({"embedder": target.name, "memories": 0, "evidence": 0, "skipped": 0}) if a.json else print(msg)
+        return 0
+    show = a.progress or (sys.stderr.isatty() and not a.json)
+    if why:
+        print(f"re-embedding: {why}", file=sys.stderr)
+
+    def progress(table: str, done: int, total: int) -> None:
+        if show:
+            print(f"\r{table}: {done:,}/{total:,} re-embedded ", end="" if done < total else "\n",
+                  file=sys.stderr, flush=True)
+
+    report = reembed(store, progress=progress)
+    if a.json:
+        emit_json(report)
+    else:
+        print(f"re-embedded {report['memories']:,} memories and {report['evidence']:,} evidence rows with "
+              f"{report['embedder']} in {report['seconds']:.1f}s"
+              + (f"; {report['skipped']} changed or forgotten meanwhile, left as they were" if report["skipped"] else ""))
+    return 0
+
+
 def cmd_list(a) -> int:
     kind = "evidence" if a.evidence else "vault" if a.vault else "memory"
     store = _open()

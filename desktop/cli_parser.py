@@ -87,6 +87,12 @@ def build(cmds, version: str) -> argparse.ArgumentParser:
     cmd("purge", cmds.cmd_purge, "remove deleted data from old versions and indexes now")
     cmd("optimize", cmds.cmd_optimize, "compact tables and update indexes now (also runs after write batches)")
 
+    sp = cmd("reembed", cmds.cmd_reembed, "embed every row again with the embedder a new store would get "
+             "(after an upgrade that retuned it, or for a store made before the tuning)")
+    sp.add_argument("--force", action="store_true", help="re-embed even when the store's embedder is current")
+    sp.add_argument("--progress", action="store_true", help="show progress even when stderr is not a terminal")
+    as_json(sp)
+
     sp = cmd("list", cmds.cmd_list, "list memories (newest first), or --evidence / --vault")
     scope(sp)
     sp.add_argument("--type", action="append")

@@ -43,6 +43,7 @@ def check_config():
 
 def check_embedder():
     from memory.config import data_dir, load_config
+    from memory.reembed import target_embedder, why_reembed
     from memory.store import embedder_record
     from models import tuning
     from models.embedder import shared_embedder
@@ -56,6 +57,11 @@ def check_embedder():
     backend = emb.wait_ready(60)
     tuned = f" tuned for recall ({emb.model_dir})" if emb.tuning else ""
     msg = f"{emb.base_dir}{tuned} loads, {vec.shape[0]}-dim vectors, embedding on {backend}"
+    why = why_reembed(made, target_embedder(cfg))
+    if why:
+        msg += f"; the store should be re-embedded: {why}"
+    if why and not emb.onnx_error:
+        return WARN, msg, "run `mirador reembed` (Mirador may keep running)"
     if emb.onnx_error:
         return (WARN, f"{msg} ({emb.onnx_error})",
                 "embedding still works on torch, slower and ~480 MB more per process; `pip install onnx onnxruntime`")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +46,8 @@ _MEMORY_COLS = [f.name for f in T.memories_schema(1) if f.name not in ("vector",
 _EVIDENCE_COLS = [f.name for f in T.evidence_schema(1) if f.name != "vector"]
 _VAULT_COLS = [f.name for f in T.vault_schema()]
 EMBEDDER_RECORD = "embedder.json"  # which embedder this store's vectors come from (Store._own_embedder)
+# How often a Store looks whether embedder.json changed (another process's `mirador reembed`); a stat.
+RECORD_CHECK_S = 1.0
 
 
 def embedder_record(home: Path) -> dict | None:
@@ -60,6 +63,25 @@ def embedder_record(home: Path) -> dict | None:
         raise MiradorError(f"{record} is damaged ({e}) — restore it from a backup, or delete it if this "
                            "store was made before Mirador tuned its embedder") from e
     return made
+
+
+def write_embedder_record(home: Path, emb, **extra) -> dict:
+    """Record emb as the embedder of the store in home (atomically: a reader never sees half a file)."""
+    weights = emb.model_dir.name if emb.tuning else None
+    made = {"tuned": weights is not None, "weights": weights, "embedder": emb.name, **extra}
+    record = Path(home) / EMBEDDER_RECORD
+    tmp = record.with_name(f"{record.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(made) + "\n")
+    os.replace(tmp, record)
+    return made
+
+
+def _record_stamp(home: Path) -> tuple | None:
+    try:
+        st = os.stat(Path(home) / EMBEDDER_RECORD)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 @dataclass
@@ -119,7 +141,9 @@ class Store:
         # Strong read consistency: another process (the MCP stdio server, the app) may write the same
         # store, and a reader must see its commits; the per-read version check costs ~nothing locally.
         self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
-        self.embedder = embedder if embedder is not None else self._own_embedder()
+        self._fixed_embedder = embedder is not None
+        self._embedder = embedder if embedder is not None else self._own_embedder()
+        self._record_seen, self._record_checked = _record_stamp(self.home), time.monotonic()
         self._lock = threading.RLock()
         self._batches_since_optimize = 0
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
@@ -134,6 +158,22 @@ class Store:
         self._check_dim()
         self.cipher = VaultCipher(self.home, self.config.vault.key_store)
 
+    @property
+    def embedder(self):
+        """The embedder of this store's vectors. It follows embedder.json, so once `mirador reembed`
+        (in any process) records another model, queries and writes here use it within RECORD_CHECK_S."""
+        if not self._fixed_embedder and time.monotonic() - self._record_checked >= RECORD_CHECK_S:
+            self._record_checked = time.monotonic()
+            stamp = _record_stamp(self.home)
+            if stamp != self._record_seen:
+                self._record_seen = stamp
+                self._embedder = self._own_embedder()
+        return self._embedder
+
+    def use_embedder(self, emb) -> None:
+        """Embed with emb from now on (memory/reembed.py, which has just recorded it)."""
+        self._embedder, self._record_seen = emb, _record_stamp(self.home)
+
     def _own_embedder(self):
         """The embedder this store's vectors come from: tuned or as shipped (models.embedder_tuning)
         for a new store, and whatever it was made with ever after (embedder.json), since vectors of
@@ -143,7 +183,6 @@ class Store:
         from models.embedder import shared_embedder
 
         m = self.config.models
-        record = self.home / EMBEDDER_RECORD
         made = embedder_record(self.home)
         tuned = made["tuned"] if made else (m.embedder_tuning and not self._has_rows())
         emb = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
@@ -151,14 +190,18 @@ class Store:
         # The tuned copy's directory is named by base weights and delta: it names the vectors' model.
         weights = emb.model_dir.name if emb.tuning else None
         if made is None:
-            record.write_text(json.dumps({"tuned": weights is not None, "weights": weights, "embedder": emb.name}) + "\n")
+            write_embedder_record(self.home, emb)
+        elif made.get("reembedding"):
+            log.warning("this store is being re-embedded, or a re-embed stopped before it finished: searches "
+                        "match poorly until it is done — if no `mirador reembed` is running, run it again")
         elif made["tuned"] and made.get("weights") != weights:
             log.warning("this store's vectors come from the tuned embedder %s, but %s is what can be made now: "
-                        "searches will match poorly until models.embedder_dir points back at the model it was "
-                        "made with, or the store is exported and imported into a new one",
+                        "searches will match poorly until `mirador reembed` re-embeds the store (or "
+                        "models.embedder_dir points back at the model it was made with)",
                         made.get("weights"), weights or f"{emb.base_dir} untuned")
         elif m.embedder_tuning and not made["tuned"]:
-            log.info("this store was embedded untuned; it keeps that embedder (new stores use the tuned one)")
+            log.info("this store was embedded untuned; it keeps that embedder until `mirador reembed` "
+                     "re-embeds it with the tuned one (new stores use the tuned one)")
         return emb
 
     def _has_rows(self) -> bool:
