@@ -71,18 +71,21 @@ def write_scope(p: Principal, scope: str | None) -> str:
 # ---- shaping results --------------------------------------------------------------------------
 
 
-def _snip(text: str, n: int = SNIPPET_CHARS, query_stems: frozenset[str] = frozenset()) -> str:
+def _snip(text: str, n: int = SNIPPET_CHARS, query_stems: frozenset[str] = frozenset(), screen: bool = False) -> str:
     """text, or when longer than n: the lines that share most words with the query (its
-    memory.snippets.stems) or, without such lines, its start; "…" marks what was left out."""
+    memory.snippets.stems) or, without such lines, its start (a screen's past its menu bars and tabs);
+    "…" marks what was left out."""
+    from memory.snippets import focused, past_chrome
+
     text = text or ""
     if len(text) <= n:
         return text
     if query_stems:
-        from memory.snippets import focused
-
         lines = focused(text, query_stems, n)
         if lines is not None:
             return lines if len(lines) <= n else lines[: n - 1].rstrip() + "…"
+    if screen:
+        text = past_chrome(text)
     return text[: n - 1].rstrip() + "…"
 
 
@@ -107,7 +110,8 @@ def _memory_brief(m: dict, score: float | None = None) -> dict:
 
 def _evidence_brief(e: dict, score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict:
     out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
-           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems)}
+           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems,
+                                                               screen=e.get("source") == "screen")}
     if score is not None:
         out["score"] = round(score, 5)
     return out

@@ -24,7 +24,7 @@ from memory.rows import parse_time
 from memory.rank import embedded_text
 from memory.search import check_query, search_evidence, search_memories
 from memory.snippets import SEGMENT_END as _SENTENCE_END
-from memory.snippets import focused, stems
+from memory.snippets import focused, past_chrome, stems
 from memory.tokens import CONSTANT as TOKEN_CONSTANT
 from memory.tokens import count_joined, count_tokens, truncate_to_tokens
 from memory.types import MemoryType, parse_type
@@ -300,25 +300,28 @@ def _clean(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = frozenset()) -> str:
+def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = frozenset(),
+                    screen: bool = False) -> str:
     """What a summary of at most max_tokens shows: the lines that share the most words with the query
-    (memory/snippets.py), or the first sentence when none does."""
+    (memory/snippets.py), or the first sentence when none does (a screen's first past its chrome)."""
     # 3 characters a token is the fewest that OCR text and code take: the lines picked surely fit,
     # so the token truncation after this never cuts the best line away.
     lines = focused(body, query_stems, max_tokens * 3)
     if lines is not None:
         return lines[: max_tokens * _CHARS_PER_TOKEN_MAX]
+    if screen:
+        body = past_chrome(body)
     m = _SENTENCE_END.search(body)
     first = body[: m.start()].strip() if m else body
     return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
 
 
 def _summary(head: str, head_n: int, body: str, summary_room: int, cfg,
-             query_stems: frozenset[str]) -> tuple[str, str, int] | None:
+             query_stems: frozenset[str], screen: bool = False) -> tuple[str, str, int] | None:
     """(level, text, tokens) of head plus a summary within summary_room, or None when the room holds
     fewer than MIN_SUMMARY_WORDS words: a header alone says as much and costs less."""
     room_n = summary_room - head_n
-    source = _summary_source(body, min(cfg.summary_tokens, room_n), query_stems)
+    source = _summary_source(body, min(cfg.summary_tokens, room_n), query_stems, screen)
     # Every count carries the counter's constant once (memory/tokens.py); head_n already paid it, so
     # the summary alone may count that much more. The joined count decides, and a miss retries once.
     allow = room_n + TOKEN_CONSTANT - 1
@@ -350,7 +353,8 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
     head_n = count_tokens(head[0])
     summary_room = min(room, head_n + cfg.summary_tokens)
     if body and summary_room > head_n + 4:
-        got = _summary(head[0], head_n, body, summary_room, cfg, query_stems)
+        got = _summary(head[0], head_n, body, summary_room, cfg, query_stems,
+                       screen=c.kind == "evidence" and c.type == "screen")
         if got is not None:
             return got
     for h in head:

@@ -61,6 +61,26 @@ def focused(text: str, query_stems: frozenset[str], max_chars: int) -> str | Non
     return " ".join(out) + (" …" if last < len(segs) - 1 else "")
 
 
+CHROME_SCAN = 12  # the lines of a screen capture looked at for where its content starts
+
+
+def past_chrome(text: str) -> str:
+    """A screen capture's text from its first line that reads like content rather than window chrome
+    (a menu bar, a tab strip, a toolbar: under four words of three letters or more, or all of them
+    capitalised),
+    "… " marking the cut; the text as it is when no such line comes within CHROME_SCAN lines.
+
+    For when no line shares a word with the query (focused() is None): the capture matched by meaning,
+    and "File Edit Selection View Go Run" says nothing about why.
+    """
+    lines = text.split("\n")
+    for i, line in enumerate(lines[:CHROME_SCAN]):
+        words = [w for w in _WORD.findall(line) if len(w) >= 3 and not w.isdigit()]
+        if len(words) >= 4 and not all(w[:1].isupper() for w in words):
+            return text if i == 0 else "… " + "\n".join(lines[i:])
+    return text
+
+
 def _from_first_match(line: str, query_stems: frozenset[str], max_chars: int) -> str:
     """`line` from a few words before its first word the query shares, when that word would fall
     outside the first max_chars characters; "… " marks the cut."""

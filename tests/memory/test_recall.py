@@ -214,9 +214,9 @@ def test_a_summary_shows_the_lines_that_answer_not_the_first(store):
     assert "certificate for api.acme.dev expired" in body and body.startswith("…")
     assert "File Edit View" not in body
     assert res.used_tokens <= 150
-    # No word in common with any line: the first one, as before.
+    # No word in common with any line: the first line past the menu bar.
     other = next(i for i in recall(store, "what happened?", 150, scopes=["work"]).items if i.id == row["id"])
-    assert other.level == "summary" and other.text.split("\n", 1)[1] == "File Edit View Terminal Help"
+    assert other.level == "summary" and other.text.split("\n", 1)[1] == "… $ make deploy ENV=prod"
 
 
 def test_redundancy_compares_words_of_three_letters_or_more():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.snippets import focused, stems
+from memory.snippets import focused, past_chrome, stems
 
 
 def test_picks_the_matching_lines_in_their_order():
@@ -25,3 +25,24 @@ def test_a_long_line_starts_near_its_first_match():
     assert len(got) < len(line)
     short = "the certificate for api.acme.dev expired early " + "x " * 30
     assert focused(short + "\nnext line", stems("certificate"), 400).startswith("the certificate")
+
+
+def test_a_screen_without_shared_words_starts_past_its_chrome():
+    screen = "File Edit Selection View Go Run Terminal Help\nmain.py x  README.md\nEXPLORER\n" \
+             "Traceback (most recent call last):\n  File \"app.py\", line 3"
+    assert past_chrome(screen) == "… Traceback (most recent call last):\n  File \"app.py\", line 3"
+    assert past_chrome("The deploy failed at noon\nFile Edit") == "The deploy failed at noon\nFile Edit"
+    only_chrome = "File Edit View\nOK Cancel"
+    assert past_chrome(only_chrome) == only_chrome  # nothing better: as it is
+    late = "\n".join(["Tab"] * 20 + ["the content comes too late to look for"])
+    assert past_chrome(late) == late
+
+
+def test_mcp_brief_of_a_screen_starts_past_its_chrome_but_a_chat_row_at_its_start():
+    from memory.mcp_tools import SNIPPET_CHARS, _evidence_brief
+
+    body = "File Edit View Go\nInbox Sent Drafts\n" + "the invoice for March is attached and due on Friday " * 20
+    row = {"id": "ev_1", "scope": "work", "text": body}
+    assert _evidence_brief({**row, "source": "screen"}, query_stems=stems("payment"))["text"].startswith("… the invoice")
+    chat = _evidence_brief({**row, "source": "import"}, query_stems=stems("payment"))["text"]
+    assert chat.startswith("File Edit View Go") and len(chat) == SNIPPET_CHARS
