@@ -184,7 +184,8 @@ def cmd_reembed(a) -> int:
     else:
         print(f"re-embedded {report['memories']:,} memories and {report['evidence']:,} evidence rows with "
               f"{report['embedder']} in {report['seconds']:.1f}s"
-              + (f"; {report['skipped']} changed or forgotten meanwhile, left as they were" if report["skipped"] else ""))
+              + (f"; {report['skipped']} forgotten or edited over and over meanwhile, left as they were"
+                 if report["skipped"] else ""))
     return 0
 
 

@@ -3,9 +3,9 @@ would get now (the tuned one, per models.embedder_tuning). For a store made befo
 tuned by an older release's delta: vectors of two models do not compare, so a store keeps its
 embedder (memory/store.py) until this runs.
 
-Only vectors change. The text, search_text and every other column stay; a row edited or forgotten
-while the pass runs is left as its editor wrote it (the update applies only while the text it embedded
-is unchanged, and never inserts: a forgotten row cannot come back). The new embedder is recorded first, marked
+Only vectors change. The text, search_text and every other column stay; a row edited while its batch
+is embedded is embedded again with its new text, and the update never inserts: a row forgotten
+meanwhile cannot come back. The new embedder is recorded first, marked
 "reembedding": every Store (in any process) switches to it within RECORD_CHECK_S, so what is written
 from then on needs no second pass, and a pass that stops half-way says so when the store opens.
 """
@@ -23,10 +23,12 @@ from memory.context import index_texts
 from memory.errors import MiradorError
 from memory.rows import sql_literal_id
 from memory.store import RECORD_CHECK_S, Store, embedder_record, write_embedder_record
+from models.embedder import bulk_threads
 
 log = logging.getLogger(__name__)
 
 BATCH = 512
+MAX_ROUNDS = 5  # a row edited again and again while its batch is embedded is left for the next pass
 
 
 def target_embedder(models):
@@ -72,15 +74,8 @@ def reembed(store: Store, progress: Callable[[str, int, int], None] | None = Non
     store.use_embedder(emb)
     time.sleep(settle)
     report = {"embedder": emb.name, "memories": 0, "evidence": 0, "skipped": 0}
-    for name, table in (("memories", store.memories), ("evidence", store.evidence)):
-        ids = store._scan(table, None, ["id"])["id"].to_pylist()
-        for start in range(0, len(ids), batch):
-            chunk = ids[start: start + batch]
-            done, skipped = _reembed_rows(store, table, name, chunk, emb)
-            report[name] += done
-            report["skipped"] += skipped
-            if progress:
-                progress(name, min(start + batch, len(ids)), len(ids))
+    with bulk_threads(store.config.models.embedder_bulk_threads):  # as an import embeds its batches
+        _all_rows(store, emb, report, progress, batch)
     write_embedder_record(store.home, emb)
     store.use_embedder(emb)
     report["indexes"] = _retrain(store)
@@ -92,26 +87,47 @@ def reembed(store: Store, progress: Callable[[str, int, int], None] | None = Non
     return report
 
 
+def _all_rows(store: Store, emb, report: dict, progress, batch: int) -> None:
+    for name, table in (("memories", store.memories), ("evidence", store.evidence)):
+        ids = store._scan(table, None, ["id"])["id"].to_pylist()
+        for start in range(0, len(ids), batch):
+            done, gone = _reembed_rows(store, table, name, ids[start: start + batch], emb)
+            report[name] += done
+            report["skipped"] += gone
+            if progress:
+                progress(name, min(start + batch, len(ids)), len(ids))
+
+
 def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[int, int]:
+    """(rows re-embedded, rows gone) for one batch of ids."""
     from memory.store import _EVIDENCE_COLS
 
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
     # The column whose value was embedded: a memory's search_text changes when it is edited; an
     # evidence row's text never does (ingest embeds it with its speaker and dates, memory/context.py).
-    if name == "evidence":
-        key, rows = "text", store._rows(table, where, _EVIDENCE_COLS, None)
-        texts = index_texts(rows)[1]
-    else:
-        key, rows = "search_text", store._rows(table, where, ["id", "search_text"], None)
-        texts = [r["search_text"] for r in rows]
-    if not rows:
-        return 0, len(ids)
-    vecs = emb.embed(texts)
-    data = pa.table({"id": [r["id"] for r in rows], key: [r[key] for r in rows],
-                     "vector": pa.array([list(map(float, v)) for v in vecs], type=table.schema.field("vector").type)})
-    result = store._commit(lambda: table.merge_insert("id")
-                           .when_matched_update_all(where=f"target.{key} = source.{key}").execute(data))
-    return result.num_updated_rows, len(ids) - result.num_updated_rows
+    key, cols = ("text", _EVIDENCE_COLS) if name == "evidence" else ("search_text", ["id", "search_text"])
+    vector_type = table.schema.field("vector").type
+    done: set[str] = set()
+    todo = ids
+    for _ in range(MAX_ROUNDS):
+        rows = store._rows(table, "id IN (" + ", ".join(sql_literal_id(i) for i in todo) + ")", cols, None)
+        if not rows:
+            break
+        texts = index_texts(rows)[1] if name == "evidence" else [r[key] for r in rows]
+        vecs = emb.embed(texts)
+        # Only the vector column, and only rows still there: a row forgotten meanwhile stays gone.
+        # (A merge condition comparing the text would say "edited meanwhile, leave it", but LanceDB
+        # 0.40 panics on a conditional partial merge once the id column is indexed; checked after.)
+        data = pa.table({"id": [r["id"] for r in rows],
+                         "vector": pa.array([list(map(float, v)) for v in vecs], type=vector_type)})
+        store._commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
+        embedded = {r["id"]: r[key] for r in rows}
+        now = store._rows(table, "id IN (" + ", ".join(sql_literal_id(i) for i in embedded) + ")", ["id", key], None)
+        # A row edited between the read and the merge got a vector of its old text: embed it again.
+        todo = [r["id"] for r in now if r[key] != embedded[r["id"]]]
+        done |= {r["id"] for r in now} - set(todo)
+        if not todo:
+            break
+    return len(done), len(ids) - len(done)
 
 
 def _retrain(store: Store) -> dict:
