@@ -75,12 +75,13 @@ def ingest(store, convs: list[dict], context=None) -> int:
     return n
 
 
-def questions(conv: dict) -> list[dict]:
-    """Category 1-4 questions that have evidence, with evidence ids cleaned ('D8:6; D9:17' split)."""
+def questions(conv: dict, categories: tuple[int, ...] = CATEGORIES) -> list[dict]:
+    """The questions of these categories (default the scored 1-4) that have evidence, with evidence
+    ids cleaned ('D8:6; D9:17' split)."""
     out = []
     for q in conv["qa"]:
         ev = [p.strip() for e in q.get("evidence") or [] for p in str(e).split(";") if p.strip()]
-        if q.get("category") in CATEGORIES and ev:
+        if q.get("category") in categories and ev:
             out.append({"question": q["question"], "category": q["category"], "evidence": set(ev)})
     return out
 
