@@ -178,7 +178,12 @@ def cmd_reembed(a) -> int:
             print(f"\r{table}: {done:,}/{total:,} re-embedded ", end="" if done < total else "\n",
                   file=sys.stderr, flush=True)
 
-    report = reembed(store, progress=progress)
+    try:
+        report = reembed(store, progress=progress)
+    except KeyboardInterrupt:
+        print("\nstopped: rows re-embedded so far are kept; run `mirador reembed` again to finish "
+              "(searches match poorly until then)", file=sys.stderr)
+        raise
     if a.json:
         emit_json(report)
     else:

@@ -23,7 +23,6 @@ from memory.context import index_texts
 from memory.errors import MiradorError
 from memory.rows import sql_literal_id
 from memory.store import RECORD_CHECK_S, Store, embedder_record, write_embedder_record
-from models.embedder import bulk_threads
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +62,8 @@ def reembed(store: Store, progress: Callable[[str, int, int], None] | None = Non
     progress(table, done, total) is called after each batch. settle: seconds to wait after recording
     the new embedder, so other processes have switched before the rows are read.
     """
+    from models.embedder import bulk_threads
+
     t0 = time.perf_counter()
     emb = target_embedder(store.config.models)
     if emb.dim != store.embedder.dim:

@@ -67,8 +67,8 @@ CHROME_SCAN = 12  # the lines of a screen capture looked at for where its conten
 def past_chrome(text: str) -> str:
     """A screen capture's text from its first line that reads like content rather than window chrome
     (a menu bar, a tab strip, a toolbar: under four words of three letters or more, or all of them
-    capitalised),
-    "… " marking the cut; the text as it is when no such line comes within CHROME_SCAN lines.
+    capitalised), "… " marking the cut; the text as it is when no such line comes within CHROME_SCAN
+    lines.
 
     For when no line shares a word with the query (focused() is None): the capture matched by meaning,
     and "File Edit Selection View Go Run" says nothing about why.

@@ -151,3 +151,15 @@ def test_cli_reembed_reports_and_doctor_stops_asking(mirador_home, capsys):
     assert status == "ok" and "tuned for recall" in msg
     assert main(["reembed"]) == 0
     assert "nothing to do" in capsys.readouterr().out
+
+
+def test_cli_stopped_with_ctrl_c_says_how_to_finish(mirador_home, capsys, monkeypatch):
+    _untuned_store(mirador_home)
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(R, "_all_rows", interrupted)
+    assert main(["reembed"]) == 130
+    assert "run `mirador reembed` again to finish" in capsys.readouterr().err
+    assert json.loads((mirador_home / "embedder.json").read_text())["reembedding"] is True
