@@ -44,15 +44,11 @@ def check_config():
 def check_embedder():
     from memory.config import data_dir, load_config
     from memory.reembed import target_embedder, why_reembed
-    from memory.store import embedder_record
-    from models import tuning
-    from models.embedder import shared_embedder
+    from memory.store import configured_embedder, embedder_record
 
     cfg = load_config().models
     made = embedder_record(data_dir())  # the store's own embedder; the setting decides for a new store
-    tuned = made["tuned"] if made else cfg.embedder_tuning
-    emb = shared_embedder(cfg.embedder_dir, cfg.embedder_batch_size, cfg.embedder_threads,
-                          cfg.onnx_dir, cfg.embedder_onnx, tuning.BUNDLED if tuned else None)
+    emb = configured_embedder(cfg, made["tuned"] if made else cfg.embedder_tuning)
     vec = emb.embed_query("doctor check")
     backend = emb.wait_ready(60)
     tuned = f" tuned for recall ({emb.model_dir})" if emb.tuning else ""

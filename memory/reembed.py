@@ -22,7 +22,7 @@ from memory.audit import audit_row
 from memory.context import index_texts
 from memory.errors import MiradorError
 from memory.rows import sql_literal_id
-from memory.store import RECORD_CHECK_S, Store, embedder_record, write_embedder_record
+from memory.store import RECORD_CHECK_S, Store, configured_embedder, embedder_record, write_embedder_record
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +32,7 @@ MAX_ROUNDS = 5  # a row edited again and again while its batch is embedded is le
 
 def target_embedder(models):
     """The embedder the settings (a ModelsConfig) choose for a new store."""
-    from models import tuning
-    from models.embedder import shared_embedder
-
-    m = models
-    return shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
-                           m.embedder_onnx, tuning.BUNDLED if m.embedder_tuning else None)
+    return configured_embedder(models, models.embedder_tuning)
 
 
 def why_reembed(made: dict | None, target) -> str | None:

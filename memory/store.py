@@ -65,6 +65,16 @@ def embedder_record(home: Path) -> dict | None:
     return made
 
 
+def configured_embedder(models, tuned: bool):
+    """The embedder the settings (a ModelsConfig) name, with the bundled tuning merged in or not."""
+    from models import tuning
+    from models.embedder import shared_embedder
+
+    m = models
+    return shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
+                           m.embedder_onnx, tuning.BUNDLED if tuned else None)
+
+
 def write_embedder_record(home: Path, emb, **extra) -> dict:
     """Record emb as the embedder of the store in home (atomically: a reader never sees half a file)."""
     weights = emb.model_dir.name if emb.tuning else None
@@ -179,14 +189,9 @@ class Store:
         for a new store, and whatever it was made with ever after (embedder.json), since vectors of
         two models in one table are not comparable. A store from before tuning existed holds rows
         embedded as shipped."""
-        from models import tuning
-        from models.embedder import shared_embedder
-
         m = self.config.models
         made = embedder_record(self.home)
-        tuned = made["tuned"] if made else (m.embedder_tuning and not self._has_rows())
-        emb = shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
-                              m.embedder_onnx, tuning.BUNDLED if tuned else None)
+        emb = configured_embedder(m, made["tuned"] if made else (m.embedder_tuning and not self._has_rows()))
         # The tuned copy's directory is named by base weights and delta: it names the vectors' model.
         weights = emb.model_dir.name if emb.tuning else None
         if made is None:
