@@ -17,7 +17,10 @@ bench/train_reranker.py --fold-embedders DIR then measures the whole search on c
 stage saw, and trains the reranker on what the tuned first stage finds.
 
     .venv/bin/python bench/train_embedder.py [--data PATH] [--out models/data/embedder_tuning.npz]
-        [--folds DIR] [--only conv-26,...] [--epochs 2] [--rank 32]
+        [--folds DIR] [--only conv-26,...] [--epochs 2] [--rank 32] [--start FILE] [--start-folds DIR]
+
+--start / --start-folds go on from an earlier run's delta(s) for --epochs more epochs, the first
+with negatives mined by the earlier model.
 
 Takes ~15 minutes per model on 2 cores (torch), ~7 GB of memory.
 """
@@ -103,15 +106,20 @@ def examples(model, datas) -> list[tuple[str, list[str], list[str]]]:
     return out
 
 
-def fine_tune(model_dir: Path, datas, on_epoch=None):
+def fine_tune(model_dir: Path, datas, on_epoch=None, start: Path | None = None):
     """The model at model_dir, tuned on the conversations' questions (all weights). on_epoch(k,
-    model) is called after each epoch k (1-based) with the model in eval mode."""
+    model) is called after each epoch k (1-based) with the model in eval mode. start: a delta to
+    merge in first, so training goes on from an earlier run (its negatives are mined with it)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
     s = SETTINGS
     random.seed(s["seed"])
     torch.manual_seed(s["seed"])
+    if start is not None:
+        from models.tuning import tuned_dir
+
+        model_dir = tuned_dir(model_dir, start)
     model = SentenceTransformer(str(model_dir), device="cpu")
     items = examples(model, datas)
     model.train()
@@ -159,11 +167,17 @@ def tuned_weights(model) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy() for k, v in model[0].auto_model.state_dict().items()}
 
 
-def delta_meta(base_dir: Path, rank: int, trained_on: list[str], data: str, **extra) -> dict:
+def delta_meta(base_dir: Path, rank: int, trained_on: list[str], data: str, start: Path | None = None,
+               **extra) -> dict:
+    """The delta's meta; a run that went on from an earlier delta records that delta's meta too."""
     from models.onnx_encoder import fingerprint
+    from models.tuning import read_meta
 
+    if start is not None:
+        before = read_meta(start)
+        extra["started_from"] = {k: before.get(k) for k in ("settings", "epochs", "started_from") if k in before}
     return {"base_fingerprint": fingerprint(base_dir / "model.safetensors"), "scale": 1.0, "rank": rank,
-            "trained_on": sorted(trained_on), "data": data, "settings": SETTINGS, **extra}
+            "trained_on": sorted(trained_on), "data": data, "settings": dict(SETTINGS), **extra}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +189,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated conversations: train only these folds")
     ap.add_argument("--epochs", type=int, default=SETTINGS["epochs"])
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
+    ap.add_argument("--start", type=Path, default=None, help="--out: go on training from this delta")
+    ap.add_argument("--start-folds", type=Path, default=None,
+                    help="--folds: each fold goes on from DIR/<conversation>.npz (an earlier --folds DIR)")
     args = ap.parse_args(argv)
     SETTINGS["epochs"] = args.epochs
+    if args.start and not args.out:
+        ap.error("--start is where --out's training goes on from: give --out too")
+    if args.start_folds and not args.folds:
+        ap.error("--start-folds is where each --folds model goes on from: give --folds too")
+    convs = json.loads(args.data.read_text())
+    held_outs = [c["sample_id"] for c in convs if not args.only or c["sample_id"] in args.only.split(",")]
+    starts = ([args.start] if args.start else []) + \
+        ([args.start_folds / f"{c}.npz" for c in held_outs] if args.start_folds else [])
+    missing = [str(p) for p in starts if not p.is_file()]
+    if missing:
+        ap.error(f"no delta at {', '.join(missing)}: give the file (or dir) an earlier run of this script wrote")
 
     import torch
     from safetensors.numpy import load_file
@@ -188,30 +216,32 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     base_dir = embedder_dir(None)
     base = load_file(str(base_dir / "model.safetensors"))
-    convs = json.loads(args.data.read_text())
     datas = {c["sample_id"]: conversation(c) for c in convs}
     result: dict = {"settings": SETTINGS, "rank": args.rank}
     if args.folds:
         untuned = SentenceTransformer(str(base_dir), device="cpu")
         folds = {}
-        for held in [c for c in datas if not args.only or c in args.only.split(",")]:
+        for held in held_outs:
             t0 = time.perf_counter()
             others = [c for c in datas if c != held]
-            by_epoch = {}
+            by_epoch, full = {}, {}
+            start = args.start_folds / f"{held}.npz" if args.start_folds else None
 
-            def measure(epoch, model, held=held, others=others, by_epoch=by_epoch):
+            def measure(epoch, model, held=held, others=others, by_epoch=by_epoch, full=full, start=start):
                 # Written and merged as the shipped delta is: the folds measure what users get.
                 delta = args.folds / (f"{held}.npz" if epoch == args.epochs else f"epoch{epoch}/{held}.npz")
                 delta.parent.mkdir(parents=True, exist_ok=True)
-                write_delta(delta, delta_meta(base_dir, args.rank, others, args.data.name, epochs=epoch),
+                write_delta(delta, delta_meta(base_dir, args.rank, others, args.data.name, start, epochs=epoch),
                             low_rank(base, tuned_weights(model), args.rank))
                 merged = SentenceTransformer(str(tuned_dir(base_dir, delta)), device="cpu")
                 by_epoch[epoch] = round(vector_recall(merged, datas[held]), 4)
+                full[epoch] = round(vector_recall(model, datas[held]), 4)  # what the rank cut costs
 
-            fine_tune(base_dir, [datas[c] for c in others], on_epoch=measure)
+            fine_tune(base_dir, [datas[c] for c in others], on_epoch=measure, start=start)
             folds[held] = {"questions": sum(q["scored"] for q in datas[held][1]),
                            "untuned_r10": round(vector_recall(untuned, datas[held]), 4),
                            "tuned_r10": by_epoch[args.epochs], "tuned_r10_by_epoch": by_epoch,
+                           "full_rank_r10_by_epoch": full,
                            "s": round(time.perf_counter() - t0)}
             print(json.dumps({held: folds[held]}), file=sys.stderr, flush=True)
         n = sum(f["questions"] for f in folds.values())
@@ -219,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                                          for k in ("untuned_r10", "tuned_r10")}
         result["folds"] = folds
     if args.out:
-        model = fine_tune(base_dir, list(datas.values()))
-        write_delta(args.out, delta_meta(base_dir, args.rank, list(datas), args.data.name,
+        model = fine_tune(base_dir, list(datas.values()), start=args.start)
+        write_delta(args.out, delta_meta(base_dir, args.rank, list(datas), args.data.name, args.start,
                                          held_out_vector_r10=result.get("held_out_vector_r10")),
                     low_rank(base, tuned_weights(model), args.rank))
         result["wrote"] = str(args.out)
