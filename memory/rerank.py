@@ -3,9 +3,9 @@
 Why: the first stage (memory/rank.py) adds hand-weighted scores. Some evidence it cannot weigh that
 way: a bare "Wow, nice!" next to a strong match, a turn that asks rather than answers, a session
 where many candidates cluster. A LambdaMART model over those signals, trained on LoCoMo dev and
-scored on each conversation it did not see (bench/train_reranker.py), raised R@5 in every one of
-the five conversations; pooled over twenty such runs, R@5 0.7235 -> 0.7535 and R@10 0.8087 -> 0.814
-(README, Retrieval quality).
+scored on each conversation it did not see (bench/train_reranker.py), took the tuned first stage
+from R@5 0.7654 / R@10 0.838 to 0.7768-0.7856 / 0.8468-0.8496 over five seeds; it lowers two of the
+five conversations' R@5 (README, Retrieval quality).
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
 which the search fetches for its winners anyway. The ensemble is plain JSON, evaluated here with
