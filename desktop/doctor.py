@@ -44,7 +44,7 @@ def check_config():
 def check_embedder():
     from memory.config import data_dir, load_config
     from memory.reembed import target_embedder, why_reembed
-    from memory.store import configured_embedder, embedder_record
+    from memory.store import configured_embedder, earlier_tuning, embedder_record
 
     cfg = load_config().models
     made = embedder_record(data_dir())  # the store's own embedder; the setting decides for a new store
@@ -56,6 +56,9 @@ def check_embedder():
     why = why_reembed(made, target_embedder(cfg))
     if why:
         msg += f"; the store should be re-embedded: {why}"
+        kept = earlier_tuning(cfg, made)
+        if kept is not None and not made.get("reembedding"):
+            msg += f" (until then it searches with that tuning, still cached in {kept.model_dir})"
     if why and not emb.onnx_error:
         return WARN, msg, "run `mirador reembed` (Mirador may keep running)"
     if emb.onnx_error:

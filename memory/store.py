@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -73,6 +74,26 @@ def configured_embedder(models, tuned: bool):
     m = models
     return shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
                            m.embedder_onnx, tuning.BUNDLED if tuned else None)
+
+
+def earlier_tuning(models, made: dict | None):
+    """The embedder of an earlier release's tuning that the record `made` names, if its merged copy is
+    still in the tuning cache; else None.
+
+    An upgrade that ships a new delta leaves the old merged copy behind: the very model the store's
+    vectors came from, so searches keep matching until `mirador reembed` moves the store on.
+    """
+    from models import tuning
+    from models.embedder import shared_embedder
+
+    weights = (made or {}).get("weights") if (made or {}).get("tuned") else None
+    if not weights or not re.fullmatch(r"[0-9a-f]{12}-[0-9a-f]{12}", weights):
+        return None
+    here = tuning.default_dir() / weights
+    if not (here / tuning.WEIGHTS).is_file():
+        return None
+    m = models
+    return shared_embedder(here, m.embedder_batch_size, m.embedder_threads, m.onnx_dir, m.embedder_onnx, None)
 
 
 def write_embedder_record(home: Path, emb, **extra) -> dict:
@@ -200,6 +221,12 @@ class Store:
             log.warning("this store is being re-embedded, or a re-embed stopped before it finished: searches "
                         "match poorly until it is done — if no `mirador reembed` is running, run it again")
         elif made["tuned"] and made.get("weights") != weights:
+            kept = earlier_tuning(m, made)
+            if kept is not None:
+                log.warning("this store's vectors come from an earlier tuning of the embedder (%s); it "
+                            "keeps using that model, cached in %s, until `mirador reembed` moves it to "
+                            "the current one (%s)", made.get("weights"), kept.model_dir, weights or "untuned")
+                return kept
             log.warning("this store's vectors come from the tuned embedder %s, but %s is what can be made now: "
                         "searches will match poorly until `mirador reembed` re-embeds the store (or "
                         "models.embedder_dir points back at the model it was made with)",

@@ -164,6 +164,50 @@ def test_a_store_tuned_by_another_delta_is_flagged(mirador_home, caplog):
     assert "older-delta" in caplog.text and "match poorly" in caplog.text
 
 
+def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached(
+        mirador_home, tmp_path, monkeypatch, caplog):
+    """After an upgrade that ships a new delta, the old merged copy is still in the cache: the model
+    the store's vectors came from. The store keeps it until `mirador reembed`, rather than searching
+    with a model its vectors do not match."""
+    import shutil
+
+    from desktop.doctor import check_embedder
+    from memory.search import search_evidence
+    from memory.store import EvidenceSpec, Store, write_embedder_record
+
+    monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
+    mirador_home.mkdir(parents=True)
+    (mirador_home / "config.toml").write_text("[models]\nembedder_onnx = false\n")  # torch: no export to make
+    meta, pairs = tuning.read_delta(tuning.BUNDLED)
+    earlier = tmp_path / "earlier_release.npz"
+    tuning.write_delta(earlier, {k: v for k, v in meta.items() if k != "weights"},
+                       {n: (b.astype(np.float32) * 0.5, a) for n, (b, a) in pairs.items()})
+    then = Embedder(tuning=earlier, use_onnx=False)  # the last release's embedder
+    store = Store(mirador_home, embedder=then)
+    write_embedder_record(mirador_home, then)
+    store.add_evidence_batch([EvidenceSpec(text=t, source="import", scope="work") for t in
+                              ("the deploy failed because the token expired", "lunch was good today")],
+                             actor="import")
+
+    caplog.clear()
+    upgraded = Store(mirador_home)
+    assert upgraded.embedder.model_dir == then.model_dir and upgraded.embedder.tuning is None
+    assert "earlier tuning" in caplog.text and "mirador reembed" in caplog.text
+    q = "why did the deploy fail?"
+    np.testing.assert_allclose(upgraded.embedder.embed_query(q), then.embed_query(q), atol=1e-5)
+    hits = search_evidence(upgraded, "the deploy failed because the token expired", scopes=["work"], limit=2)
+    assert hits[0].row["text"].startswith("the deploy failed")
+    status, msg, fix = check_embedder()
+    assert status == "WARN" and "still cached" in msg and "reembed" in fix
+    assert then.model_dir.name in msg
+
+    # Once the cache is gone, the store says searches will match poorly, as before this existed.
+    shutil.rmtree(then.model_dir)
+    caplog.clear()
+    gone = Store(mirador_home)
+    assert gone.embedder.tuning == tuning.BUNDLED and "match poorly" in caplog.text
+
+
 def test_doctor_names_the_embedder_the_store_uses(mirador_home):
     from desktop.doctor import check_embedder
     from memory.store import Store
