@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -69,11 +68,8 @@ def embedder_record(home: Path) -> dict | None:
 def configured_embedder(models, tuned: bool):
     """The embedder the settings (a ModelsConfig) name, with the bundled tuning merged in or not."""
     from models import tuning
-    from models.embedder import shared_embedder
 
-    m = models
-    return shared_embedder(m.embedder_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir,
-                           m.embedder_onnx, tuning.BUNDLED if tuned else None)
+    return _embedder_at(models, models.embedder_dir, tuning.BUNDLED if tuned else None)
 
 
 def earlier_tuning(models, made: dict | None):
@@ -84,16 +80,15 @@ def earlier_tuning(models, made: dict | None):
     vectors came from, so searches keep matching until `mirador reembed` moves the store on.
     """
     from models import tuning
+
+    here = tuning.cached_copy(made.get("weights")) if made and made.get("tuned") else None
+    return _embedder_at(models, here, None) if here else None
+
+
+def _embedder_at(m, model_dir: Path | None, delta: Path | None):
     from models.embedder import shared_embedder
 
-    weights = (made or {}).get("weights") if (made or {}).get("tuned") else None
-    if not weights or not re.fullmatch(r"[0-9a-f]{12}-[0-9a-f]{12}", weights):
-        return None
-    here = tuning.default_dir() / weights
-    if not (here / tuning.WEIGHTS).is_file():
-        return None
-    m = models
-    return shared_embedder(here, m.embedder_batch_size, m.embedder_threads, m.onnx_dir, m.embedder_onnx, None)
+    return shared_embedder(model_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir, m.embedder_onnx, delta)
 
 
 def write_embedder_record(home: Path, emb, **extra) -> dict:

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -66,6 +67,19 @@ def _digest(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
+def copy_name(base_fingerprint: str, delta_digest: str) -> str:
+    """The cache dir name of a merged copy: base weights and delta, so it names the model it holds."""
+    return f"{base_fingerprint[:12]}-{delta_digest[:12]}"
+
+
+def cached_copy(name: str | None, cache_dir: Path | None = None) -> Path | None:
+    """The merged copy called `name` (an embedder.json's "weights") if it is complete in the cache."""
+    if not name or not re.fullmatch(r"[0-9a-f]{12}-[0-9a-f]{12}", name):
+        return None
+    here = Path(cache_dir or default_dir()) / name
+    return here if (here / WEIGHTS).is_file() else None
+
+
 def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Path:
     """model_dir with the delta merged in, made once under cache_dir and reused.
 
@@ -77,7 +91,7 @@ def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Pa
     base = fingerprint(model_dir / WEIGHTS) if (model_dir / WEIGHTS).exists() else None
     if base != meta["base_fingerprint"]:
         raise TuningMismatch(f"{delta.name} tunes other weights than those in {model_dir}")
-    out = Path(cache_dir or default_dir()) / f"{base[:12]}-{_digest(delta)[:12]}"
+    out = Path(cache_dir or default_dir()) / copy_name(base, _digest(delta))
     if (out / WEIGHTS).exists():
         return out
     from safetensors.numpy import load_file, save_file
