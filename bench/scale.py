@@ -88,6 +88,8 @@ class BulkEmbedder:
 
     dim = property(lambda self: self.real.dim)
     model_dir = property(lambda self: self.real.model_dir)
+    name = property(lambda self: self.real.name)  # what embedder.json records (memory/reembed.py)
+    tuning = property(lambda self: self.real.tuning)
 
     def arm(self, vectors: np.ndarray) -> None:
         self._armed = vectors

@@ -173,24 +173,28 @@ def cmd_reembed(a) -> int:
     if why:
         print(f"re-embedding: {why}", file=sys.stderr)
 
-    def progress(table: str, done: int, total: int) -> None:
+    def progress(step: str, done: int, total: int) -> None:
         if show:
-            print(f"\r{table}: {done:,}/{total:,} re-embedded ", end="" if done < total else "\n",
-                  file=sys.stderr, flush=True)
+            what = "switching to the new vectors" if step == "switch" else f"{step} re-embedded"
+            print(f"\r{what}: {done:,}/{total:,} ", end="" if done < total else "\n", file=sys.stderr, flush=True)
 
     try:
         report = reembed(store, progress=progress)
     except KeyboardInterrupt:
+        mixed = (embedder_record(store.home) or {}).get("reembedding")
         print("\nstopped: rows re-embedded so far are kept; run `mirador reembed` again to finish "
-              "(searches match poorly until then)", file=sys.stderr)
+              + ("(searches match poorly until then: it stopped while switching over)" if mixed else
+                 "(searches use the old vectors, as well as before, until then)"), file=sys.stderr)
         raise
     if a.json:
         emit_json(report)
     else:
         print(f"re-embedded {report['memories']:,} memories and {report['evidence']:,} evidence rows with "
               f"{report['embedder']} in {report['seconds']:.1f}s"
+              + (f" ({report['reused']:,} embedded by an earlier, stopped run)" if report["reused"] else "")
               + (f"; {report['skipped']} forgotten or edited over and over meanwhile, left as they were"
-                 if report["skipped"] else ""))
+                 if report["skipped"] else "")
+              + f"; searches ran on mixed vectors for {report['switch_seconds']:.1f}s")
     return 0
 
 

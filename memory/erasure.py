@@ -101,6 +101,10 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
             store._commit(lambda c=chunk: store.audit.update(
                 where=f"entity_id IN {c}", values={"before": None, "after": None}))
     store.reader.forget_cached()  # search keeps ids by row address (memory/rowcache.py): drop theirs too
+    from memory.reembed import forget_staged
+
+    # A re-embed in progress (or stopped) holds a new vector of each row: derived from its text, so it goes.
+    staged = forget_staged(store, [r["id"] for kind in ("memory", "evidence") for r in found.get(kind, [])])
     store._audit(audits)
     if found.get("memory"):
         from memory.relations import drop_for_memories
@@ -121,7 +125,8 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
         # (at 100k rows, ~20 of the ~65 s a one-memory forget took). The audit table always (content
         # removed), tombstones (appended), relations with memories (edges dropped).
         changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
-        purge(store, changed | ({T.RELATIONS} if found.get("memory") else set()))
+        changed |= {T.RELATIONS} if found.get("memory") else set()
+        purge(store, changed | ({T.REEMBED_STAGING} if staged else set()))
     return {
         "deleted": len(stones),
         "by_kind": {k: len(v) for k, v in found.items()},
@@ -183,7 +188,7 @@ def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
         # in-flight commit, and deleted content only ever lives in files that old versions referenced.
         warnings.simplefilter("ignore")
         names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
-        names += [T.RELATIONS] if T.RELATIONS in store.db.table_names() else []
+        names += [n for n in (T.RELATIONS, T.REEMBED_STAGING) if n in store.db.table_names()]
         names = [n for n in names if tables is None or n in set(tables)]
         done = True
         for name in names:

@@ -94,7 +94,11 @@ def _embedder_at(m, model_dir: Path | None, delta: Path | None):
 def write_embedder_record(home: Path, emb, **extra) -> dict:
     """Record emb as the embedder of the store in home (atomically: a reader never sees half a file)."""
     weights = emb.model_dir.name if emb.tuning else None
-    made = {"tuned": weights is not None, "weights": weights, "embedder": emb.name, **extra}
+    return write_record(home, {"tuned": weights is not None, "weights": weights, "embedder": emb.name, **extra})
+
+
+def write_record(home: Path, made: dict) -> dict:
+    """Write embedder.json as `made`, atomically."""
     record = Path(home) / EMBEDDER_RECORD
     tmp = record.with_name(f"{record.name}.tmp-{os.getpid()}")
     tmp.write_text(json.dumps(made) + "\n")
@@ -210,6 +214,10 @@ class Store:
         emb = configured_embedder(m, made["tuned"] if made else (m.embedder_tuning and not self._has_rows()))
         # The tuned copy's directory is named by base weights and delta: it names the vectors' model.
         weights = emb.model_dir.name if emb.tuning else None
+        if made and made.get("staging"):
+            log.info("a re-embed of this store to %s is running, or stopped before it switched over: searches "
+                     "use the current vectors until it does — if no `mirador reembed` is running, run it again "
+                     "to finish (what it has embedded so far is kept)", made["staging"])
         if made is None:
             write_embedder_record(self.home, emb)
         elif made.get("reembedding"):

@@ -16,6 +16,7 @@ DERIVATIONS = "derivations"
 PROPOSALS = "proposals"
 RELATIONS = "relations"
 USAGE = "memory_usage"
+REEMBED_STAGING = "reembed_staging"  # new vectors while `mirador reembed` runs (memory/reembed.py)
 
 
 def evidence_schema(dim: int) -> pa.Schema:

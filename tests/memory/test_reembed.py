@@ -1,10 +1,11 @@
 """`mirador reembed`: a store made with one embedder is moved to the one the settings choose, vectors
-only, without bringing back what was forgotten or undoing an edit made while it ran; every open Store
-follows it."""
+only, without bringing back what was forgotten or undoing an edit made while it ran; searches keep the
+old vectors until the switch, every open Store follows it, and a stopped pass is picked up again."""
 
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -54,10 +55,14 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
 
     target = R.target_embedder(store.config.models)
     assert target.tuning is not None and store.embedder is target
-    assert report["memories"] == 2 and report["evidence"] == 4 and report["skipped"] == 0
-    assert seen[-1] == ("evidence", 4, 4)
+    assert report["memories"] == 2 and report["evidence"] == 4 and report["skipped"] == report["reused"] == 0
+    assert ("evidence", 4, 4) in seen and seen[-1] == ("switch", 4, 4)
+    assert 0 <= report["switch_seconds"] <= report["seconds"]
     made = json.loads((mirador_home / "embedder.json").read_text())
     assert made == {"tuned": True, "weights": target.model_dir.name, "embedder": target.name}
+    # the side table goes with the pass, files and all
+    assert "reembed_staging" not in store.db.table_names()
+    assert not list((mirador_home / "lancedb").glob("reembed_staging*"))
     assert R.why_reembed(made, target) is None
 
     for t in ("memories", "evidence"):
@@ -112,30 +117,103 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
     assert np.allclose(row["vector"], store.embedder.embed([row["search_text"]])[0], atol=1e-5)
 
 
-def test_other_open_stores_follow_and_a_stopped_pass_says_so(mirador_home, monkeypatch, caplog):
+def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_up(mirador_home, monkeypatch,
+                                                                                   caplog):
+    from desktop.doctor import check_embedder
+
     store = _untuned_store(mirador_home)
     other = Store(mirador_home)  # e.g. the MCP server's process, opened before the re-embed
     old = other.embedder
+    before = {t: _vectors(store, getattr(store, t)) for t in ("memories", "evidence")}
     monkeypatch.setattr(store_mod, "RECORD_CHECK_S", 0.0)
+    target = R.target_embedder(store.config.models)
 
-    def stop(table, done, total):
-        raise KeyboardInterrupt
+    def stop(step, done, total):
+        if step == "evidence" and done == 2:
+            raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         R.reembed(store, progress=stop, batch=1, settle=0)
     made = json.loads((mirador_home / "embedder.json").read_text())
-    assert made["reembedding"] is True
-    assert other.embedder is not old and other.embedder is store.embedder  # writes from now on are new-model
+    assert made["staging"] == target.name and made["tuned"] is False and "reembedding" not in made
+    # nothing switched: both stores search the old vectors with the old model, as well as before
+    assert other.embedder is old and store.embedder is old
+    for t, vecs in before.items():
+        now = _vectors(store, getattr(store, t))
+        assert all(np.array_equal(now[i], vecs[i]) for i in vecs)
+    assert search_evidence(other, "release date Friday", limit=1)[0].text == TEXTS[0]
+    assert "not switched over" in R.why_reembed(made, target)
+    status, msg, fix = check_embedder()
+    assert status == "WARN" and "unaffected" in msg and "mirador reembed" in fix
+    caplog.set_level(logging.INFO)
+    Store(mirador_home)
+    assert "stopped before it switched over" in caplog.text
+
+    # written meanwhile by the other process, with the old model
+    late = other.add_evidence_batch([EvidenceSpec(text="Ana moved the standup to 10am", source="import",
+                                                  speaker="Ana", scope="work")], actor="import")[0]["id"]
+
+    # the next run embeds only what the first had not: 2 memories and 2 evidence rows were staged
+    report = R.reembed(store, settle=0)
+    assert report["reused"] == 4 and report["memories"] == 2 and report["evidence"] == 5
+    assert other.embedder is store.embedder is target  # the other process followed the switch
+    assert json.loads((mirador_home / "embedder.json").read_text()) == {
+        "tuned": True, "weights": target.model_dir.name, "embedder": target.name}
+    from memory.context import own_text
+
+    vecs = _vectors(store, store.evidence)
+    for row in _columns(store, store.evidence).values():
+        assert np.allclose(vecs[row["id"]], target.embed([own_text(row)])[0], atol=1e-5), row["text"]
+    assert search_evidence(store, "when is the standup", limit=1)[0].id == late
+
+
+def test_a_pass_stopped_while_switching_says_so_and_is_finished_by_the_cli(mirador_home, monkeypatch, caplog):
+    store = _untuned_store(mirador_home)
+    other = Store(mirador_home)
+    monkeypatch.setattr(store_mod, "RECORD_CHECK_S", 0.0)
+
+    def stop(step, done, total):
+        if step == "switch":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        R.reembed(store, progress=stop, settle=0)
+    made = json.loads((mirador_home / "embedder.json").read_text())
+    assert made["reembedding"] is True and "staging" not in made
+    assert other.embedder is store.embedder  # switched: writes from now on are new-model
     assert "not finished" in R.why_reembed(made, store.embedder)
     caplog.clear()
     Store(mirador_home)
     assert "re-embed stopped before it finished" in caplog.text
 
-    # the CLI finishes it
-    code = main(["reembed", "--json"])
-    assert code == 0
+    assert main(["reembed", "--json"]) == 0
     assert "reembedding" not in json.loads((mirador_home / "embedder.json").read_text())
     assert main(["reembed"]) == 0  # now current: nothing to do
+
+
+def test_forgetting_a_row_drops_its_staged_vector_for_good(mirador_home):
+    store = _untuned_store(mirador_home)
+    gone = search_evidence(store, "deploy failed token", limit=1)[0].id
+
+    def stop(step, done, total):
+        if step == "evidence" and done == total:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        R.reembed(store, progress=stop, settle=0)
+    staging = store.db.open_table("reembed_staging")
+    assert gone in store._scan(staging, None, ["id"])["id"].to_pylist()
+    forget(store, [gone])
+    staging = store.db.open_table("reembed_staging")
+    assert gone not in store._scan(staging, None, ["id"])["id"].to_pylist()
+    # not only hidden: no version and no fragment of the side table holds it any more
+    assert len(staging.list_versions()) == 1
+    assert not any(f.metadata.num_deletions for f in staging.to_lance().get_fragments())
+    assert store._scan(staging, None, ["id"]).num_rows == 5
+
+    report = R.reembed(store, settle=0)
+    assert report["evidence"] == 3 and report["reused"] == 5
+    assert gone not in _columns(store, store.evidence)
 
 
 def test_cli_reembed_reports_and_doctor_stops_asking(mirador_home, capsys):
@@ -159,7 +237,20 @@ def test_cli_stopped_with_ctrl_c_says_how_to_finish(mirador_home, capsys, monkey
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(R, "_all_rows", interrupted)
+    monkeypatch.setattr(R, "_stage", interrupted)
     assert main(["reembed"]) == 130
-    assert "run `mirador reembed` again to finish" in capsys.readouterr().err
-    assert json.loads((mirador_home / "embedder.json").read_text())["reembedding"] is True
+    err = capsys.readouterr().err
+    assert "run `mirador reembed` again to finish" in err and "searches use the old vectors" in err
+    assert "staging" in json.loads((mirador_home / "embedder.json").read_text())
+
+
+def test_a_second_pass_on_the_same_store_is_refused_while_one_runs(mirador_home):
+    from filelock import FileLock
+
+    from memory.errors import MiradorError
+
+    store = _untuned_store(mirador_home)
+    with FileLock(mirador_home / R.LOCK), pytest.raises(MiradorError, match="another `mirador reembed` is running"):
+        R.reembed(store, settle=0)
+    assert "staging" not in json.loads((mirador_home / "embedder.json").read_text())  # it did not start
+    assert R.reembed(store, settle=0)["evidence"] == 4  # free again once the other one is done
