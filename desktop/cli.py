@@ -194,7 +194,9 @@ def cmd_reembed(a) -> int:
               + (f" ({report['reused']:,} embedded by an earlier, stopped run)" if report["reused"] else "")
               + (f"; {report['skipped']} forgotten or edited over and over meanwhile, left as they were"
                  if report["skipped"] else "")
-              + f"; searches ran on mixed vectors for {report['switch_seconds']:.1f}s")
+              + f"; searches ran on mixed vectors for {report['switch_seconds']:.1f}s"
+              + (f"; deleted the earlier tuned embedder no data dir uses any more ({report['freed_bytes'] / 1e6:.0f} MB)"
+                 if report["freed_bytes"] else ""))
     return 0
 
 

@@ -70,8 +70,9 @@ def why_reembed(made: dict | None, target) -> str | None:
 def reembed(store: Store, progress: Callable[[str, int, int], None] | None = None, batch: int = BATCH,
             settle: float = 2 * RECORD_CHECK_S, actor: str = "person") -> dict:
     """Re-embed every row; returns {"embedder", "memories", "evidence", "skipped", "reused", "seconds",
-    "switch_seconds", "indexes"}. reused: rows a stopped earlier pass had already embedded.
-    switch_seconds: how long searches ran on mixed vectors.
+    "switch_seconds", "freed_bytes", "indexes"}. reused: rows a stopped earlier pass had already
+    embedded. switch_seconds: how long searches ran on mixed vectors. freed_bytes: the earlier tuned
+    copy this store used, deleted when no other data dir uses it (models/tuning.py, release).
 
     progress(step, done, total) is called after each batch: step is "memories" or "evidence" while
     staging, "switch" while the staged vectors replace the old ones. settle: seconds to wait after
@@ -119,6 +120,7 @@ def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> d
     store.use_embedder(emb)
     report["switch_seconds"] = round(time.perf_counter() - t_switch, 2)
     store.db.drop_table(T.REEMBED_STAGING)
+    report["freed_bytes"] = _release_earlier(store, before, emb)
     report["indexes"] = _retrain(store)
     report["seconds"] = round(time.perf_counter() - t0, 2)
     store._audit([audit_row(actor, "reembed", "store", "embedder", "", before=_without_marks(before),
@@ -126,6 +128,16 @@ def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> d
     log.info("re-embedded %d memories and %d evidence rows with %s in %.1fs (searches on mixed vectors for "
              "%.1fs)", report["memories"], report["evidence"], emb.name, report["seconds"], report["switch_seconds"])
     return report
+
+
+def _release_earlier(store: Store, made: dict, emb) -> int:
+    """Bytes freed by deleting the merged copy this store embedded with before, if no store uses it now."""
+    from models import onnx_encoder, tuning
+
+    old = tuning.cached_copy(made.get("weights")) if made.get("tuned") else None
+    if old is None or old == emb.model_dir:
+        return 0
+    return tuning.release(old, store.home, store.config.models.onnx_dir or onnx_encoder.default_dir())
 
 
 def _without_marks(made: dict) -> dict:

@@ -106,6 +106,14 @@ def write_record(home: Path, made: dict) -> dict:
     return made
 
 
+def _note_user(emb, home: Path) -> None:
+    """A merged copy keeps a list of the data dirs that embed with it (models/tuning.py, release)."""
+    from models import tuning
+
+    if tuning.is_copy(emb.model_dir):
+        tuning.note_user(emb.model_dir, home)
+
+
 def _record_stamp(home: Path) -> tuple | None:
     try:
         st = os.stat(Path(home) / EMBEDDER_RECORD)
@@ -203,8 +211,15 @@ class Store:
     def use_embedder(self, emb) -> None:
         """Embed with emb from now on (memory/reembed.py, which has just recorded it)."""
         self._embedder, self._record_seen = emb, _record_stamp(self.home)
+        _note_user(emb, self.home)
 
     def _own_embedder(self):
+        """_recorded_embedder(), noted as a user of the merged copy it loads (if it is one)."""
+        emb = self._recorded_embedder()
+        _note_user(emb, self.home)
+        return emb
+
+    def _recorded_embedder(self):
         """The embedder this store's vectors come from: tuned or as shipped (models.embedder_tuning)
         for a new store, and whatever it was made with ever after (embedder.json), since vectors of
         two models in one table are not comparable. A store from before tuning existed holds rows

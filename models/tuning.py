@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "embedder_tuning.npz"
 WEIGHTS = "model.safetensors"
+INFO = "mirador_tuning.json"  # in every merged copy: its base and delta
+USERS = ".users"  # in a merged copy: one file per data dir whose store embeds with it (note_user)
+COMPLETE = "complete"  # in USERS: every user was registered since the copy was made
 _TMP_HOURS = 24  # an unfinished merge this old was left by a process that died
 
 
@@ -109,10 +112,78 @@ def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Pa
         w = weights[name]
         weights[name] = (w.astype(np.float32) + scale * (b.astype(np.float32) @ a.astype(np.float32))).astype(w.dtype)
     save_file(weights, str(tmp / WEIGHTS), metadata={"format": "pt"})
-    (tmp / "mirador_tuning.json").write_text(json.dumps({"base": str(model_dir), "delta": delta.name, **meta}))
+    (tmp / INFO).write_text(json.dumps({"base": str(model_dir), "delta": delta.name, **meta}))
+    (tmp / USERS).mkdir()
+    (tmp / USERS / COMPLETE).write_text("")
     try:
         os.replace(tmp, out)
     except OSError:  # another process made it first
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("tuned embedder made in %s", out)
     return out
+
+
+def is_copy(model_dir: Path) -> bool:
+    """Whether model_dir is a merged copy made here (not a base model)."""
+    return (Path(model_dir) / INFO).is_file()
+
+
+def _user_file(copy_dir: Path, home: Path) -> Path:
+    return copy_dir / USERS / hashlib.sha1(str(Path(home).resolve()).encode()).hexdigest()[:16]
+
+
+def note_user(copy_dir: Path, home: Path) -> None:
+    """Record that the store in `home` embeds with this merged copy, so release() keeps it for it."""
+    f = _user_file(copy_dir, home)
+    try:
+        if not f.exists():
+            f.parent.mkdir(exist_ok=True)
+            f.write_text(str(Path(home).resolve()))
+    except OSError as e:  # a read-only cache: the copy is then never deleted, which is safe
+        log.debug("could not note %s as a user of %s: %s", home, copy_dir, e)
+
+
+def _still_uses(home: Path, name: str) -> bool:
+    """Whether the store in home embeds with the copy called name, by its embedder.json."""
+    try:
+        made = json.loads((home / "embedder.json").read_text())
+    except FileNotFoundError:
+        return False  # the data dir was deleted or moved
+    except (OSError, ValueError):
+        return True  # unreadable now: keep the copy rather than guess
+    return isinstance(made, dict) and made.get("weights") == name and not made.get("reembedding")
+
+
+def release(copy_dir: Path, home: Path, onnx_dir: Path) -> int:
+    """The store in `home` has moved off this merged copy (`mirador reembed`): delete the copy and its
+    onnxruntime exports in onnx_dir when no other data dir's store embeds with it. Returns the bytes
+    freed, 0 when it is kept.
+
+    Why: each release that retunes the embedder leaves ~90 MB of copy and ~90 MB of export behind. A
+    copy made by a release that did not register its users (no COMPLETE mark) is kept: some data dir
+    never recorded may still use it, and an earlier release's copy cannot be made again.
+    """
+    users = copy_dir / USERS
+    try:
+        _user_file(copy_dir, home).unlink(missing_ok=True)
+        if not (users / COMPLETE).is_file():
+            return 0
+        for f in users.iterdir():
+            if f.name == COMPLETE:
+                continue
+            if _still_uses(Path(f.read_text()), copy_dir.name):
+                return 0
+            f.unlink()  # that data dir is gone, or has moved on too
+        files = [p for p in copy_dir.rglob("*") if p.is_file()]
+        exports = list(Path(onnx_dir).glob(f"{copy_dir.name}-*.onnx"))
+        freed = sum(p.stat().st_size for p in files + exports)
+        shutil.rmtree(copy_dir)
+        for p in exports:
+            p.unlink(missing_ok=True)
+    except OSError as e:
+        log.warning("the earlier tuned embedder in %s was not deleted: %s — delete it by hand if no "
+                    "Mirador data dir uses it", copy_dir, e)
+        return 0
+    log.info("deleted the earlier tuned embedder %s and its exports (%.0f MB): no data dir uses it",
+             copy_dir, freed / 1e6)
+    return freed

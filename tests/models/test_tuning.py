@@ -164,6 +164,15 @@ def test_a_store_tuned_by_another_delta_is_flagged(mirador_home, caplog):
     assert "older-delta" in caplog.text and "match poorly" in caplog.text
 
 
+def _earlier_release(tmp_path: Path) -> Path:
+    """A real delta other than the bundled one: the bundled with B halved, as a release before might ship."""
+    meta, pairs = tuning.read_delta(tuning.BUNDLED)
+    earlier = tmp_path / "earlier_release.npz"
+    tuning.write_delta(earlier, {k: v for k, v in meta.items() if k != "weights"},
+                       {n: (b.astype(np.float32) * 0.5, a) for n, (b, a) in pairs.items()})
+    return earlier
+
+
 def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached(
         mirador_home, tmp_path, monkeypatch, caplog):
     """After an upgrade that ships a new delta, the old merged copy is still in the cache: the model
@@ -178,11 +187,7 @@ def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached
     monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
     mirador_home.mkdir(parents=True)
     (mirador_home / "config.toml").write_text("[models]\nembedder_onnx = false\n")  # torch: no export to make
-    meta, pairs = tuning.read_delta(tuning.BUNDLED)
-    earlier = tmp_path / "earlier_release.npz"
-    tuning.write_delta(earlier, {k: v for k, v in meta.items() if k != "weights"},
-                       {n: (b.astype(np.float32) * 0.5, a) for n, (b, a) in pairs.items()})
-    then = Embedder(tuning=earlier, use_onnx=False)  # the last release's embedder
+    then = Embedder(tuning=_earlier_release(tmp_path), use_onnx=False)  # the last release's embedder
     store = Store(mirador_home, embedder=then)
     write_embedder_record(mirador_home, then)
     store.add_evidence_batch([EvidenceSpec(text=t, source="import", scope="work") for t in
@@ -206,6 +211,66 @@ def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached
     caplog.clear()
     gone = Store(mirador_home)
     assert gone.embedder.tuning == tuning.BUNDLED and "match poorly" in caplog.text
+
+
+def test_reembed_deletes_the_earlier_tuned_copy_once_no_data_dir_uses_it(tmp_path, monkeypatch):
+    """~90 MB of copy and ~90 MB of export per retuning release would pile up; a copy another data dir
+    still embeds with must stay, and a data dir deleted since must not keep it forever."""
+    import shutil
+
+    from memory import reembed as R
+    from memory.store import EvidenceSpec, Store, write_embedder_record
+
+    monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
+    onnx = tmp_path / "onnx"
+    onnx.mkdir()
+    then = Embedder(tuning=_earlier_release(tmp_path), use_onnx=False)
+    copy = then.model_dir
+    assert (copy / tuning.USERS / tuning.COMPLETE).is_file()  # made by this release: its users are known
+    export = onnx / f"{copy.name}-0123456789abcdef.onnx"  # named as models/onnx_encoder.py names exports
+    export.write_bytes(b"x" * 1000)
+    stores = {}
+    for name in ("work", "personal", "deleted"):
+        home = tmp_path / name
+        home.mkdir()
+        (home / "config.toml").write_text(f"[models]\nembedder_onnx = false\nonnx_dir = '{onnx}'\n")
+        write_embedder_record(home, then)
+        stores[name] = Store(home)  # an upgraded store keeps the earlier copy, and notes itself as its user
+        assert stores[name].embedder.model_dir == copy
+        stores[name].add_evidence_batch([EvidenceSpec(text=f"{name}: the deploy failed", source="import")],
+                                        actor="import")
+    assert len(list((copy / tuning.USERS).iterdir())) == 4  # three data dirs and the mark
+    shutil.rmtree(tmp_path / "deleted")
+
+    first = R.reembed(stores["work"], settle=0)
+    assert first["evidence"] == 1 and first["freed_bytes"] == 0
+    assert copy.is_dir() and export.is_file()  # "personal" still embeds with it
+    assert Store(tmp_path / "personal").embedder.model_dir == copy
+
+    last = R.reembed(stores["personal"], settle=0)
+    assert last["freed_bytes"] > 80e6  # the copy's weights, and the export
+    assert not copy.exists() and not export.exists()
+    now = Store(tmp_path / "work").embedder
+    assert now.tuning == tuning.BUNDLED and now.model_dir.is_dir()  # the current copy stays
+
+
+def test_a_copy_whose_users_are_not_all_known_is_kept(tmp_path):
+    copy = tmp_path / "tuned" / "aaaaaaaaaaaa-bbbbbbbbbbbb"
+    (copy / tuning.USERS).mkdir(parents=True)
+    (copy / tuning.WEIGHTS).write_bytes(b"w")
+    home = tmp_path / "home"
+    tuning.note_user(copy, home)
+    # made by a release that did not register users: some data dir never noted may still use it
+    assert tuning.release(copy, home, tmp_path) == 0 and copy.is_dir()
+    (copy / tuning.USERS / tuning.COMPLETE).write_text("")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "embedder.json").write_text("{not json")
+    tuning.note_user(copy, other)
+    # a user whose record cannot be read now (a disk being repaired, a half-written file) keeps it
+    assert tuning.release(copy, home, tmp_path) == 0 and copy.is_dir()
+    (other / "embedder.json").write_text(json.dumps({"tuned": True, "weights": "cccccccccccc-dddddddddddd"}))
+    assert tuning.release(copy, home, tmp_path) == 1 and not copy.exists()
 
 
 def test_doctor_names_the_embedder_the_store_uses(mirador_home):
