@@ -195,6 +195,8 @@ def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
             if stop is not None and stop.is_set():
                 done = False
                 break
+            if name == T.REEMBED_STAGING and name not in store.db.table_names():
+                continue  # a re-embed finished meanwhile and dropped it
             table = store.db.open_table(name)
             store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             if _rewrite_fragments_with_deletions(store, table):

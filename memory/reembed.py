@@ -248,9 +248,14 @@ def forget_staged(store: Store, ids: list[str]) -> bool:
     """Drop the staged vectors of forgotten rows; True when a side table exists (it then needs a purge)."""
     if not ids or T.REEMBED_STAGING not in store.db.table_names():
         return False
-    staging = store.db.open_table(T.REEMBED_STAGING)
-    for start in range(0, len(ids), 500):
-        store._commit(lambda c=ids[start: start + 500]: staging.delete(_in(c)))
+    try:
+        staging = store.db.open_table(T.REEMBED_STAGING)
+        for start in range(0, len(ids), 500):
+            store._commit(lambda c=ids[start: start + 500]: staging.delete(_in(c)))
+    except Exception:
+        if T.REEMBED_STAGING in store.db.table_names():
+            raise
+        return False  # the pass finished meanwhile and dropped the table, staged vectors and all
     return True
 
 
