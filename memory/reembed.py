@@ -10,10 +10,11 @@ searches match as well as ever while it works (on 2 cores, ~26 min per 100k rows
    was made from. The store's vectors and every process's embedder stay as they are. A pass stopped
    here is picked up where it stopped: a staged row whose text has not changed is not embedded again.
 2. Switch. The new embedder is recorded, marked "reembedding": every Store (in any process) switches
-   to it within RECORD_CHECK_S, so what is written from then on is embedded by it. Rows written or
-   edited since they were staged are staged again; then the staged vectors replace the old ones in a
-   merge that never inserts, so a row forgotten meanwhile cannot come back, and a row edited during
-   the merge is embedded again. Only this step searches with mixed vectors: seconds, not the pass.
+   to it within RECORD_CHECK_S, so what is written from then on is embedded by it. The staged vectors
+   replace the old ones in a merge that never inserts, so a row forgotten meanwhile cannot come back;
+   then every row without a staged vector of its current text (written or edited since it was
+   staged, or during the merge) is embedded now. Only this step searches with mixed vectors:
+   seconds, not the pass.
 
 Then the mark goes, the side table is dropped and the vector indexes are retrained. Forgetting a row
 drops its staged vector too (forget_staged, from memory/erasure.py): forget means gone.
@@ -112,8 +113,6 @@ def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> d
         write_embedder_record(store.home, emb, reembedding=True)
         store.use_embedder(emb)
         time.sleep(settle)
-        for name in TABLES:  # what was written or edited since its row was staged
-            _stage(store, staging, name, emb, batch, None)
         for name in TABLES:
             _switch(store, staging, name, emb, report, progress)
     write_embedder_record(store.home, emb)
@@ -217,8 +216,8 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
 
 
 def _switch(store: Store, staging, name: str, emb, report: dict, progress) -> None:
-    """Replace table `name`'s vectors by the staged ones, then embed again any row whose text changed
-    after it was staged (an edit that raced the merge)."""
+    """Replace table `name`'s vectors by the staged ones, then embed now every row with no staged
+    vector of its current text: written or edited since it was staged, or during the merge."""
     table = getattr(store, name)
     vector_type = table.schema.field("vector").type
     staged = _staged(store, staging, name)
