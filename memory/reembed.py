@@ -77,7 +77,8 @@ def reembed(store: Store, progress: Callable[[str, int, int], None] | None = Non
 
     progress(step, done, total) is called after each batch: step is "memories" or "evidence" while
     staging, "switch" while the staged vectors replace the old ones. settle: seconds to wait after
-    recording the new embedder, so other processes have switched before the last rows are staged.
+    recording the new embedder, so other processes have switched before rows written meanwhile are
+    looked for.
     """
     from filelock import FileLock, Timeout
 
