@@ -254,3 +254,27 @@ def test_a_second_pass_on_the_same_store_is_refused_while_one_runs(mirador_home)
         R.reembed(store, settle=0)
     assert "staging" not in json.loads((mirador_home / "embedder.json").read_text())  # it did not start
     assert R.reembed(store, settle=0)["evidence"] == 4  # free again once the other one is done
+
+
+def test_a_forget_racing_the_end_of_a_pass_is_not_an_error(mirador_home, monkeypatch):
+    store = _untuned_store(mirador_home)
+    gone = search_evidence(store, "deploy failed token", limit=1)[0].id
+
+    def stop(step, done, total):
+        if step == "evidence":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        R.reembed(store, progress=stop, settle=0)
+    real_open = store.db.open_table
+
+    def finished_meanwhile(name, *a, **k):
+        if name == "reembed_staging":  # the pass drops its side table between the check and the use
+            store.db.drop_table(name)
+        return real_open(name, *a, **k)
+
+    monkeypatch.setattr(store.db, "open_table", finished_meanwhile)
+    assert forget(store, [gone])["deleted"] == 1
+    monkeypatch.undo()
+    assert "reembed_staging" not in store.db.table_names()
+    assert gone not in _columns(store, store.evidence)
