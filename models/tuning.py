@@ -136,9 +136,15 @@ def note_user(copy_dir: Path, home: Path) -> None:
     """Record that the store in `home` embeds with this merged copy, so release() keeps it for it."""
     f = _user_file(copy_dir, home)
     try:
-        if not f.exists():
-            f.parent.mkdir(exist_ok=True)
-            f.write_text(str(Path(home).resolve()))
+        if f.exists():
+            return
+        f.parent.mkdir(exist_ok=True)
+        f.write_text(str(Path(home).resolve()))
+        # A new data dir is rare (a test suite makes hundreds): only then drop the entries of data dirs
+        # deleted since, so the list does not grow for good.
+        for other in f.parent.iterdir():
+            if other.name != COMPLETE and other != f and not Path(other.read_text()).exists():
+                other.unlink(missing_ok=True)
     except OSError as e:  # a read-only cache: the copy is then never deleted, which is safe
         log.debug("could not note %s as a user of %s: %s", home, copy_dir, e)
 

@@ -273,6 +273,22 @@ def test_a_copy_whose_users_are_not_all_known_is_kept(tmp_path):
     assert tuning.release(copy, home, tmp_path) == 1 and not copy.exists()
 
 
+def test_a_copys_list_of_users_forgets_data_dirs_deleted_since(tmp_path):
+    copy = tmp_path / "tuned" / "aaaaaaaaaaaa-bbbbbbbbbbbb"
+    (copy / tuning.USERS).mkdir(parents=True)
+    (copy / tuning.USERS / tuning.COMPLETE).write_text("")
+    homes = [tmp_path / n for n in ("a", "b", "c")]
+    for h in homes[:2]:
+        h.mkdir()
+        tuning.note_user(copy, h)
+    homes[0].rmdir()
+    homes[2].mkdir()
+    tuning.note_user(copy, homes[2])  # a new user: the deleted data dir's entry goes
+    listed = {f.read_text() for f in (copy / tuning.USERS).iterdir() if f.name != tuning.COMPLETE}
+    assert listed == {str(homes[1].resolve()), str(homes[2].resolve())}
+    assert (copy / tuning.USERS / tuning.COMPLETE).is_file()
+
+
 def test_doctor_names_the_embedder_the_store_uses(mirador_home):
     from desktop.doctor import check_embedder
     from memory.store import Store
