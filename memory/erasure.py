@@ -13,7 +13,7 @@ from memory.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.errors import InputError, NotFoundError
 from memory.fingerprint import fingerprint
 from memory.indexes import ensure_fts
-from memory.rows import kind_of, sql_literal_id, to_arrow
+from memory.rows import kind_of, sql_id_list, to_arrow
 from memory.scopes import validate_scope
 
 log = logging.getLogger(__name__)
@@ -23,10 +23,6 @@ _KIND_COLS = {
     "evidence": ("evidence", ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]),
     "vault": ("vault", ["id", "scope", "fingerprint"]),
 }
-
-
-def _id_list(ids: Iterable[str]) -> str:
-    return "(" + ", ".join(sql_literal_id(i) for i in ids) + ")"
 
 
 def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True,
@@ -47,7 +43,7 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     for kind, kids in by_kind.items():
         table_name, cols = _KIND_COLS[kind]
         table = getattr(store, table_name)
-        where = f"id IN {_id_list(kids)}" + (f" AND {sf}" if sf else "")
+        where = f"id IN {sql_id_list(kids)}" + (f" AND {sf}" if sf else "")
         rows = store._rows(table, where, cols, limit=len(kids))
         missing = set(kids) - {r["id"] for r in rows}
         if missing:
@@ -95,7 +91,7 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
         table = getattr(store, _KIND_COLS[kind][0])
         ids = [r["id"] for r in rows]
         for start in range(0, len(ids), 500):
-            chunk = _id_list(ids[start:start + 500])
+            chunk = sql_id_list(ids[start:start + 500])
             store._commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
             # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
             store._commit(lambda c=chunk: store.audit.update(
@@ -188,7 +184,8 @@ def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
         # in-flight commit, and deleted content only ever lives in files that old versions referenced.
         warnings.simplefilter("ignore")
         names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
-        names += [n for n in (T.RELATIONS, T.REEMBED_STAGING) if n in store.db.table_names()]
+        present = set(store.db.table_names())
+        names += [n for n in (T.RELATIONS, T.REEMBED_STAGING) if n in present]
         names = [n for n in names if tables is None or n in set(tables)]
         done = True
         for name in names:

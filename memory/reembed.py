@@ -33,7 +33,7 @@ from memory import tables as T
 from memory.audit import audit_row
 from memory.context import index_texts
 from memory.errors import MiradorError
-from memory.rows import sql_literal_id
+from memory.rows import sql_id_list
 from memory.store import (RECORD_CHECK_S, Store, configured_embedder, embedder_record, write_embedder_record,
                           write_record)
 
@@ -179,7 +179,7 @@ def _embedded_texts(name: str, rows: list[dict]) -> list[str]:
 
 
 def _in(ids) -> str:
-    return "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+    return f"id IN {sql_id_list(ids)}"
 
 
 def _staged(store: Store, staging, name: str) -> dict[str, str]:

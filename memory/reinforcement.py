@@ -29,7 +29,7 @@ from datetime import datetime
 
 from memory import tables as T
 from memory.audit import audit_row, utcnow
-from memory.rows import iso, kind_of, sql_literal_id, to_arrow
+from memory.rows import iso, kind_of, sql_id_list, to_arrow
 from memory.scopes import scope_filter
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,6 @@ log = logging.getLogger(__name__)
 MAX_IDS = 200
 NOT_VISIBLE = "no memory with this id is visible here (it never existed, is outside your scopes, or was forgotten)"
 NOT_MEMORY = "not a memory id (mem_…): only memories are reinforced"
-
-
-def _id_list(ids: Iterable[str]) -> str:
-    return "(" + ", ".join(sql_literal_id(i) for i in ids) + ")"
 
 
 def _table(store):
@@ -78,7 +74,7 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     if not ids:
         return {}
     cols = [f.name for f in T.usage_schema()]
-    rows = store._rows(_table(store), f"memory_id IN {_id_list(ids)}", cols, len(ids))
+    rows = store._rows(_table(store), f"memory_id IN {sql_id_list(ids)}", cols, len(ids))
     return {r["memory_id"]: r for r in rows}
 
 
@@ -128,7 +124,7 @@ def boost_scores(store, scores: dict[str, float], now: datetime | None = None,
 
 
 def _visible(store, ids: list[str], scopes) -> dict[str, dict]:
-    where = f"id IN {_id_list(ids)}"
+    where = f"id IN {sql_id_list(ids)}"
     sf = scope_filter(scopes)
     if sf:
         where += f" AND {sf}"  # the scope check runs inside the query (principle 5)
@@ -235,5 +231,5 @@ def forget_usage(store, ids: Iterable[str]) -> None:
         return
     table = _table(store)
     for start in range(0, len(ids), 500):
-        chunk = _id_list(ids[start:start + 500])
+        chunk = sql_id_list(ids[start:start + 500])
         store._commit(lambda c=chunk: table.delete(f"memory_id IN {c}"))

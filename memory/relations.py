@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from memory import tables as T
 from memory.audit import audit_row, utcnow
 from memory.errors import InputError, NotFoundError
-from memory.rows import iso, kind_of, sql_literal_id, to_arrow
+from memory.rows import iso, kind_of, sql_id_list, sql_literal_id, to_arrow
 from memory.scopes import scope_filter, sql_literal
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,6 @@ def public_edge(row: dict) -> dict:
     return out
 
 
-def _ids(values: Iterable[str]) -> str:
-    return "(" + ", ".join(sql_literal_id(v) for v in values) + ")"
-
-
 def _both_ends(scopes) -> str | None:
     """The scope filter on both ends of an edge, for inside a relations query."""
     a, b = scope_filter(scopes, "scope"), scope_filter(scopes, "dst_scope")
@@ -110,7 +106,7 @@ def memory_rows(store, ids: Iterable[str], scopes=None, statuses=None, cols=None
     ids = sorted(set(ids))
     if not ids:
         return {}
-    where = _and(f"id IN {_ids(ids)}", store.where("memory", scopes=scopes, statuses=statuses))
+    where = _and(f"id IN {sql_id_list(ids)}", store.where("memory", scopes=scopes, statuses=statuses))
     return {r["id"]: r for r in store._rows(store.memories, where, cols or _END_COLS, len(ids))}
 
 
@@ -168,7 +164,7 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
-    old = {r["id"]: r for r in store._rows(table(store), f"id IN {_ids(ids)}", _EDGE_COLS, len(ids))}
+    old = {r["id"]: r for r in store._rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
     now, rows, audits, out = utcnow(), {}, [], []
     for s, eid in zip(specs, ids, strict=True):
         prev = rows.get(eid) or old.get(eid)
@@ -208,7 +204,7 @@ def _check_evidence(store, ids: list[str], scopes) -> None:
             raise InputError(f"{i} is not an evidence id (evd_…); an edge's provenance lists evidence")
     if not ids:
         return
-    where = _and(f"id IN {_ids(ids)}", scope_filter(scopes))
+    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
     found = {r["id"] for r in store._rows(store.evidence, where, ["id"], len(ids))}
     if set(ids) - found:
         raise NotFoundError(f"no evidence with id {sorted(set(ids) - found)[0]} in your scopes — nothing was related")
@@ -252,13 +248,13 @@ def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
     t = table(store)
     dropped = 0
     for start in range(0, len(memory_ids), 200):
-        chunk = _ids(memory_ids[start:start + 200])
+        chunk = sql_id_list(memory_ids[start:start + 200])
         where = f"src IN {chunk} OR dst IN {chunk}"
         rows = store._rows(t, where, ["id", "scope"], None)
         if rows:
             # Delete by edge id: LanceDB keeps a delete's predicate in its transaction files, and the
             # memory id must not outlive the memory there.
-            edges = _ids(r["id"] for r in rows)
+            edges = sql_id_list(r["id"] for r in rows)
             store._commit(lambda e=edges: t.delete(f"id IN {e}"))
             store._audit([audit_row(actor, "delete", "relation", r["id"], r["scope"]) for r in rows])
             dropped += len(rows)
@@ -371,7 +367,7 @@ def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] |
 
 def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
     """(from, to, edge) for every edge leaving the frontier in the followed direction."""
-    ids = _ids(frontier)
+    ids = sql_id_list(frontier)
     parts = []
     if fwd:
         parts.append(f"(src IN {ids} AND {_rel_filter(fwd)})")
@@ -393,7 +389,7 @@ def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    where = _and(f"id IN {_ids(ids)}", scope_filter(scopes))
+    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
     cols = ["id", "source", "app", "window", "scope", "captured_at", "text"]
     rows = store._rows(store.evidence, where, cols, len(ids))
     return {r["id"]: {**r, "captured_at": iso(r["captured_at"]),
@@ -419,7 +415,7 @@ def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, lis
     ids = [i for i in ids if i in explained]
     if not ids:
         return {}
-    where = _and(f"src IN {_ids(ids)}", f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes))
+    where = _and(f"src IN {sql_id_list(ids)}", f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes))
     edges = sorted(store._rows(table(store), where, ["src", "dst", "confidence"], EDGE_LIMIT),
                    key=lambda e: -e["confidence"])
     cols = ["id", "type", "scope", "title", "text", "status", "provenance", "origin", "valid_from", "created_at",

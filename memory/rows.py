@@ -119,3 +119,8 @@ def jsonable(value: Any) -> Any:
 def sql_literal_id(value: str) -> str:
     """Quote an id (or other plain string) for a SQL predicate."""
     return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_id_list(ids) -> str:
+    """A parenthesised, quoted list of ids for `IN`: "('a', 'b')"."""
+    return "(" + ", ".join(sql_literal_id(i) for i in ids) + ")"

@@ -28,7 +28,7 @@ from memory import tables as T
 from memory.audit import utcnow
 from memory.extract_rules import Draft
 from memory.fingerprint import fingerprint, normalise
-from memory.rows import sql_literal_id, to_arrow
+from memory.rows import sql_id_list, to_arrow
 from memory.scopes import sql_literal
 from memory.store import MemorySpec
 
@@ -62,20 +62,16 @@ class WriteReport:
         return dict(Counter(o.action for o in self.outcomes))
 
 
-def _ids(values) -> str:
-    return "(" + ", ".join(sql_literal_id(v) for v in values) + ")"
-
-
 def blocked_derivations(store, evidence_ids: list[str]) -> set[tuple[str, str]]:
     """(evidence id, type) pairs whose derived memory the person deleted."""
     if not evidence_ids or T.DERIVATIONS not in store.db.table_names():
         return set()
     ledger = store.db.open_table(T.DERIVATIONS)
-    rows = store._rows(ledger, f"evidence_id IN {_ids(evidence_ids)}", ["memory_id", "evidence_id", "type"], None)
+    rows = store._rows(ledger, f"evidence_id IN {sql_id_list(evidence_ids)}", ["memory_id", "evidence_id", "type"], None)
     if not rows:
         return set()
     mem_ids = sorted({r["memory_id"] for r in rows})
-    dead = {r["id"] for r in store._rows(store.tombstones, f"id IN {_ids(mem_ids)}", ["id"], None)}
+    dead = {r["id"] for r in store._rows(store.tombstones, f"id IN {sql_id_list(mem_ids)}", ["id"], None)}
     return {(r["evidence_id"], r["type"]) for r in rows if r["memory_id"] in dead}
 
 
@@ -94,7 +90,7 @@ def tombstoned_fps(store, fps: list[str]) -> set[str]:
     """Which of these fingerprints belong to something the person deleted (one query)."""
     if not fps:
         return set()
-    rows = store._rows(store.tombstones, f"fingerprint IN {_ids(sorted(set(fps)))}", ["fingerprint"], None)
+    rows = store._rows(store.tombstones, f"fingerprint IN {sql_id_list(sorted(set(fps)))}", ["fingerprint"], None)
     return {r["fingerprint"] for r in rows}
 
 
@@ -202,7 +198,7 @@ class WritePolicy:
         # Re-read just before writing: evidence the person deleted meanwhile must not be cited.
         if not ids:
             return set()
-        return {r["id"] for r in self.store._rows(self.store.evidence, f"id IN {_ids(ids)}", ["id"], None)}
+        return {r["id"] for r in self.store._rows(self.store.evidence, f"id IN {sql_id_list(ids)}", ["id"], None)}
 
     def _skip_reason(self, d: Draft, dead_fps: set[str], blocked: set[tuple[str, str]]) -> str | None:
         if d.type == "vault":
