@@ -9,6 +9,10 @@ same data.
 
     .venv/bin/python bench/screen_retrieval.py
 
+The search leaves screen captures where the first stage puts them (memory/rerank.py SOURCES), so
+"search" should equal "first_stage"; "reranker_moving_screen" is the shipped model allowed to move
+them, as releases before did.
+
 Prints one JSON object: per configuration, hit@1, hit@3 and the mean reciprocal rank, and each
 question's rank (0 = not in the top 10).
 """
@@ -62,6 +66,18 @@ def ranks(store, day: dict, ids: dict[str, str], rank=None) -> list[int]:
     return out
 
 
+def screen_too(where: Path) -> Path:
+    """A copy of the shipped reranker that may move screen captures too, as every release before
+    this one let it: what the search would do without memory.rerank.SOURCES."""
+    from memory import rerank
+
+    spec = json.loads(rerank.DEFAULT_MODEL.read_text(encoding="utf-8"))
+    spec["meta"]["sources"] = [*rerank.SOURCES, "screen"]
+    path = where / "reranker_screen_too.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return path
+
+
 def summary(rs: list[int]) -> dict:
     return {"hit@1": round(sum(r == 1 for r in rs) / len(rs), 3), "hit@3": round(sum(1 <= r <= 3 for r in rs) / len(rs), 3),
             "mrr": round(sum(1 / r for r in rs if r) / len(rs), 3), "ranks": rs}
@@ -86,10 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         ids = ingest(store, day)
         ranks(store, day, ids)  # warm up: model load and the row cache are not query time
         result = {"rows": len(day["rows"]), "questions": len(day["questions"]), "embedder": store.embedder.name}
-        for name, cfg in (("first_stage", replace(R.DEFAULT, rerank=False)), ("reranked", R.DEFAULT)):
+        runs = (("first_stage", replace(R.DEFAULT, rerank=False), None), ("search", R.DEFAULT, None),
+                ("reranker_moving_screen", R.DEFAULT, screen_too(Path(home))))
+        for name, cfg, model in runs:
+            store.config.models.reranker_path = model
             t0 = time.perf_counter()
             rs = ranks(store, day, ids, cfg)
             result[name] = summary(rs) | {"mean_query_ms": round((time.perf_counter() - t0) * 1000 / len(rs), 1)}
+        store.config.models.reranker_path = None
         result["reranker_ran"] = len(R.first_stage(store, day["questions"][0]["q"], store.where("evidence", scopes=[SCOPE]),
                                                    datetime.fromisoformat(day["day"]), R.DEFAULT).ranked) >= R.DEFAULT.rerank_top
     print(json.dumps(result))

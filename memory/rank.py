@@ -197,8 +197,9 @@ def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankCo
 
 # What the reranker reads of each of its candidates besides the ranking columns: the indexed text
 # (speaker and resolved dates included) scored better on held-out LoCoMo conversations than the bare
-# text, R@5 0.7504-0.7546 vs 0.7478-0.7519 over five seeds (README, Retrieval quality).
-RERANK_COLS = ("text", "search_text")
+# text, R@5 0.7504-0.7546 vs 0.7478-0.7519 over five seeds (README, Retrieval quality). The source
+# says which candidates it may move (rerank.moves).
+RERANK_COLS = ("text", "search_text", "source")
 
 
 def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cfg: RankConfig):
@@ -215,6 +216,7 @@ def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cf
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`."""
+    from memory import rerank
     from memory.audit import utcnow
 
     cfg = cfg or DEFAULT
@@ -232,10 +234,16 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
         # Only the top rerank_top: the model was trained on them (a larger limit, as recall asks for,
         # keeps the first stage's order below).
         top = [id_ for id_, _, _ in head[:cfg.rerank_top]]
-        pred = model.predict(rerank_features(stage, top, full, cfg))
+        order = list(range(len(top)))
+        # Only rows of the kinds it learned from move, among the places they hold; screen captures
+        # keep the first stage's places (rerank.moves).
+        slots = [k for k, id_ in enumerate(top) if rerank.moves(model, full[id_].get("source"))]
+        if len(slots) > 1:
+            pred = model.predict(rerank_features(stage, top, full, cfg))
+            for slot, k in zip(slots, sorted(slots, key=lambda k: (-pred[k], k)), strict=True):
+                order[slot] = k
         # Each keeps the first stage's score of its new position: callers that weigh scores (recall:
         # relevance x recency) see the scale they always did, in the model's order.
-        order = sorted(range(len(top)), key=lambda k: (-pred[k], k))
         head = [(head[k][0], head[n][1], head[k][2]) for n, k in enumerate(order)] + head[len(top):]
     extra = [c for c in RERANK_COLS if c not in cols] if model else []
     return [(id_, s, _without(full[id_], extra)) for id_, s, _ in head[:limit]]

@@ -43,6 +43,13 @@ FEATURES = (
     "query_words", "query_when",
 )
 
+# The kinds of evidence a model reorders unless its meta names others ("sources"). The shipped one
+# learned from chat turns (LoCoMo, ingested as "import"); spoken turns, notes and what assistants
+# write are short first-person text like them. Screen captures are not: long OCR text of whole
+# windows, on which it moved two of 16 answers of a made-up workday down and none up
+# (bench/screen_retrieval.py), so they keep the first stage's places.
+SOURCES = ("import", "audio", "manual", "mcp")
+
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
     "i me my we our you your he she it they them their a an the and or but is are was were be been to of "
@@ -130,6 +137,11 @@ class TreeEnsemble:
                               "retrain it with bench/train_reranker.py, or set models.reranker = false")
         self.source = source
         self.meta = spec.get("meta", {})
+        sources = self.meta.get("sources", SOURCES)
+        if not isinstance(sources, list | tuple) or not all(isinstance(x, str) for x in sources):
+            raise ConfigError(f"{source}: meta.sources must be a list of evidence sources, not {sources!r} "
+                              "— fix it or retrain with bench/train_reranker.py")
+        self.sources = frozenset(sources)
         # Every tree's nodes in one set of arrays, so predict walks all trees at once: ~7 NumPy steps
         # per call instead of ~7 per tree (100 trees over 20 rows: 2.1 ms one tree at a time).
         feat, thr, left, right, value, roots = [], [], [], [], [], []
@@ -177,6 +189,11 @@ class TreeEnsemble:
             node[live] = np.where(go_left, self._left[n], self._right[n])
             live = node >= 0
         return self._value[~node].sum(axis=0) if len(self._roots) else np.zeros(len(X))
+
+
+def moves(model: TreeEnsemble, source: str | None) -> bool:
+    """Whether `model` may move a candidate of this evidence source."""
+    return source in model.sources
 
 
 _models: dict[str, TreeEnsemble | ConfigError] = {}
