@@ -8,7 +8,8 @@ from R@5 0.7654 / R@10 0.838 to 0.7768-0.7856 / 0.8468-0.8496 over five seeds; i
 five conversations' R@5 (README, Retrieval quality).
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
-which the search fetches for its winners anyway. The ensemble is plain JSON, evaluated here with
+which the search fetches for its winners anyway; of those, only the kinds of evidence it learned from
+(SOURCES) move, among the places they hold. The ensemble is plain JSON, evaluated here with
 NumPy: LightGBM is needed to train one, never to search.
 """
 
