@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from memory import rank as R
+    from memory import rerank
     from memory.rerank import from_lightgbm
 
     convs = json.loads(args.data.read_text())
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = from_lightgbm(model.dump_model(), meta={
             "trained_on": [c["sample_id"] for c in convs], "data": args.data.name, "rounds": args.rounds,
             "top": cfg.rerank_top, "params": PARAMS, "first_stage": R.first_stage_settings(cfg),
+            "sources": list(rerank.SOURCES),  # what it may move: chat-like rows, never screen captures
             "embedder": "tuned, leave-one-out per conversation" if args.fold_embedders else "store default",
             "held_out_recall": {k: [h["reranked"][k] for h in result["held_out"]] for k in ("recall@5", "recall@10")}})
         args.out.parent.mkdir(parents=True, exist_ok=True)
