@@ -18,9 +18,13 @@ stage saw, and trains the reranker on what the tuned first stage finds.
 
     .venv/bin/python bench/train_embedder.py [--data PATH] [--out models/data/embedder_tuning.npz]
         [--folds DIR] [--only conv-26,...] [--epochs 2] [--rank 32] [--start FILE] [--start-folds DIR]
+        [--observations]
 
 --start / --start-folds go on from an earlier run's delta(s) for --epochs more epochs, the first
 with negatives mined by the earlier model.
+
+--observations adds LoCoMo's annotated observations (a fact about a speaker → the turn it came from;
+~240 per conversation) as more training pairs, never scored.
 
 Takes ~15 minutes per model on 2 cores (torch), ~7 GB of memory.
 """
@@ -50,7 +54,11 @@ SETTINGS = {"epochs": 2, "lr": 2e-5, "batch": 32, "negatives": 3, "pool": 15, "s
             # teach every turn they need. A question's other evidence turns are masked, not negatives.
             "all_positives": True,
             # Before each epoch after the first, hard negatives are mined again with the model so far.
-            "remine": True}
+            "remine": True,
+            # LoCoMo's annotated observations ("Caroline attended an LGBTQ support group", D1:3) are
+            # statements, not questions, but pair a paraphrased fact with the turn it came from: more
+            # pairs of the kind a question needs. Never scored.
+            "observations": False}
 
 
 def training_questions(conv: dict) -> list[dict]:
@@ -58,7 +66,22 @@ def training_questions(conv: dict) -> list[dict]:
     qs = locomo.questions(conv)
     if SETTINGS["adversarial"]:
         qs += locomo.questions(conv, categories=(5,))
+    if SETTINGS["observations"]:
+        qs += observations(conv)
     return qs
+
+
+def observations(conv: dict) -> list[dict]:
+    """The conversation's observations as questions of category 0, evidence cleaned as questions' is."""
+    out = []
+    for per_speaker in (conv.get("observation") or {}).values():
+        for facts in per_speaker.values():
+            for text, ev in facts:
+                ev = ev if isinstance(ev, list) else [ev]
+                ids = {p.strip() for e in ev for p in str(e).split(";") if p.strip()}
+                if text.strip() and ids:
+                    out.append({"question": text, "category": 0, "evidence": ids})
+    return out
 
 
 def conversation(conv: dict) -> tuple[list[tuple[str, str]], list[dict]]:
@@ -188,12 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rank", type=int, default=32)
     ap.add_argument("--only", default="", help="comma-separated conversations: train only these folds")
     ap.add_argument("--epochs", type=int, default=SETTINGS["epochs"])
+    ap.add_argument("--observations", action="store_true",
+                    help="also train on LoCoMo's annotated observations (fact -> turn pairs)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default: %(default)s)")
     ap.add_argument("--start", type=Path, default=None, help="--out: go on training from this delta")
     ap.add_argument("--start-folds", type=Path, default=None,
                     help="--folds: each fold goes on from DIR/<conversation>.npz (an earlier --folds DIR)")
     args = ap.parse_args(argv)
     SETTINGS["epochs"] = args.epochs
+    SETTINGS["observations"] = SETTINGS["observations"] or args.observations
     if args.start and not args.out:
         ap.error("--start is where --out's training goes on from: give --out too")
     if args.start_folds and not args.folds:
