@@ -80,10 +80,16 @@ def questions(conv: dict, categories: tuple[int, ...] = CATEGORIES) -> list[dict
     ids cleaned ('D8:6; D9:17' split)."""
     out = []
     for q in conv["qa"]:
-        ev = [p.strip() for e in q.get("evidence") or [] for p in str(e).split(";") if p.strip()]
+        ev = evidence_ids(q.get("evidence") or [])
         if q.get("category") in categories and ev:
-            out.append({"question": q["question"], "category": q["category"], "evidence": set(ev)})
+            out.append({"question": q["question"], "category": q["category"], "evidence": ev})
     return out
+
+
+def evidence_ids(evidence) -> set[str]:
+    """Turn ids from an evidence field: a list or one string, malformed ones ('D8:6; D9:17') split."""
+    return {p.strip() for e in (evidence if isinstance(evidence, list) else [evidence])
+            for p in str(e).split(";") if p.strip()}
 
 
 def evaluate(store, convs: list[dict], rank=None) -> dict:

@@ -55,9 +55,8 @@ SETTINGS = {"epochs": 2, "lr": 2e-5, "batch": 32, "negatives": 3, "pool": 15, "s
             "all_positives": True,
             # Before each epoch after the first, hard negatives are mined again with the model so far.
             "remine": True,
-            # LoCoMo's annotated observations ("Caroline attended an LGBTQ support group", D1:3) are
-            # statements, not questions, but pair a paraphrased fact with the turn it came from: more
-            # pairs of the kind a question needs. Never scored.
+            # LoCoMo's annotated observations ("Caroline attended an LGBTQ support group", D1:3): a
+            # paraphrased fact and the turn it came from. Off: measured held out and not kept (README).
             "observations": False}
 
 
@@ -77,8 +76,7 @@ def observations(conv: dict) -> list[dict]:
     for per_speaker in (conv.get("observation") or {}).values():
         for facts in per_speaker.values():
             for text, ev in facts:
-                ev = ev if isinstance(ev, list) else [ev]
-                ids = {p.strip() for e in ev for p in str(e).split(";") if p.strip()}
+                ids = locomo.evidence_ids(ev)
                 if text.strip() and ids:
                     out.append({"question": text, "category": 0, "evidence": ids})
     return out
