@@ -140,7 +140,7 @@ class TreeEnsemble:
         self.source = source
         self.meta = spec.get("meta", {})
         sources = self.meta.get("sources", SOURCES)
-        if not isinstance(sources, list | tuple) or not set(sources) <= set(EVIDENCE_SOURCES):
+        if not isinstance(sources, list | tuple) or not all(x in EVIDENCE_SOURCES for x in sources):
             raise ConfigError(f"{source}: meta.sources must list evidence sources ({', '.join(EVIDENCE_SOURCES)}), "
                               f"not {sources!r} — fix it or retrain with bench/train_reranker.py")
         self.sources = frozenset(sources)

@@ -86,6 +86,8 @@ def test_another_first_stage_is_reported_once(caplog):
                  "trees": []}), "meta.sources must list evidence sources"),
     (json.dumps({"format": rerank.FORMAT, "features": list(rerank.FEATURES), "meta": {"sources": ["scren"]},
                  "trees": []}), "meta.sources must list evidence sources"),
+    (json.dumps({"format": rerank.FORMAT, "features": list(rerank.FEATURES), "meta": {"sources": [["import"]]},
+                 "trees": []}), "meta.sources must list evidence sources"),
 ])
 def test_a_bad_model_file_is_refused_with_what_to_do(tmp_path, content, message):
     path = tmp_path / "model.json"
