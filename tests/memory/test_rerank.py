@@ -63,6 +63,22 @@ def test_shipped_model_was_trained_on_this_first_stage():
     assert rerank.check_first_stage(ens, first_stage_settings(DEFAULT))
 
 
+def test_the_shipped_model_never_ranks_a_better_match_lower():
+    """Raising a score by which the candidate matches better (or lowering a rank) must not lower it."""
+    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    assert ens.meta["monotone"] == rerank.MONOTONE
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 1, size=(400, len(rerank.FEATURES)))
+    X[:, [rerank.FEATURES.index(f) for f in ("fused_rank", "first_rank", "overlap_n", "query_words")]] *= 30
+    base = ens.predict(X)
+    for name, sign in rerank.MONOTONE.items():
+        k = rerank.FEATURES.index(name)
+        for step in (0.01, 0.3, 5.0):
+            better = X.copy()
+            better[:, k] += sign * step
+            assert (ens.predict(better) >= base - 1e-12).all(), f"a better {name} ranked lower"
+
+
 def test_another_first_stage_is_reported_once(caplog):
     from memory.rank import first_stage_settings
 
