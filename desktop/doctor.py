@@ -83,8 +83,9 @@ def check_reranker():
         return WARN, f"{e}; evidence search runs without it", "fix models.reranker_path, or set models.reranker = false"
     if not rerank.check_first_stage(model, first_stage_settings(DEFAULT)):
         return WARN, f"{path} was trained on another first stage", "retrain it with bench/train_reranker.py"
-    held = model.meta.get("held_out_recall", {}).get("recall@5") or []
-    note = f", held-out LoCoMo R@5 {min(held):.3f}-{max(held):.3f}" if held else ""
+    held = model.meta.get("held_out_recall", {})
+    parts = [f"R@{k} {min(v):.3f}-{max(v):.3f}" for k in (5, 10) if (v := held.get(f"recall@{k}"))]
+    note = f", held-out LoCoMo {', '.join(parts)}" if parts else ""
     return OK, f"{path}: {len(model.meta.get('trained_on', []))} training conversations{note}", None
 
 

@@ -148,6 +148,7 @@ def test_console_script_version_and_doctor(mirador_home):
     assert checks["data dir"]["status"] == "ok" and checks["embedder"]["status"] == "ok"
     assert checks["store"]["status"] == "ok"
     assert checks["reranker"]["status"] == "ok" and "held-out LoCoMo R@5" in checks["reranker"]["detail"]
+    assert ", R@10 0." in checks["reranker"]["detail"]
     assert all(c["fix"] for c in checks.values() if c["status"] != "ok")
 
 
