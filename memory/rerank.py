@@ -2,10 +2,10 @@
 
 Why: the first stage (memory/rank.py) adds hand-weighted scores. Some evidence it cannot weigh that
 way: a bare "Wow, nice!" next to a strong match, a turn that asks rather than answers, a session
-where many candidates cluster. A LambdaMART model over those signals, trained on LoCoMo dev and
-scored on each conversation it did not see (bench/train_reranker.py), took the tuned first stage
-from R@5 0.7654 / R@10 0.838 to 0.7757-0.7854 / 0.8468-0.8524 over fifteen seeds; it lowers two of
-the five conversations' R@5 (README, Retrieval quality).
+where many candidates cluster. LambdaMART models over those signals (five, with their own bagging
+seeds, summed), trained on LoCoMo dev and scored on each conversation they did not see
+(bench/train_reranker.py), took the tuned first stage from R@5 0.7654 / R@10 0.838 to 0.7771-0.7794 /
+0.8498-0.8519 over six runs; they lower two of the five conversations' R@5 (README, Retrieval quality).
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
 which the search fetches for its winners anyway; of those, only the kinds of evidence it learned from

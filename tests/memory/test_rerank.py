@@ -39,6 +39,14 @@ def test_numpy_evaluator_matches_lightgbm():
     np.testing.assert_allclose(ens.predict(X), model.predict(X), rtol=0, atol=1e-9)
 
 
+def test_the_trees_of_several_models_score_their_sum():
+    """bench/train_reranker.py ships bagged models as one file of all their trees."""
+    (a, X), (b, _) = _lightgbm_model(0), _lightgbm_model(1)
+    spec = rerank.from_lightgbm(a.dump_model())
+    spec["trees"] += rerank.from_lightgbm(b.dump_model())["trees"]
+    np.testing.assert_allclose(rerank.TreeEnsemble(spec).predict(X), a.predict(X) + b.predict(X), rtol=0, atol=1e-9)
+
+
 def test_conversion_refuses_other_features():
     model, _ = _lightgbm_model()
     dump = model.dump_model()
