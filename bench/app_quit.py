@@ -1,7 +1,7 @@
 """Quit latency of the whole app with an extraction in flight: prints one JSON object.
 
 Starts its own Xvfb, a temp data dir with 12 pending evidence rows and the bundled Gemma GGUF as
-the extraction model, then `python -m desktop.cli -v` (tray app: capture + scheduler + MCP) from
+the extraction model, then `python -m desktop.cli.main -v` (tray app: capture + scheduler + MCP) from
 REPO. Once the scheduler's catch-up extraction has started its LLM worker process (and 3 s more),
 it sends SIGTERM (the tray's Quit path) and measures the time to process exit. The app's own
 "stop took ..." log line (seconds per stop step) is included.
@@ -52,7 +52,7 @@ def main() -> None:
     os.environ["MIRADOR_HOME"] = str(home)
     sys.path.insert(0, str(ROOT))
     from memory.config import Config, save_config
-    from memory.store import Store
+    from memory.store.core import Store
     from models.locate import llm_gguf
 
     cfg = Config()
@@ -67,7 +67,7 @@ def main() -> None:
         store.add_evidence(f"Decision {i}: the billing service moves to Postgres {10 + i} next sprint.", source="manual")
     xvfb, display = _xvfb()
     env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb")
-    app = subprocess.Popen([sys.executable, "-m", "desktop.cli", "-v"], cwd=repo, env=env,
+    app = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "-v"], cwd=repo, env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(app.stderr), daemon=True).start()

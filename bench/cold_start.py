@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-MIRADOR = [sys.executable, "-m", "desktop.cli"]
+MIRADOR = [sys.executable, "-m", "desktop.cli.main"]
 
 
 def one_run(env: dict) -> tuple[float, float]:

@@ -20,8 +20,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from desktop.browser_data import MemoryFilter, fetch_rows, memory_keys  # noqa: E402
-from memory.store import MemorySpec, Store  # noqa: E402
+from desktop.ui.browser_data import MemoryFilter, fetch_rows, memory_keys  # noqa: E402
+from memory.store.core import MemorySpec, Store  # noqa: E402
 
 
 class _Vectors:

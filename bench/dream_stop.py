@@ -24,7 +24,7 @@ TEAMS = ["billing", "search", "auth", "mobile", "platform", "design"]
 
 
 def timed_pass(store, stop_after: float | None) -> dict:
-    from memory.dream import run_dream
+    from memory.consolidation.dream import run_dream
 
     stop, out = threading.Event(), {}
     worker = threading.Thread(target=lambda: out.setdefault("plan", run_dream(store, dry_run=True, stop=stop)))
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="mirador-dream-stop-") as home:
         os.environ["MIRADOR_HOME"] = home
-        from memory.store import MemorySpec, Store
+        from memory.store.core import MemorySpec, Store
 
         store = Store(Path(home))
         specs = [MemorySpec(text=f"Note {i}: the {TEAMS[i % len(TEAMS)]} team decided item {i * 7} about topic {i % 97}",

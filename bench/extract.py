@@ -86,10 +86,10 @@ class HashedEmbedder:
 
 
 def bench_extraction(items: int) -> dict:
-    from memory.audit import utcnow
-    from memory.extraction import make_extractor, run_extraction
-    from memory.rows import parse_time
-    from memory.store import EvidenceSpec, Store
+    from memory.store.audit import utcnow
+    from memory.consolidation.extraction import make_extractor, run_extraction
+    from memory.store.rows import parse_time
+    from memory.store.core import EvidenceSpec, Store
 
     with tempfile.TemporaryDirectory() as home:
         store = Store(Path(home))
@@ -127,9 +127,9 @@ def _fact(i: int) -> str:
 
 
 def bench_dream(size: int, new: int, embedder) -> dict:
-    from memory.audit import utcnow
-    from memory.dream import run_dream, set_checkpoint
-    from memory.store import MemorySpec, Store
+    from memory.store.audit import utcnow
+    from memory.consolidation.dream import run_dream, set_checkpoint
+    from memory.store.core import MemorySpec, Store
 
     types = ["semantic", "episodic", "procedural", "resource", "semantic"]
     with tempfile.TemporaryDirectory() as home:

@@ -59,8 +59,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MIRADOR_HOME"] = str(Path(tmp) / "home")
         from capture.redact import Redactor
-        from memory.importers import ImportOptions, make_importer, run_import
-        from memory.store import Store
+        from memory.integrations.importers import ImportOptions, make_importer, run_import
+        from memory.store.core import Store
 
         rnd = random.Random(8)
         path = Path(tmp) / "conversations.json"

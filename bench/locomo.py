@@ -2,14 +2,14 @@
 
 Every turn becomes one evidence row through Store.add_evidence_batch (one batch per session,
 captured at the session's date/time, speaker recorded, scope `locomo/<conversation>`); every
-category 1-4 question with evidence is asked through memory.search.search_evidence, the function
+category 1-4 question with evidence is asked through memory.retrieval.search.search_evidence, the function
 the MCP evidence_search tool uses. Metric (../shared/data/locomo/README.md): |evidence ∩ top-k
 dia_ids| / |evidence|, averaged over questions. The store lives in a temp dir, never in the repo.
 
     .venv/bin/python bench/locomo.py [--data PATH] [--limit-convs N]
         [--context '{"neighbours_embed": 0}'] [--rank '{"speaker_boost": 0}']
 
-The shipped reranker (memory/rerank.py) and the embedder's tuning (models/tuning.py) were trained on
+The shipped reranker (memory/retrieval/rerank.py) and the embedder's tuning (models/tuning.py) were trained on
 the dev split: on it, this bench's recall is in-sample (config.reranker.in_sample and
 config.embedder_tuning.in_sample say so). The held-out figure comes from bench/train_reranker.py
 --fold-embedders; `--rank '{"rerank": false}'` gives the first stage alone.
@@ -60,7 +60,7 @@ def scope_of(conv: dict) -> str:
 
 def ingest(store, convs: list[dict], context=None) -> int:
     """Write every turn as evidence, one batch per session; returns the row count."""
-    from memory.store import EvidenceSpec
+    from memory.store.core import EvidenceSpec
 
     n = 0
     for conv in convs:
@@ -94,7 +94,7 @@ def evidence_ids(evidence) -> set[str]:
 
 def evaluate(store, convs: list[dict], rank=None) -> dict:
     """Ask every question; recall@5/@10 overall and per category, and query latency."""
-    from memory.search import search_evidence
+    from memory.retrieval.search import search_evidence
 
     per: dict[int, list[tuple[float, float]]] = {c: [] for c in CATEGORIES}
     times = []
@@ -123,7 +123,7 @@ def evaluate(store, convs: list[dict], rank=None) -> dict:
 def reranker_info(store, rank, convs: list[dict]) -> dict | None:
     """Which reranker ranked, and whether it was trained on the conversations just scored. If it was,
     the recall above is in-sample: bench/train_reranker.py reports the held-out figure."""
-    from memory.rank import reranker
+    from memory.retrieval.rank import reranker
 
     model = reranker(store, rank)
     if model is None:
@@ -151,20 +151,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_dev.json (default: %(default)s)")
     ap.add_argument("--limit-convs", type=int, default=None, help="only the first N conversations")
-    ap.add_argument("--context", default="{}", help="JSON overrides of memory.context.ContextConfig")
-    ap.add_argument("--rank", default="{}", help="JSON overrides of memory.rank.RankConfig")
+    ap.add_argument("--context", default="{}", help="JSON overrides of memory.store.context.ContextConfig")
+    ap.add_argument("--rank", default="{}", help="JSON overrides of memory.retrieval.rank.RankConfig")
     ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
     args = ap.parse_args(argv)
 
-    from memory import context as C
-    from memory import rank as R
-
+    from memory.store import context as C
+    from memory.retrieval import rank as R
     convs = json.loads(args.data.read_text())[: args.limit_convs]
     ctx = replace(C.DEFAULT, **json.loads(args.context))
     rank = replace(R.DEFAULT, **json.loads(args.rank))
     with tempfile.TemporaryDirectory(prefix="mirador-locomo-") as home:
         os.environ["MIRADOR_HOME"] = home
-        from memory.store import Store
+        from memory.store.core import Store
 
         if args.untuned:
             Path(home, "config.toml").write_text("[models]\nembedder_tuning = false\n")

@@ -5,7 +5,7 @@
 --from is a store bench/scale.py built (its evidence table, ~110k rows with trained indexes). Its
 evidence table is copied twice into a temp dir; on each copy, every pass appends --writes batches of
 --rows rows (copies of existing rows under new ids, as live capture appends small batches) and then
-runs one maintenance pass: LanceDB's table.optimize() on one copy, memory.indexes.optimize_table()
+runs one maintenance pass: LanceDB's table.optimize() on one copy, memory.store.indexes.optimize_table()
 on the other. At checkpoints it times a vector leg and a full-text leg as searches run them (scope
 filter, 50 candidates, scores and row addresses only) and a take of 40 rows by address, and reports
 the fragments and vector index segments. Prints one JSON object.
@@ -66,7 +66,7 @@ async def _latencies(path: str, vectors: list, n: int, rnd: random.Random) -> di
 
 
 def _state(table) -> dict:
-    from memory.indexes import vector_index_segments
+    from memory.store.indexes import vector_index_segments
 
     return {"fragments": len(table.to_lance().get_fragments()), "vector_segments": vector_index_segments(table),
             "rows": table.count_rows()}
@@ -77,7 +77,7 @@ def run(src: Path, strategy: str, passes: int, writes: int, rows: int, checkpoin
     import lancedb
     import pyarrow as pa
 
-    from memory.indexes import optimize_table
+    from memory.store.indexes import optimize_table
 
     with tempfile.TemporaryDirectory(prefix="mirador-maint-") as tmp:
         shutil.copytree(src / "lancedb" / "evidence.lance", Path(tmp) / "evidence.lance")

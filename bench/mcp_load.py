@@ -37,7 +37,7 @@ APPS = ["kitty", "firefox", "slack", "code", "zoom"]
 INGEST = """
 import json, sys, time
 from pathlib import Path
-from memory.store import Store, EvidenceSpec
+from memory.store.core import Store, EvidenceSpec
 store = Store()
 stop = Path(sys.argv[1])
 topics = {topics!r}
@@ -78,8 +78,8 @@ def wait_port(port: int, proc: subprocess.Popen, timeout: float = 300) -> None:
 
 def seed(home: Path, memories: int, evidence: int) -> tuple[str, list[str], list[str]]:
     """Fill a fresh store; returns (token, memory ids, evidence ids)."""
-    from memory.mcp_auth import TokenStore
-    from memory.store import EvidenceSpec, MemorySpec, Store
+    from memory.mcp.auth import TokenStore
+    from memory.store.core import EvidenceSpec, MemorySpec, Store
 
     store = Store(home)
     rnd = random.Random(7)
@@ -165,7 +165,7 @@ def main() -> int:
     token, mem_ids, ev_ids = seed(home, a.memories, a.evidence)
     port = free_port()
     log = open(home / "serve.log", "wb")  # noqa: SIM115
-    server = subprocess.Popen([sys.executable, "-m", "desktop.cli", "serve", "--port", str(port)], cwd=ROOT, env=env,
+    server = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
                               stdout=log, stderr=subprocess.STDOUT)
     stop = home / "stop-ingest"
     ingest = subprocess.Popen([sys.executable, "-c", INGEST, str(stop)], cwd=ROOT, env=env, stdout=subprocess.PIPE,

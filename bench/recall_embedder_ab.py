@@ -31,8 +31,8 @@ def main(argv=None) -> int:
         ap.error(f"{a.store} holds no store — build one with `bench/scale.py --dir D` and pass D/100k")
     import scale
 
-    from memory.recall import recall
-    from memory.store import Store
+    from memory.retrieval.recall import recall
+    from memory.store.core import Store
     from models.embedder import Embedder
 
     emb = {"onnxruntime": Embedder(threads=1), "torch": Embedder(threads=1, use_onnx=False)}

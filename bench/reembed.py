@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     from memory.config import Config
-    from memory.reembed import reembed, target_embedder
+    from memory.store.reembed import reembed, target_embedder
     from models.embedder import shared_embedder
 
     untuned = shared_embedder()

@@ -8,7 +8,7 @@ vocabulary with a fixed seed. Embedding 200k texts with MiniLM on 2 cores takes 
 fresh names/numbers) and its vector is the normalised weighted mix of their vectors plus noise.
 Bulk rows still enter through the normal ingest path (Store.add_memories / add_evidence_batch),
 with precomputed vectors handed to the embedder. Every query is embedded by the real model.
-Indexes are built with the app's own maintenance function (memory.indexes.maintain).
+Indexes are built with the app's own maintenance function (memory.store.indexes.maintain).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class BulkEmbedder:
 
     dim = property(lambda self: self.real.dim)
     model_dir = property(lambda self: self.real.model_dir)
-    name = property(lambda self: self.real.name)  # what embedder.json records (memory/reembed.py)
+    name = property(lambda self: self.real.name)  # what embedder.json records (memory/store/reembed.py)
     tuning = property(lambda self: self.real.tuning)
 
     def arm(self, vectors: np.ndarray) -> None:
@@ -135,10 +135,10 @@ class Corpus:
 def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_ratio: float, batch: int,
           rerank: bool = True) -> dict:
     """Fill a fresh store with `size` memories and size*evidence_ratio evidence rows; time the index build."""
-    from memory.audit import utcnow
+    from memory.store.audit import utcnow
     from memory.config import Config
-    from memory.indexes import maintain
-    from memory.store import EvidenceSpec, MemorySpec, Store
+    from memory.store.indexes import maintain
+    from memory.store.core import EvidenceSpec, MemorySpec, Store
 
     cfg = Config()
     cfg.store.optimize_after_writes = 10_000  # maintenance is timed separately below
@@ -206,16 +206,16 @@ def queries(n: int, seed: int) -> list[str]:
 
 def measure(store, size_tag: str, qs: list[str], budget: int) -> dict:
     """p50/p95 of hybrid searches (query vector cached) and recall() with fresh and cached queries."""
-    from memory import tables as T
-    from memory.mcp_tools import EVIDENCE_BRIEF_COLS, MEMORY_BRIEF_COLS
-    from memory.recall import recall
-    from memory.search import search_evidence, search_memories
+    from memory.store import tables as T
+    from memory.mcp.tools import EVIDENCE_BRIEF_COLS, MEMORY_BRIEF_COLS
+    from memory.retrieval.recall import recall
+    from memory.retrieval.search import search_evidence, search_memories
 
     res: dict = {}
     half = len(qs) // 2
     fresh, warm = qs[:half], qs[half:]
     # The row cache a long-running process builds in the background after its first search
-    # (memory/rowcache.py): built here before timing, and its build time and size reported.
+    # (memory/store/rowcache.py): built here before timing, and its build time and size reported.
     t0 = time.perf_counter()
     store.reader.warm(T.MEMORIES, T.EVIDENCE)
     res[f"row_cache_build_ms_{size_tag}"] = round((time.perf_counter() - t0) * 1000, 1)
@@ -242,7 +242,7 @@ def measure(store, size_tag: str, qs: list[str], budget: int) -> dict:
 
 def ingest_rates(store, corpus: Corpus, n_single: int, n_batched: int, batch: int) -> dict:
     """Evidence rows/s written one at a time vs in batches, both embedded by the real model."""
-    from memory.store import EvidenceSpec
+    from memory.store.core import EvidenceSpec
 
     store.embedder._armed = None
     texts = [corpus.rows(1)[0][0] + f" single {i}" for i in range(n_single)]

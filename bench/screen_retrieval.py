@@ -9,7 +9,7 @@ same data.
 
     .venv/bin/python bench/screen_retrieval.py
 
-The search leaves screen captures where the first stage puts them (memory/rerank.py SOURCES), so
+The search leaves screen captures where the first stage puts them (memory/retrieval/rerank.py SOURCES), so
 "search" should equal "first_stage"; "reranker_moving_screen" is the shipped model allowed to move
 them, as releases before did.
 
@@ -42,7 +42,7 @@ def load(path: Path = DATA) -> dict:
 
 def ingest(store, day: dict) -> dict[str, str]:
     """Every capture as screen evidence, in time order; returns key -> evidence id."""
-    from memory.store import EvidenceSpec
+    from memory.store.core import EvidenceSpec
 
     date = datetime.fromisoformat(day["day"])
     rows = sorted(day["rows"], key=lambda r: r["at"])
@@ -55,7 +55,7 @@ def ingest(store, day: dict) -> dict[str, str]:
 
 def ranks(store, day: dict, ids: dict[str, str], rank=None) -> list[int]:
     """Each question's answer's 1-based rank in the top 10; 0 when it is not there."""
-    from memory.search import search_evidence
+    from memory.retrieval.search import search_evidence
 
     now = datetime.fromisoformat(day["day"]) + timedelta(hours=20)
     out = []
@@ -68,9 +68,8 @@ def ranks(store, day: dict, ids: dict[str, str], rank=None) -> list[int]:
 
 def screen_too(where: Path) -> Path:
     """A copy of the shipped reranker that may move screen captures too, as every release before
-    this one let it: what the search would do without memory.rerank.SOURCES."""
-    from memory import rerank
-
+    this one let it: what the search would do without memory.retrieval.rerank.SOURCES."""
+    from memory.retrieval import rerank
     spec = json.loads(rerank.DEFAULT_MODEL.read_text(encoding="utf-8"))
     spec["meta"]["sources"] = [*rerank.SOURCES, "screen"]
     path = where / "reranker_screen_too.json"
@@ -89,12 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
     args = ap.parse_args(argv)
 
-    from memory import rank as R
-
+    from memory.retrieval import rank as R
     day = load(args.data)
     with tempfile.TemporaryDirectory(prefix="mirador-screen-") as home:
         os.environ["MIRADOR_HOME"] = home
-        from memory.store import Store
+        from memory.store.core import Store
 
         if args.untuned:
             Path(home, "config.toml").write_text("[models]\nembedder_tuning = false\n")

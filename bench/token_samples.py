@@ -35,7 +35,7 @@ SAMPLES: list[str] = [
     # JSON, logs, config
     '{"id": "mem_3f9a1c2b7d8e4f60a1b2c3d4", "type": "semantic", "scope": "work/acme", "confidence": 0.87}',
     '[{"role": "user", "content": "why did we pick PostgreSQL?"}, {"role": "assistant", "content": "see mem_1"}]',
-    "2026-11-30T04:10:47.123Z INFO  memory.store commit conflict, retrying (attempt 2/6) table=evidence rows=128",
+    "2026-11-30T04:10:47.123Z INFO  memory.store.core commit conflict, retrying (attempt 2/6) table=evidence rows=128",
     "WARN  [scheduler] job 'dream' missed its run time by 0:00:42.117; next run at 2026-12-01 03:00:00+00:00",
     "[store]\ndefault_scope = \"work\"\noptimize_after_writes = 50\n\n[recall]\nhalf_life_days = { episodic = 14 }",
     # URLs, paths, ids, numbers

@@ -1,4 +1,4 @@
-"""How close memory.tokens.count_tokens is to real BPE tokenizers available offline.
+"""How close memory.retrieval.tokens.count_tokens is to real BPE tokenizers available offline.
 
     .venv/bin/python bench/tokens_accuracy.py
 
@@ -49,7 +49,7 @@ def _stats(ours: list[int], real: list[int]) -> dict:
 def main() -> int:
     """Print the comparison as JSON."""
     from bench.token_samples import SAMPLES, long_samples
-    from memory.tokens import CONSTANT, MARGIN, count_tokens
+    from memory.retrieval.tokens import CONSTANT, MARGIN, count_tokens
 
     groups = {"short": SAMPLES, "block": long_samples()}
     ours = {g: [count_tokens(t) for t in ts] for g, ts in groups.items()}

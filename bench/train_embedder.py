@@ -84,8 +84,8 @@ def observations(conv: dict) -> list[dict]:
 
 def conversation(conv: dict) -> tuple[list[tuple[str, str]], list[dict]]:
     """([(dia_id, embedded text)], [{vec, ev}]) — texts as ingest and the evidence search embed them."""
-    from memory.context import own_text
-    from memory.query import analyze
+    from memory.store.context import own_text
+    from memory.retrieval.query import analyze
 
     turns = [(t["dia_id"], own_text({"text": locomo.turn_text(t), "speaker": t["speaker"], "captured_at": when}))
              for _, when, ts in locomo.sessions(conv) for t in ts if locomo.turn_text(t)]

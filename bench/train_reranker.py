@@ -1,4 +1,4 @@
-"""Train the evidence reranker (memory/rerank.py) on LoCoMo and report how it does on conversations it
+"""Train the evidence reranker (memory/retrieval/rerank.py) on LoCoMo and report how it does on conversations it
 did not see. Prints one JSON object; writes the model with --out.
 
 Every turn is ingested as in bench/locomo.py. For each question, the first stage's top candidates
@@ -41,7 +41,7 @@ PARAMS = {  # chosen on LoCoMo dev by the held-out score; small trees, few round
     "objective": "lambdarank", "learning_rate": 0.05, "num_leaves": 7, "min_data_in_leaf": 50,
     "lambdarank_truncation_level": 20, "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1,
     "num_threads": 1, "deterministic": True, "force_row_wise": True, "verbose": -1, "seed": 1,
-    # A better match never ranks lower (memory/rerank.py MONOTONE); "intermediate" is LightGBM's less
+    # A better match never ranks lower (memory/retrieval/rerank.py MONOTONE); "intermediate" is LightGBM's less
     # restrictive way to enforce it than the default "basic" (held out R@10 0.8498 against 0.8481).
     "monotone_constraints_method": "intermediate",
 }
@@ -55,8 +55,7 @@ BAG = 5
 
 def groups(store, convs: list[dict], cfg) -> list[dict]:
     """Per question: its conversation, category, evidence, the first stage's order and the top's features."""
-    from memory import rank as R
-
+    from memory.retrieval import rank as R
     out = []
     for conv in convs:
         now = locomo.sessions(conv)[-1][1] + timedelta(days=1)
@@ -79,7 +78,7 @@ def build(convs: list[dict], cfg, embedder=None) -> list[dict]:
     """Ingest the conversations into a new store in a temp dir and return groups() of it."""
     with tempfile.TemporaryDirectory(prefix="mirador-rerank-") as home:
         os.environ["MIRADOR_HOME"] = home
-        from memory.store import Store
+        from memory.store.core import Store
 
         store = Store(Path(home), embedder=embedder)
         store.embedder.embed_query("warm up")
@@ -100,7 +99,7 @@ def fold_embedder(delta: Path):
 
 
 def dia_of(store, id_: str) -> str | None:
-    from memory.rows import sql_literal_id
+    from memory.store.rows import sql_literal_id
 
     rows = store.evidence.search().where(f"id = {sql_literal_id(id_)}").select(["meta"]).limit(1).to_list()
     return json.loads(rows[0]["meta"]).get("dia_id") if rows else None
@@ -109,7 +108,7 @@ def dia_of(store, id_: str) -> str | None:
 def train(gs: list[dict], rounds: int = ROUNDS, params: dict | None = None):
     import lightgbm as lgb
 
-    from memory.rerank import FEATURES, MONOTONE
+    from memory.retrieval.rerank import FEATURES, MONOTONE
 
     gs = [g for g in gs if len(g["y"])]
     params = {"monotone_constraints": [MONOTONE.get(f, 0) for f in FEATURES]} | (params or PARAMS)
@@ -119,8 +118,8 @@ def train(gs: list[dict], rounds: int = ROUNDS, params: dict | None = None):
 
 
 def bagged(gs: list[dict], rounds: int = ROUNDS, seeds=range(1, BAG + 1), meta: dict | None = None) -> dict:
-    """One model per seed, as memory/rerank.py's JSON with all their trees (so the score is their sum)."""
-    from memory.rerank import from_lightgbm
+    """One model per seed, as memory/retrieval/rerank.py's JSON with all their trees (so the score is their sum)."""
+    from memory.retrieval.rerank import from_lightgbm
 
     spec = None
     for seed in seeds:
@@ -153,7 +152,7 @@ def recall(gs: list[dict], score=None) -> dict:
 def held_out(gs: list[dict], rounds: int = ROUNDS, seeds=(1,)) -> dict:
     """Each conversation ranked by a model (one per seed, summed) trained on the others; the first stage
     alongside."""
-    from memory.rerank import TreeEnsemble
+    from memory.retrieval.rerank import TreeEnsemble
 
     scores: dict[int, np.ndarray] = {}
     per_conv = {}
@@ -182,9 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.bag < 1 or args.seeds < 1 or args.rounds < 1:
         ap.error("--bag, --seeds and --rounds must be at least 1")
 
-    from memory import rank as R
-    from memory import rerank
-
+    from memory.retrieval import rank as R
+    from memory.retrieval import rerank
     convs = json.loads(args.data.read_text())
     cfg = replace(R.DEFAULT, rerank=False)
     t0 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Screen and audio capture into evidence (see ARCHITECTURE.md): private by default, never silently stalled."""
+"""Screen and audio capture into evidence (see docs/architecture.md): private by default, never silently stalled."""
 
 from capture.health import Health, read_health
 from capture.privacy import PrivacyFilter

@@ -47,7 +47,7 @@ def open_store_for_capture(home: Path | None = None):
     spin-wait after every batch, which measured ~6x the CPU of one thread on a shared 2-core box.
     """
     from memory.config import data_dir, load_config
-    from memory.store import Store
+    from memory.store.core import Store
 
     cfg = load_config(home or data_dir())
     if cfg.models.embedder_threads == 0:

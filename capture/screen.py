@@ -24,9 +24,9 @@ from capture.queues import DropOldestQueue
 from capture.redact import Redactor
 from capture.regions import Plan, gray_of, plan
 from capture.window import WindowInfo, WindowProbe, default_probe
-from memory.audit import utcnow
-from memory.rows import new_id
-from memory.store import EvidenceSpec
+from memory.store.audit import utcnow
+from memory.store.rows import new_id
+from memory.store.core import EvidenceSpec
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import numpy as np
 from capture.health import Health
 from capture.queues import DropOldestQueue
 from capture.redact import Redactor
-from memory.audit import utcnow
-from memory.rows import new_id
-from memory.store import EvidenceSpec
+from memory.store.audit import utcnow
+from memory.store.rows import new_id
+from memory.store.core import EvidenceSpec
 from models.asr import SAMPLE_RATE, VAD_WINDOW
 
 log = logging.getLogger(__name__)

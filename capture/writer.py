@@ -14,7 +14,7 @@ import time
 from collections import deque
 
 from capture.health import Health
-from memory.store import EvidenceSpec
+from memory.store.core import EvidenceSpec
 
 log = logging.getLogger(__name__)
 

@@ -12,6 +12,6 @@ if __name__ == "__main__":
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     sys.exit(main())

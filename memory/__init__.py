@@ -1,4 +1,8 @@
-"""The memory core: store, scopes, search, erasure, audit, vault.
+"""The memory core, one subpackage per capability: `store` (tables, rows, audit, erasure, vault),
+`retrieval` (search, rank, recall), `consolidation` (extraction, dream, scheduler), `graph` (relations,
+reinforcement), `mcp` (the MCP server) and `integrations` (hooks, importers, export/import). The modules
+at this level (config, errors, scopes, types) are the vocabulary every subpackage shares.
+See docs/architecture.md.
 
 Names are imported lazily: `mirador --version` and the assistant hooks import this package, and
 pulling in LanceDB, pydantic models and numpy up front cost seconds of start-up on every call.
@@ -17,9 +21,9 @@ _EXPORTS = {
     "InputError": "memory.errors",
     "MiradorError": "memory.errors",
     "NotFoundError": "memory.errors",
-    "EvidenceSpec": "memory.store",
-    "MemorySpec": "memory.store",
-    "Store": "memory.store",
+    "EvidenceSpec": "memory.store.core",
+    "MemorySpec": "memory.store.core",
+    "Store": "memory.store.core",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -50,13 +50,13 @@ class ModelsConfig(_Section):
     embedder_onnx: bool = True
     onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
     # Mirador's tuning of the bundled embedder for question -> evidence recall (models/tuning.py). A
-    # store keeps the embedder it was made with (memory/store.py: embedder.json), so this decides for
+    # store keeps the embedder it was made with (memory/store/core.py: embedder.json), so this decides for
     # new stores only: vectors of two models in one table would not be comparable.
     embedder_tuning: bool = Field(True, description="new stores embed with the bundled embedder tuned for "
                                                     "recall (models/tuning.py); false: as shipped")
     llm_path: Path | None = None
     whisper_dir: Path | None = None
-    # The second stage of evidence search (memory/rerank.py): a tree ensemble over the top candidates.
+    # The second stage of evidence search (memory/retrieval/rerank.py): a tree ensemble over the top candidates.
     reranker: bool = Field(True, description="reorder the top evidence hits with the reranker model")
     reranker_path: Path | None = Field(None, description="a reranker bench/train_reranker.py wrote; "
                                                           "empty = the one Mirador ships")
@@ -172,7 +172,7 @@ class RecallConfig(_Section):
 
 
 class McpConfig(_Section):
-    """The local MCP endpoint (memory/mcp_server.py): always bound to 127.0.0.1."""
+    """The local MCP endpoint (memory/mcp/server.py): always bound to 127.0.0.1."""
 
     enabled: bool = Field(True, description="the app and service start the HTTP endpoint when they start")
     port: int = Field(8765, ge=1024, le=65535, description="serves http://127.0.0.1:PORT/mcp")
@@ -181,7 +181,7 @@ class McpConfig(_Section):
 
 
 class ExtractionConfig(_Section):
-    """Evidence → memories (memory/extraction.py): LLM runtime, batching and the write policy."""
+    """Evidence → memories (memory/consolidation/extraction.py): LLM runtime, batching and the write policy."""
 
     engine: Literal["auto", "llm", "rules"] = Field("auto", description="auto = LLM, rules when it is unavailable")
     llm_threads: int = Field(1, ge=1, le=256, description="generation threads (1 is fastest for small models)")
@@ -211,7 +211,7 @@ class ExtractionConfig(_Section):
 
 
 class DreamConfig(_Section):
-    """Consolidation (memory/dream.py): thresholds, salience half-lives, retention."""
+    """Consolidation (memory/consolidation/dream.py): thresholds, salience half-lives, retention."""
 
     merge_similarity: float = Field(0.95, gt=0, le=1)
     crystallise_similarity: float = Field(0.8, gt=0, le=1)
@@ -233,7 +233,7 @@ class UseHalfLives(_Section):
 
 
 class ReinforcementConfig(_Section):
-    """Salience from use (memory/reinforcement.py): memory_reinforce, `mirador reinforce`, the Stop hook."""
+    """Salience from use (memory/graph/reinforcement.py): memory_reinforce, `mirador reinforce`, the Stop hook."""
 
     half_life_days: UseHalfLives = UseHalfLives()
     step: float = Field(1.0, gt=0, le=10, description="strength one use adds")
@@ -245,7 +245,7 @@ class ReinforcementConfig(_Section):
 
 
 class HooksConfig(_Section):
-    """Assistant hooks (memory/hooks.py): what the UserPromptSubmit hook may put into a prompt."""
+    """Assistant hooks (memory/integrations/hooks.py): what the UserPromptSubmit hook may put into a prompt."""
 
     allowed_scopes: list[str] = Field(default_factory=list, description="only these scopes (and below) may "
                                       "leave the machine in a prompt; empty = the hook injects nothing")
@@ -263,7 +263,7 @@ class HooksConfig(_Section):
 
 
 class SchedulerConfig(_Section):
-    """Background jobs (memory/scheduler.py)."""
+    """Background jobs (memory/consolidation/scheduler.py)."""
 
     enabled: bool = True
     extract_interval_minutes: float = Field(5.0, gt=0)

@@ -228,7 +228,7 @@ class Embedder:
         """embed_query for several strings; the uncached ones go through onnxruntime in one call.
 
         Recall embeds a question and, when it names a known speaker, the same question without the name
-        (memory/query.py): one padded batch of two costs less than two runs of one.
+        (memory/retrieval/query.py): one padded batch of two costs less than two runs of one.
         """
         out: dict[str, np.ndarray] = {}
         with self._lock:

@@ -20,7 +20,7 @@ def mirador_home(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture
 def store(mirador_home):
-    from memory.store import Store
+    from memory.store.core import Store
 
     return Store(mirador_home)
 

@@ -22,13 +22,13 @@ def start_capture(home, display, *args) -> subprocess.Popen:
     # A long flush interval keeps rows pending, so the kill lands while a batch is still open.
     (home / "config.toml").write_text("[capture]\nflush_seconds = 30.0\nflush_rows = 3\ninterval_seconds = 1.0\n")
     env = dict(os.environ, DISPLAY=display.display, MIRADOR_HOME=str(home))
-    return subprocess.Popen([sys.executable, "-m", "desktop.cli", "capture", "--no-audio", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "capture", "--no-audio", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def test_sigkill_mid_batch_then_restart_leaves_a_readable_store(display, mirador_home):
-    from memory.search import search_evidence
-    from memory.store import Store
+    from memory.retrieval.search import search_evidence
+    from memory.store.core import Store
 
     mirador_home.mkdir(parents=True, exist_ok=True)
     display.window("Ticker", "live counter window", changing=True)
@@ -52,7 +52,7 @@ def test_sigkill_mid_batch_then_restart_leaves_a_readable_store(display, mirador
     assert all(r["text"] for r in store.list("evidence", limit=1000))
     assert search_evidence(store, "live counter window", limit=3)
 
-    out = subprocess.run([sys.executable, "-m", "desktop.cli", "status", "--json"], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "desktop.cli.main", "status", "--json"], capture_output=True, text=True,
                          env=dict(os.environ, MIRADOR_HOME=str(mirador_home)), timeout=60)
     assert json.loads(out.stdout)["state"] == "not running"
 

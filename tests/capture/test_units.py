@@ -14,7 +14,7 @@ from capture.queues import DropOldestQueue
 from capture.screen import ChangeDetector, TextDedupe
 from capture.voice import Segmenter
 from capture.writer import EvidenceWriter
-from memory.store import EvidenceSpec
+from memory.store.core import EvidenceSpec
 
 
 def test_writer_batches_and_commits_on_flush(store):

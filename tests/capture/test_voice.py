@@ -78,10 +78,10 @@ def test_cli_audio_file_runs_the_same_pipeline(mirador_home, speech_wav):
     import os
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "desktop.cli", "capture", "--no-screen", "--audio-file", str(speech_wav)],
+    out = subprocess.run([sys.executable, "-m", "desktop.cli.main", "capture", "--no-screen", "--audio-file", str(speech_wav)],
                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
-    from memory.store import Store
+    from memory.store.core import Store
 
     rows = Store(mirador_home).list("evidence")
     import json

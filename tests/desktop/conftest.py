@@ -114,7 +114,7 @@ class FakeEmbedder:
 @pytest.fixture
 def jobs(qapp):
     """A worker pool for one test; waits for running jobs at teardown."""
-    from desktop.workers import Jobs
+    from desktop.ui.workers import Jobs
 
     j = Jobs()
     yield j
@@ -129,7 +129,7 @@ def wait_idle(qtbot, jobs, timeout=30_000):
 @pytest.fixture(autouse=True)
 def _collect_garbage_on_main_thread():
     """Automatic GC in a worker thread can finalise a Qt object there and deadlock (see
-    desktop.workers.MainThreadGC); during these tests collect only here, on the main thread."""
+    desktop.ui.workers.MainThreadGC); during these tests collect only here, on the main thread."""
     import gc
 
     was_enabled = gc.isenabled()
@@ -143,7 +143,7 @@ def _collect_garbage_on_main_thread():
 
 def open_browser(qtbot, jobs, store):
     """A shown memory browser on the real store."""
-    from desktop.browser import MemoryBrowser
+    from desktop.ui.browser import MemoryBrowser
 
     browser = MemoryBrowser(jobs, store)
     qtbot.addWidget(browser)

@@ -67,7 +67,7 @@ def test_sigterm_quits_full_app_with_extraction_in_flight(xdisplay, mirador_home
         store.add_evidence(f"Decision {i}: the billing service moves to Postgres {10 + i} next sprint.",
                            source="manual")
     env = dict(os.environ, MIRADOR_HOME=str(mirador_home), DISPLAY=xdisplay, QT_QPA_PLATFORM="xcb")
-    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli", "-v"], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "-v"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)

@@ -105,8 +105,8 @@ def test_delete_from_browser_erases(qtbot, jobs, store, mirador_home, monkeypatc
 def test_timeline_groups_by_day_and_app_and_deletes_last_hour_and_app(qtbot, jobs, store, mirador_home, monkeypatch):
     from datetime import timedelta
 
-    from desktop.qt_models import now_utc
-    from desktop.timeline import EvidenceTimeline
+    from desktop.ui.qt_models import now_utc
+    from desktop.ui.timeline import EvidenceTimeline
 
     old = now_utc() - timedelta(days=2)
     frame = _frame(mirador_home, "slack.png")

@@ -6,8 +6,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QMessageBox
 
-from desktop.browser import MemoryBrowser
-from desktop.browser_data import MemoryFilter, fetch_rows, memory_keys
+from desktop.ui.browser import MemoryBrowser
+from desktop.ui.browser_data import MemoryFilter, fetch_rows, memory_keys
 from memory.errors import NotFoundError
 from tests.conftest import files_containing
 from tests.desktop.conftest import wait_idle

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from desktop.cli import main
+from desktop.cli.main import main
 from tests.conftest import files_containing
 
 TYPES = {
@@ -140,7 +140,7 @@ def test_bad_config_is_reported(capsys, mirador_home):
 
 
 def test_console_script_version_and_doctor(mirador_home):
-    exe = [sys.executable, "-m", "desktop.cli"]
+    exe = [sys.executable, "-m", "desktop.cli.main"]
     out = subprocess.run(exe + ["--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("mirador ")
     doc = subprocess.run(exe + ["doctor", "--json"], capture_output=True, text=True)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from desktop.cli import main
-from memory import hooks
+from desktop.cli.main import main
+from memory.integrations import hooks
 from memory.config import Config, HooksConfig, McpConfig, save_config
-from memory.hooks_install import count_ours
-from memory.reinforcement import usage_rows
+from memory.integrations.hooks_install import count_ours
+from memory.graph.reinforcement import usage_rows
 from tests.memory.mcp_support import ROOT, env_for, free_port, start_server, stop_server
 
 MIRADOR = ROOT / ".venv" / "bin" / "mirador"

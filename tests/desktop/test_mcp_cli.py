@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from desktop.cli import main
-from memory.mcp_auth import TOKENS_FILE, TokenStore
+from desktop.cli.main import main
+from memory.mcp.auth import TOKENS_FILE, TokenStore
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

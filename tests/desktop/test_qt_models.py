@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from desktop.browser_data import MemoryFilter, fetch_rows, memory_keys
-from desktop.qt_models import ID_ROLE, ROW_ROLE, SORT_ROLE, MemoryTableModel, sort_proxy
-from memory.store import MemorySpec, Store
+from desktop.ui.browser_data import MemoryFilter, fetch_rows, memory_keys
+from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, SORT_ROLE, MemoryTableModel, sort_proxy
+from memory.store.core import MemorySpec, Store
 from tests.desktop.conftest import FakeEmbedder, wait_idle
 
 N = 5_000

@@ -6,9 +6,9 @@ import json
 
 from PySide6.QtCore import QUrl
 
-from desktop.cli import main
+from desktop.cli.main import main
 
-from memory import relations as R
+from memory.graph import relations as R
 from tests.desktop.conftest import click_row, open_browser, wait_idle
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from desktop.browser_data import pending_count
-from desktop.review import ReviewQueue
+from desktop.ui.browser_data import pending_count
+from desktop.ui.review import ReviewQueue
 from tests.desktop.conftest import wait_idle
 
 
@@ -68,7 +68,7 @@ def test_approve_reject_and_rejected_never_reappear(qtbot, jobs, store):
 
 
 def test_dream_proposals_accept_and_dismiss(qtbot, jobs, store):
-    from memory.dream import list_proposals, run_dream
+    from memory.consolidation.dream import list_proposals, run_dream
 
     dup_a = store.add_memory("Standup is at 9:30 every weekday", scope="work", origin="extractor")
     dup_b = store.add_memory("Standup is at 9:30 every weekday.", scope="work", origin="extractor")

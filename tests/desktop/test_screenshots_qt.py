@@ -16,13 +16,13 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont
 from PySide6.QtCore import Qt
 
-from desktop import icons
-from desktop.browser import MemoryBrowser
-from desktop.qt_models import now_utc
-from desktop.review import ReviewQueue
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_tokens import TokensPanel
-from desktop.timeline import EvidenceTimeline
+from desktop.ui import icons
+from desktop.ui.browser import MemoryBrowser
+from desktop.ui.qt_models import now_utc
+from desktop.ui.review import ReviewQueue
+from desktop.ui.settings_dialog import SettingsDialog
+from desktop.ui.settings_tokens import TokensPanel
+from desktop.ui.timeline import EvidenceTimeline
 from tests.desktop.conftest import wait_idle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +98,7 @@ def _populate(store, home: Path) -> dict:
                      confidence=0.44, scope="work/acme")
     store.add_memory("The ledger service runs on PostgreSQL 17 since the March upgrade", scope="work/acme",
                      details={"subject": "ledger"}, origin="extractor", confidence=0.9)
-    from memory.dream import run_dream
+    from memory.consolidation.dream import run_dream
 
     run_dream(store)  # proposes superseding the PostgreSQL 16 fact: the review window's second tab
     return {"pg": pg, "candidate": c1}

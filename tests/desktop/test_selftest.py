@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from desktop.cli import main
+from desktop.cli.main import main
 
 
 def _run(capsys, *args) -> tuple[int, dict]:
@@ -26,9 +26,9 @@ def test_selftest_adds_searches_and_recalls_in_a_temp_home(capsys, mirador_home)
 
 
 def test_selftest_fails_loudly_when_search_misses(capsys, monkeypatch, mirador_home):
-    import memory.search
+    import memory.retrieval.search
 
-    monkeypatch.setattr(memory.search, "search_memories", lambda *a, **k: [])
+    monkeypatch.setattr(memory.retrieval.search, "search_memories", lambda *a, **k: [])
     code, report = _run(capsys)
     assert code == 1
     assert report["ok"] is False

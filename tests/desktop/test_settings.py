@@ -6,8 +6,8 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 
-from desktop.settings_dialog import SettingsDialog
-from desktop.settings_tokens import TokensPanel
+from desktop.ui.settings_dialog import SettingsDialog
+from desktop.ui.settings_tokens import TokensPanel
 from memory.config import config_path, load_config
 from tests.desktop.conftest import wait_idle
 
@@ -94,7 +94,7 @@ def test_mcp_token_created_once_and_revocable(qtbot, jobs, mirador_home, monkeyp
     qtbot.waitUntil(lambda: panel.new_token.text() != "" and panel.list.count() == 1, timeout=20_000)
     token = panel.new_token.text()
     assert "claude-code" in panel.list.item(0).text()
-    from memory.mcp_auth import TOKENS_FILE
+    from memory.mcp.auth import TOKENS_FILE
 
     assert token[4:] not in (mirador_home / TOKENS_FILE).read_text(), "only the hash is stored"
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)

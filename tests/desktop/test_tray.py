@@ -7,10 +7,10 @@ import plistlib
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from desktop import autostart
-from desktop.browser_data import pending_count
-from desktop.ports import RecordingCapture, read_health
-from desktop.tray import Tray
+from desktop.runtime import autostart
+from desktop.ui.browser_data import pending_count
+from desktop.runtime.ports import RecordingCapture, read_health
+from desktop.ui.tray import Tray
 from tests.desktop.conftest import wait_idle
 
 

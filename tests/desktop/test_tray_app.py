@@ -6,8 +6,8 @@ import socket
 
 from PySide6.QtCore import QPoint, Qt
 
-from desktop.app import MiradorShell, Services
-from desktop.cmd_app import has_display
+from desktop.ui.app import MiradorShell, Services
+from desktop.cli.app import has_display
 from memory.config import Config, McpConfig, save_config
 from tests.desktop.conftest import wait_idle
 
@@ -77,13 +77,13 @@ def test_app_runs_real_capture_and_mcp_and_tray_pauses_and_starts(qtbot, mirador
 
 
 def test_app_without_display_runs_headless_service(monkeypatch):
-    import desktop.service
-    from desktop.cli import main
+    import desktop.runtime.service
+    from desktop.cli.main import main
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
     monkeypatch.setattr("sys.platform", "linux")
     calls = []
-    monkeypatch.setattr(desktop.service, "run_service", lambda **kw: calls.append(kw) or 0)
+    monkeypatch.setattr(desktop.runtime.service, "run_service", lambda **kw: calls.append(kw) or 0)
     assert not has_display()
     assert main(["app"]) == 0 and calls == [{}]

@@ -24,9 +24,9 @@ def _load(path: Path, name: str):
 def test_spec_freezes_the_console_script_entry_point():
     spec = (ROOT / "installer" / "mirador.spec").read_text()
     entry = (ROOT / "installer" / "entry.py").read_text()
-    assert PYPROJECT["project"]["scripts"]["mirador"] == "desktop.cli:main"
+    assert PYPROJECT["project"]["scripts"]["mirador"] == "desktop.cli.main:main"
     assert '"installer" / "entry.py"' in spec
-    assert "from desktop.cli import main" in entry and "freeze_support()" in entry
+    assert "from desktop.cli.main import main" in entry and "freeze_support()" in entry
     assert '"pyproject.toml"' in spec  # the version comes from pyproject, not a second copy
     assert re.search(r'exe\("mirador", console=True\)', spec)
     assert 'copy_metadata("mirador")' in spec  # `mirador --version` reads the dist metadata

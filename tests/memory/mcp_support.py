@@ -32,7 +32,7 @@ def env_for(home: Path) -> dict:
 def start_server(home: Path, port: int, log_path: Path) -> subprocess.Popen:
     """`mirador serve --port PORT` in a child process; returns once the port accepts connections."""
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process by stop_server
-    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli", "serve", "--port", str(port)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "serve", "--port", str(port)], cwd=ROOT,
                             env=env_for(home), stdout=log, stderr=subprocess.STDOUT)
     proc._log = log  # type: ignore[attr-defined]
     wait_port(port, proc, log_path)
@@ -89,7 +89,7 @@ def call(store, principal, steps):
     import anyio
     from mcp.shared.memory import create_connected_server_and_client_session
 
-    from memory.mcp_server import build_server
+    from memory.mcp.server import build_server
 
     server = build_server(lambda: store, principal)
 

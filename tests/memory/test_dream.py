@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from memory import tables as T
-from memory.audit import utcnow
-from memory.dream import decide_proposal, list_proposals, load_checkpoint, run_dream, state_path
-from memory.erasure import forget
+from memory.store import tables as T
+from memory.store.audit import utcnow
+from memory.consolidation.dream import decide_proposal, list_proposals, load_checkpoint, run_dream, state_path
+from memory.store.erasure import forget
 from memory.errors import InputError
 
 
@@ -47,7 +47,7 @@ def files(home) -> dict[str, tuple[int, int]]:
 
 
 def test_dry_run_writes_nothing(store, mirador_home):
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     seed(store)
     v0, f0, m0 = versions(store), files(mirador_home), snapshot(store)
@@ -100,7 +100,7 @@ def test_second_pass_is_incremental_and_does_not_repeat_proposals(store):
 
 
 def test_dream_cost_follows_changes_not_store_size(store, monkeypatch):
-    import memory.dream as dream
+    import memory.consolidation.dream as dream
 
     for i in range(40):
         store.add_memory(f"Unrelated fact number {i} about topic {i * 7}")
@@ -167,7 +167,7 @@ def test_accepting_a_proposal_hides_the_target_and_only_a_person_may(store):
 
 def test_batched_neighbours_equal_one_query_each(store):
     """The pass looks neighbours up in batches; each list must be what one query for it returns."""
-    from memory.write_policy import neighbours, neighbours_many
+    from memory.consolidation.write_policy import neighbours, neighbours_many
 
     rows = [store.add_memory(f"Standup note {i}: the {t} team shipped item {i * 3}", type="episodic", scope="work")
             for i, t in enumerate(["billing", "search", "auth", "mobile"] * 3)]
@@ -185,7 +185,7 @@ def test_batched_neighbours_equal_one_query_each(store):
 def test_a_pass_stopped_while_planning_writes_nothing(store, mirador_home):
     import threading
 
-    from memory.scheduler import JobCancelled, job_dream
+    from memory.consolidation.scheduler import JobCancelled, job_dream
 
     seed(store)
     v0, m0 = versions(store), snapshot(store)
@@ -204,7 +204,7 @@ def test_a_pass_stopped_after_its_decay_does_not_decay_twice(store, monkeypatch)
     file records it: the next pass redoes the rest of the interval but not its decay."""
     import threading
 
-    import memory.dream as dream
+    import memory.consolidation.dream as dream
 
     old = store.add_memory("Went to the team offsite", type="episodic", created_at=utcnow() - timedelta(days=95))
     s = seed(store)

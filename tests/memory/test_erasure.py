@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from memory.erasure import forget, forget_where
+from memory.store.erasure import forget, forget_where
 from memory.errors import NotFoundError
-from memory.search import search_evidence, search_memories
-from memory.store import Store
+from memory.retrieval.search import search_evidence, search_memories
+from memory.store.core import Store
 from tests.conftest import files_containing
 
 PHRASE = "zanzibar-quokka-7731 ledger migration"
@@ -81,7 +81,7 @@ def test_bulk_forget_by_scope_app_and_time(store, mirador_home):
 
 
 def test_is_tombstoned_by_fingerprint(store):
-    from memory.fingerprint import fingerprint
+    from memory.store.fingerprint import fingerprint
 
     row = store.add_memory("The wifi password rotates monthly")
     forget(store, [row["id"]])
@@ -90,8 +90,8 @@ def test_is_tombstoned_by_fingerprint(store):
 
 
 def test_a_row_forgotten_from_a_large_fragment_leaves_no_deleted_row_on_disk(store, mirador_home, monkeypatch):
-    from memory import erasure
-    from memory.store import MemorySpec
+    from memory.store import erasure
+    from memory.store.core import MemorySpec
 
     specs = [MemorySpec(text=f"Routine fact {i} about the weekly report.", scope="work") for i in range(400)]
     specs.insert(123, MemorySpec(text=f"We decided the {PHRASE} happens in May", scope="work"))
@@ -115,8 +115,7 @@ def test_a_row_forgotten_from_a_large_fragment_leaves_no_deleted_row_on_disk(sto
 
 
 def test_purge_after_a_forget_rebuilds_only_the_tables_it_changed(store, mirador_home, monkeypatch):
-    from memory import erasure
-
+    from memory.store import erasure
     rebuilt = []
     fts = erasure.ensure_fts
     monkeypatch.setattr(erasure, "ensure_fts", lambda t, col, **kw: rebuilt.append(t.name) or fts(t, col, **kw))

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from memory.audit import utcnow
-from memory.erasure import forget
-from memory.extract_prompts import SCHEMA
-from memory.extraction import Extractor, batches, pending_count, run_extraction
-from memory.fingerprint import fingerprint
-from memory.store import EvidenceSpec
+from memory.store.audit import utcnow
+from memory.store.erasure import forget
+from memory.consolidation.prompts import SCHEMA
+from memory.consolidation.extraction import Extractor, batches, pending_count, run_extraction
+from memory.store.fingerprint import fingerprint
+from memory.store.core import EvidenceSpec
 from memory.types import build_details, parse_type
 from models.llm import Completion
 
@@ -96,8 +96,8 @@ def test_extract_all_is_idempotent(store):
 
 
 def test_deleted_memory_does_not_come_back_after_extract_all_and_dream(store):
-    from desktop.cli import main
-    from memory.dream import run_dream
+    from desktop.cli.main import main
+    from memory.consolidation.dream import run_dream
 
     add_evidence(store)
     run_extraction(store, extractor=rules())
@@ -184,7 +184,7 @@ def test_changed_fact_supersedes_with_closed_validity(store):
 
 
 def test_user_edited_memory_keeps_its_text_through_extraction_and_dream(store):
-    from memory.dream import list_proposals, run_dream
+    from memory.consolidation.dream import list_proposals, run_dream
 
     row = store.add_memory("The staging server listens on port 8443.", details={"subject": "staging server port"})
     edited = store.update_memory(row["id"], text="The staging server listens on port 8443 (IPv6 only).")
@@ -240,7 +240,7 @@ def test_batches_group_by_scope_app_source_and_time(store):
 
 
 def test_a_limited_run_takes_the_oldest_pending_rows_only(store):
-    from memory.extraction import load_evidence, mark_extracted
+    from memory.consolidation.extraction import load_evidence, mark_extracted
 
     t0 = utcnow() - timedelta(days=1)
     rows = store.add_evidence_batch([EvidenceSpec(text=f"note {i}", source="manual", scope="work",
@@ -273,7 +273,7 @@ def test_llm_failure_falls_back_to_rules(store):
 @pytest.mark.timeout(300)
 def test_real_gemma_yields_schema_valid_typed_memories_with_provenance(store):
     """The bundled model, one batch, one call: every memory validates and cites existing evidence."""
-    from memory.extraction import make_extractor
+    from memory.consolidation.extraction import make_extractor
 
     texts = [("The staging database moved to db2.internal on port 5433.", "manual"),
              ("Met with Priya about the Q3 roadmap; next sync is on Monday.", "manual")]
@@ -297,7 +297,7 @@ def test_real_gemma_yields_schema_valid_typed_memories_with_provenance(store):
 
 
 def test_scheduler_jobs_do_not_overlap_and_state_survives_restart(store, mirador_home):
-    from memory.scheduler import JobState, MiradorScheduler, start_scheduler, stop
+    from memory.consolidation.scheduler import JobState, MiradorScheduler, start_scheduler, stop
 
     store.config.extraction.engine = "rules"
     sched = start_scheduler(store)
@@ -330,7 +330,7 @@ def test_scheduler_jobs_do_not_overlap_and_state_survives_restart(store, mirador
 def test_new_llm_settings_retire_the_old_worker_after_its_call(store):
     """Changing an LLM setting makes a new LLM; the old worker (a process holding the model) must end,
     but only once a call it is serving has returned."""
-    from memory.extraction import shared_llm
+    from memory.consolidation.extraction import shared_llm
 
     old = shared_llm(store.config, store.home)
     old.load()

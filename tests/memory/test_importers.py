@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 
 from capture.redact import Redactor
-from memory.importers import (
+from memory.integrations.importers import (
     ImportBroken,
     ImportOptions,
     detect_format,
     make_importer,
     run_import,
 )
-from memory.importers.base import split_long
-from memory.importers.jsonstream import iter_conversations
-from memory.importers.notes import chunk_text
+from memory.integrations.importers.base import split_long
+from memory.integrations.importers.jsonstream import iter_conversations
+from memory.integrations.importers.notes import chunk_text
 from tests.conftest import files_containing
 
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
@@ -301,7 +301,7 @@ def test_a_secret_in_an_imported_chat_never_reaches_the_disk(store, tmp_path, mi
 
 
 def test_a_deleted_imported_row_is_not_imported_again(store, tmp_path):
-    from memory.erasure import forget
+    from memory.store.erasure import forget
 
     path = write_json(tmp_path / "conversations.json", chatgpt_export(1, 2))
     do_import(store, "chatgpt", path)
@@ -314,7 +314,7 @@ def test_a_deleted_imported_row_is_not_imported_again(store, tmp_path):
 
 
 def test_imported_evidence_goes_through_extraction_like_captured(store, tmp_path):
-    from memory.extraction import make_extractor, pending_count, run_extraction
+    from memory.consolidation.extraction import make_extractor, pending_count, run_extraction
 
     convs = [gpt_conversation("x1", "Runbook", [("user", "The on-call runbook is at https://wiki.example/runbook"),
                                                 ("assistant", "Run `kubectl rollout undo deploy/api` to roll back.")])]
@@ -417,7 +417,7 @@ def test_cli_imports_a_chatgpt_export_as_a_real_process(tmp_path):
 
 
 def test_cli_keeps_mirador_exports_apart_from_history_flags(tmp_path, capsys):
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     own = write_text(tmp_path / "own.jsonl", '{"body": "x"}\n')
     assert main(["import", str(own), "--scope", "work"]) == 2
@@ -432,8 +432,8 @@ def test_cli_keeps_mirador_exports_apart_from_history_flags(tmp_path, capsys):
 
 def test_cli_format_choices_match_the_importers():
     """The parser spells the formats out (so `mirador` starts without LanceDB); keep it in step."""
-    from desktop.cmd_import import FORMATS as CLI_FORMATS
-    from memory.importers import FORMATS
+    from desktop.cli.imports import FORMATS as CLI_FORMATS
+    from memory.integrations.importers import FORMATS
 
     assert tuple(CLI_FORMATS) == tuple(FORMATS)
 
@@ -460,8 +460,8 @@ def test_an_import_embeds_with_the_bulk_threads_and_gives_them_back(store, tmp_p
     assert torch.get_num_threads() == 1
 
     # Mirador's own export, read back into another store: the same.
-    from memory.store import Store
-    from memory.transfer import import_jsonl, write_export
+    from memory.store.core import Store
+    from memory.integrations.transfer import import_jsonl, write_export
 
     out = tmp_path / "all.jsonl"
     with out.open("w") as fh:

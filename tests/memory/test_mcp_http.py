@@ -10,8 +10,8 @@ import anyio
 import httpx
 import pytest
 
-from memory.mcp_auth import TokenStore
-from memory.mcp_server import PROFILE_URI
+from memory.mcp.auth import TokenStore
+from memory.mcp.server import PROFILE_URI
 from tests.memory.mcp_support import INIT, free_port, http_session, start_server, stop_server
 
 MARK = "zanzibarquokka"  # appears only in personal rows: any response containing it is a leak
@@ -23,7 +23,7 @@ HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from memory.store import Store
+    from memory.store.core import Store
 
     home = tmp_path_factory.mktemp("mcp_http")
     store = Store(home)

@@ -44,7 +44,7 @@ def _reply(q: queue.Queue, want_id: int, seen: list, timeout: float = 240) -> di
 
 
 def test_stdout_carries_only_protocol_messages(mirador_home):
-    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli", "-v", "mcp", "--scope", "work", "--name", "t"],
+    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "-v", "mcp", "--scope", "work", "--name", "t"],
                             cwd=ROOT, env=env_for(mirador_home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     q, seen = _lines(proc), []
@@ -72,14 +72,14 @@ def test_stdout_carries_only_protocol_messages(mirador_home):
 def test_scopes_must_be_chosen_and_tokens_must_exist(mirador_home):
     for args, expect in ((["mcp"], "--token TOKEN"), (["mcp", "--token", "mir_bogus"], "unknown or revoked token"),
                          (["mcp", "--scope", "Not A Scope"], "invalid scope")):
-        p = subprocess.run([sys.executable, "-m", "desktop.cli"] + args, cwd=ROOT, env=env_for(mirador_home),
+        p = subprocess.run([sys.executable, "-m", "desktop.cli.main"] + args, cwd=ROOT, env=env_for(mirador_home),
                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert p.returncode == 2 and p.stdout == "" and expect in p.stderr, (args, p.stderr)
 
 
 APP = textwrap.dedent(f"""
     import sys
-    from memory.store import Store, EvidenceSpec
+    from memory.store.core import Store, EvidenceSpec
     store = Store()
     print("ready", flush=True)
     sys.stdin.readline()
@@ -97,13 +97,13 @@ def test_stdio_server_and_app_process_write_concurrently_without_loss(mirador_ho
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from memory.store import Store
+    from memory.store.core import Store
 
     Store(mirador_home)  # create + migrate once, so neither process races the table creation
     env = env_for(mirador_home)
     app = subprocess.Popen([sys.executable, "-c", APP], cwd=ROOT, env=env, stdin=subprocess.PIPE,
                            stdout=subprocess.PIPE, text=True)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "desktop.cli", "mcp", "--scope", "work",
+    params = StdioServerParameters(command=sys.executable, args=["-m", "desktop.cli.main", "mcp", "--scope", "work",
                                                                  "--name", "stdio"], env=env, cwd=str(ROOT))
 
     async def main():

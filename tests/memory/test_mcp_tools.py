@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from memory.mcp_auth import make_principal
-from memory.mcp_server import PROFILE_URI
+from memory.mcp.auth import make_principal
+from memory.mcp.server import PROFILE_URI
 from tests.memory.mcp_support import call
 
 TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_update", "memory_forget",
          "evidence_search", "evidence_get", "timeline", "status"}
 TOOLS |= {"memory_related", "memory_chain", "memory_relate"}  # relations between memories
-TOOLS |= {"memory_reinforce"}  # reinforcement (memory/reinforcement.py)
+TOOLS |= {"memory_reinforce"}  # reinforcement (memory/graph/reinforcement.py)
 
 
 @pytest.fixture
@@ -232,7 +232,7 @@ def test_status_profile_and_server_survives_errors(store, seeded):
 
 
 def test_recall_within_budget(store, seeded):
-    pytest.importorskip("memory.recall", reason="memory/recall.py (budgeted recall) has not landed yet")
+    pytest.importorskip("memory.retrieval.recall", reason="memory/retrieval/recall.py (budgeted recall) has not landed yet")
 
     async def steps(c):
         ok = data(await c.call_tool("memory_recall", {"query": "which database does staging use", "budget_tokens": 200}))

@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pytest
 
-from memory import rowcache
-from memory import tables as T
-from memory.erasure import forget
-from memory.reads import Leg, Reader, _event_loop
-from memory.search import fetch_rows, search_evidence, search_memories
-from memory.store import EvidenceSpec
+from memory.store import rowcache
+from memory.store import tables as T
+from memory.store.erasure import forget
+from memory.store.reads import Leg, Reader, _event_loop
+from memory.retrieval.search import fetch_rows, search_evidence, search_memories
+from memory.store.core import EvidenceSpec
 
 
 def _addresses(store, where):
@@ -60,7 +60,7 @@ def test_search_hits_carry_no_row_address(store):
     assert hits and all("_rowid" not in h.row and "_rowid" not in h.to_dict() for h in hits)
 
 
-# ---- ranking legs served from the row cache (memory/rowcache.py) ----------------------------------
+# ---- ranking legs served from the row cache (memory/store/rowcache.py) ----------------------------------
 
 _NOW = datetime(2024, 3, 14, 15, 0)
 
@@ -178,7 +178,7 @@ def test_row_cache_bookkeeping(monkeypatch):
 
 
 def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
-    # The row cache rests on this: what an address names never changes (memory/rowcache.py).
+    # The row cache rests on this: what an address names never changes (memory/store/rowcache.py).
     ids = [store.add_memory(f"Note {i} about the lighthouse.", scope="work")["id"] for i in range(4)]
     where = store.where("memory", scopes=["work"])
     before = _addresses(store, where)
@@ -192,8 +192,8 @@ def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
 def test_memory_hits_with_cached_columns_need_no_fetch_and_match_the_table(store, monkeypatch):
     """The MCP search's and recall's memory columns come from the row cache with the legs' scores:
     no leg reads them and no fetch follows, and the hits equal the uncached reader's."""
-    from memory.mcp_tools import MEMORY_BRIEF_COLS
-    from memory.recall import _MEMORY_READ
+    from memory.mcp.tools import MEMORY_BRIEF_COLS
+    from memory.retrieval.recall import _MEMORY_READ
 
     for i in range(6):
         store.add_memory(f"The lighthouse needs {i} new bolts on the north side.", scope="work",
@@ -216,8 +216,8 @@ def test_memory_hits_with_cached_columns_need_no_fetch_and_match_the_table(store
 def test_another_process_forgetting_drops_this_processs_cached_text(store, mirador_home):
     """The MCP server is another process: its cache holds memory text by address. When anything is
     forgotten (the tombstones table moves), its next search drops the whole cache first."""
-    from memory.mcp_tools import MEMORY_BRIEF_COLS
-    from memory.store import Store
+    from memory.mcp.tools import MEMORY_BRIEF_COLS
+    from memory.store.core import Store
 
     ids = [store.add_memory(f"The harbour code {i} is 47{i}1.", scope="work")["id"] for i in range(4)]
     other = Store(mirador_home)  # stands in for the MCP server process: its own reader and caches
@@ -235,16 +235,16 @@ def test_another_process_forgetting_drops_this_processs_cached_text(store, mirad
 
 @pytest.mark.parametrize("limit", ["rows", "bytes, sampled", "bytes, scanned"])
 def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, monkeypatch, limit):
-    from memory.mcp_tools import MEMORY_BRIEF_COLS
+    from memory.mcp.tools import MEMORY_BRIEF_COLS
 
     for i in range(5):
         store.add_memory(f"Ferry timetable {i}: the 7:1{i} boat leaves from pier 2. " + "Long memory. " * 40,
                          scope="work")
     if limit == "rows":
-        monkeypatch.setattr("memory.reads.BASE_MAX_ROWS_BY_TABLE", {T.MEMORIES: 3})
+        monkeypatch.setattr("memory.store.reads.BASE_MAX_ROWS_BY_TABLE", {T.MEMORIES: 3})
     else:  # 5 rows of ~600 characters each: over 2 kB; the estimate from 2 rows, or the whole scan, says so
-        monkeypatch.setattr("memory.reads.BASE_MAX_BYTES", 2_000)
-        monkeypatch.setattr("memory.reads.SIZE_SAMPLE_ROWS", 2 if limit == "bytes, sampled" else 1_000)
+        monkeypatch.setattr("memory.store.reads.BASE_MAX_BYTES", 2_000)
+        monkeypatch.setattr("memory.store.reads.SIZE_SAMPLE_ROWS", 2 if limit == "bytes, sampled" else 1_000)
     store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
     assert store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # not known before the first build
     store.reader.warm(T.MEMORIES)

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from memory.audit import utcnow
+from memory.store.audit import utcnow
 from memory.errors import InputError
-from memory.recall import recall
-from memory.store import EvidenceSpec, MemorySpec
-from memory.tokens import count_tokens
+from memory.retrieval.recall import recall
+from memory.store.core import EvidenceSpec, MemorySpec
+from memory.retrieval.tokens import count_tokens
 
 LONG_SCREEN = " ".join(
     f"Line {i}: the release checklist item {i} for the billing service is owned by Sam and due before the freeze."
@@ -27,7 +27,7 @@ def filled(tmp_path_factory):
 
     Shared by the module's read-only tests: building it embeds a dozen texts.
     """
-    from memory.store import Store
+    from memory.store.core import Store
 
     store = Store(tmp_path_factory.mktemp("recall") / "home")
     store.add_memories([
@@ -112,7 +112,7 @@ def test_budget_bounds_are_validated(filled):
 
 
 def test_hidden_statuses_never_appear(store):
-    from memory.erasure import forget
+    from memory.store.erasure import forget
 
     rejected = store.add_memory("Zebra crossing policy A: rejected draft.", scope="work")
     deleted = store.add_memory("Zebra crossing policy B: deleted by the person.", scope="work")
@@ -163,7 +163,7 @@ def test_no_matches_gives_an_empty_block(store):
 
 
 def test_rows_added_after_an_index_build_are_found(store):
-    from memory.indexes import has_index, maintain, vector_index_rows
+    from memory.store.indexes import has_index, maintain, vector_index_rows
 
     store.add_memories([MemorySpec(f"Routine note {i} about the weekly grocery list and chores.", scope="work")
                         for i in range(120)])
@@ -187,7 +187,7 @@ def test_rows_added_after_an_index_build_are_found(store):
 
 
 def test_cli_recall_json(filled, capsys, monkeypatch):
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     monkeypatch.setenv("MIRADOR_HOME", str(filled.home))
 
@@ -222,15 +222,14 @@ def test_a_summary_shows_the_lines_that_answer_not_the_first(store):
 def test_redundancy_compares_words_of_three_letters_or_more():
     """The redundancy penalty's word sets skip "a", "to", "of": shared filler must not make two items
     look alike. (A second pattern of the same name once shadowed this one in the module.)"""
-    from memory import recall as R
-
+    from memory.retrieval import recall as R
     assert R._WORD.findall("a to of the release date") == ["the", "release", "date"]
 
 
 def test_a_summary_shows_a_few_words_or_gives_way_to_the_header(store):
     """As the budget grows past one header, the item turns from header into summary: never a summary
     of a word or two ("We picked…"), which tells no more than the header, and each fits its budget."""
-    from memory.recall import MIN_SUMMARY_WORDS
+    from memory.retrieval.recall import MIN_SUMMARY_WORDS
 
     [row] = store.add_evidence_batch([EvidenceSpec(
         "We picked PostgreSQL over MySQL for billing because we need transactional DDL and it handles "

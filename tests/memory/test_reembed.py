@@ -10,12 +10,12 @@ import logging
 import numpy as np
 import pytest
 
-import memory.store as store_mod
-from desktop.cli import main
-from memory import reembed as R
-from memory.erasure import forget
-from memory.search import search_evidence, search_memories
-from memory.store import EvidenceSpec, Store
+import memory.store.core as store_mod
+from desktop.cli.main import main
+from memory.store import reembed as R
+from memory.store.erasure import forget
+from memory.retrieval.search import search_evidence, search_memories
+from memory.store.core import EvidenceSpec, Store
 
 TEXTS = ["Sam said the release moves to Friday", "We picked PostgreSQL for the ledger service",
          "Lunch was good today", "The deploy failed because the token expired"]
@@ -44,7 +44,7 @@ def _columns(store: Store, table) -> dict[str, dict]:
 
 
 def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
-    from memory.indexes import maintain
+    from memory.store.indexes import maintain
 
     store = _untuned_store(mirador_home)
     maintain(store, force_vector=True)  # indexed as a large store is (LanceDB's merge differs then)
@@ -71,7 +71,7 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
         assert all(not np.allclose(vecs[i], before[t][0][i]) for i in vecs)
     # each vector is what ingest would embed now
     ev = _columns(store, store.evidence)
-    from memory.context import own_text
+    from memory.store.context import own_text
 
     some = next(iter(ev.values()))
     assert np.allclose(_vectors(store, store.evidence)[some["id"]], target.embed([own_text(some)])[0], atol=1e-5)
@@ -86,7 +86,7 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
 
 
 def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_home, monkeypatch):
-    from memory.indexes import maintain
+    from memory.store.indexes import maintain
 
     store = _untuned_store(mirador_home)
     maintain(store, force_vector=True)
@@ -119,7 +119,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
 
 def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_up(mirador_home, monkeypatch,
                                                                                    caplog):
-    from desktop.doctor import check_embedder
+    from desktop.cli.doctor import check_embedder
 
     store = _untuned_store(mirador_home)
     other = Store(mirador_home)  # e.g. the MCP server's process, opened before the re-embed
@@ -159,7 +159,7 @@ def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_u
     assert other.embedder is store.embedder is target  # the other process followed the switch
     assert json.loads((mirador_home / "embedder.json").read_text()) == {
         "tuned": True, "weights": target.model_dir.name, "embedder": target.name}
-    from memory.context import own_text
+    from memory.store.context import own_text
 
     vecs = _vectors(store, store.evidence)
     for row in _columns(store, store.evidence).values():
@@ -217,7 +217,7 @@ def test_forgetting_a_row_drops_its_staged_vector_for_good(mirador_home):
 
 
 def test_cli_reembed_reports_and_doctor_stops_asking(mirador_home, capsys):
-    from desktop.doctor import check_embedder
+    from desktop.cli.doctor import check_embedder
 
     _untuned_store(mirador_home)
     status, msg, fix = check_embedder()

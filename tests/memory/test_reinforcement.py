@@ -11,11 +11,11 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory.config import Config, ReinforcementConfig
 from memory.errors import InputError
-from memory.mcp_auth import TokenStore, make_principal
-from memory.mcp_server import build_server
-from memory.recall import recall
-from memory.reinforcement import effective_salience, reinforce, strength_at, usage_of, usage_rows
-from memory.search import search_memories
+from memory.mcp.auth import TokenStore, make_principal
+from memory.mcp.server import build_server
+from memory.retrieval.recall import recall
+from memory.graph.reinforcement import effective_salience, reinforce, strength_at, usage_of, usage_rows
+from memory.retrieval.search import search_memories
 from tests.memory.mcp_support import free_port, http_session, start_server, stop_server
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
@@ -102,7 +102,7 @@ def _seed_scopes(store) -> dict:
 
 
 def test_memory_reinforce_over_http_with_a_real_client_session(tmp_path):
-    from memory.store import Store
+    from memory.store.core import Store
 
     home = tmp_path / "srv"
     store = Store(home)
@@ -154,7 +154,7 @@ def _call(store, principal, steps):
 
 @pytest.mark.parametrize("count", [False, True])
 def test_appearing_in_search_or_recall_counts_only_when_configured(mirador_home, count):
-    from memory.store import Store
+    from memory.store.core import Store
 
     cfg = Config(reinforcement=ReinforcementConfig(count_search_as_use=count))
     store = Store(mirador_home, config=cfg)
@@ -177,7 +177,7 @@ def test_appearing_in_search_or_recall_counts_only_when_configured(mirador_home,
 
 
 def test_cli_reinforce_and_show(store, capsys):
-    from desktop.cli import main
+    from desktop.cli.main import main
 
     mid = store.add_memory("The on-call rota is in the ops wiki", scope="work")["id"]
     assert main(["reinforce", mid, "--json"]) == 0
@@ -191,7 +191,7 @@ def test_cli_reinforce_and_show(store, capsys):
 
 
 def test_forgetting_a_memory_drops_its_use_counts(store):
-    from memory.erasure import forget
+    from memory.store.erasure import forget
 
     keep = store.add_memory("Keep this fact about the deploy queue", scope="work")["id"]
     gone = store.add_memory("Forget this fact about the coffee machine", scope="work")["id"]

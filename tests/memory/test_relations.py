@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from memory import relations as R
-from memory.erasure import forget, forget_where
+from memory.graph import relations as R
+from memory.store.erasure import forget, forget_where
 from memory.errors import InputError, NotFoundError
-from memory.extract_prompts import SCHEMA
-from memory.extraction import Extractor, run_extraction
-from memory.mcp_auth import make_principal
-from memory.recall import recall
+from memory.consolidation.prompts import SCHEMA
+from memory.consolidation.extraction import Extractor, run_extraction
+from memory.mcp.auth import make_principal
+from memory.retrieval.recall import recall
 from models.llm import Completion
 from tests.conftest import files_containing
 from tests.memory.mcp_support import call
@@ -166,7 +166,7 @@ def test_supersede_links_new_to_old_with_updates(store):
 
 
 def test_accepting_a_dream_supersede_links_new_to_old(store):
-    from memory.dream import decide_proposal, list_proposals, run_dream
+    from memory.consolidation.dream import decide_proposal, list_proposals, run_dream
 
     old = store.add_memory("The billing service uses Postgres 16.", details={"subject": "billing database"})
     new = store.add_memory("The billing database is MySQL 8 now.", details={"subject": "billing database"})
@@ -320,8 +320,8 @@ def test_recall_pulls_in_the_reason_within_budget_and_never_a_hidden_one(store):
 
 
 def test_export_carries_relations_and_import_restores_them_once(store, tmp_path):
-    from memory.store import Store
-    from memory.transfer import import_jsonl, write_export
+    from memory.store.core import Store
+    from memory.integrations.transfer import import_jsonl, write_export
 
     a = store.add_memory("Release is frozen", scope="work")["id"]
     b = store.add_memory("QA found a blocker", scope="work")["id"]

@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 import numpy as np
 import pytest
 
-from memory import rerank
+from memory.retrieval import rerank
 from memory.config import Config
-from memory.erasure import forget
+from memory.store.erasure import forget
 from memory.errors import ConfigError
-from memory.rank import DEFAULT
-from memory.search import search_evidence
-from memory.store import EvidenceSpec, Store
+from memory.retrieval.rank import DEFAULT
+from memory.retrieval.search import search_evidence
+from memory.store.core import EvidenceSpec, Store
 
 T0 = datetime(2024, 5, 2, 9, 0)
 
@@ -64,7 +64,7 @@ def test_shipped_model_loads_and_scores_every_candidate():
 
 def test_shipped_model_was_trained_on_this_first_stage():
     """Its splits are thresholds on the first stage's scores: change a default, retrain the model."""
-    from memory.rank import first_stage_settings
+    from memory.retrieval.rank import first_stage_settings
 
     ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
     assert ens.meta["first_stage"] == first_stage_settings(DEFAULT)
@@ -88,11 +88,11 @@ def test_the_shipped_model_never_ranks_a_better_match_lower():
 
 
 def test_another_first_stage_is_reported_once(caplog):
-    from memory.rank import first_stage_settings
+    from memory.retrieval.rank import first_stage_settings
 
     ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
     other = first_stage_settings(replace(DEFAULT, speaker_boost=0.25))
-    with caplog.at_level(logging.WARNING, logger="memory.rerank"):
+    with caplog.at_level(logging.WARNING, logger="memory.retrieval.rerank"):
         assert not rerank.check_first_stage(ens, other)
         assert not rerank.check_first_stage(ens, other)
     warned = [r for r in caplog.records if "another first stage" in r.message]
@@ -138,7 +138,7 @@ def _chat(store, scope="chat"):
 
 
 def test_reranking_reorders_the_first_stage_top_and_keeps_its_scores(store):
-    from memory.rank import reranker
+    from memory.retrieval.rank import reranker
 
     assert reranker(store, DEFAULT) is not None  # the shipped model, loaded
     _chat(store)
@@ -169,7 +169,7 @@ def test_search_works_without_the_model_and_says_why(mirador_home, caplog, tmp_p
     cfg.models.reranker_path = tmp_path / "missing.json"
     store = Store(mirador_home, config=cfg)
     _chat(store)
-    with caplog.at_level(logging.WARNING, logger="memory.rerank"):
+    with caplog.at_level(logging.WARNING, logger="memory.retrieval.rerank"):
         hits = search_evidence(store, "What did Ben build from the oak boards?", scopes=["chat"],
                                now=T0 + timedelta(days=1), limit=5)
     assert "oak boards" in hits[0].text
@@ -200,7 +200,7 @@ def test_a_larger_limit_keeps_the_first_stage_order_below_the_reranked_top(store
 
 
 def test_doctor_says_when_the_reranker_cannot_load(mirador_home, tmp_path):
-    from desktop.doctor import check_reranker
+    from desktop.cli.doctor import check_reranker
     from memory.config import save_config
 
     cfg = Config()
@@ -225,7 +225,7 @@ def test_too_few_candidates_rank_by_the_first_stage(store):
 
 def _down_the_best(tmp_path) -> Path:
     """A one-split model that marks down the first stage's best row."""
-    from memory.rank import first_stage_settings
+    from memory.retrieval.rank import first_stage_settings
 
     k = rerank.FEATURES.index("first_rank")
     spec = {"format": rerank.FORMAT, "features": list(rerank.FEATURES),
@@ -286,7 +286,7 @@ def test_a_workday_of_screen_captures_ranks_as_the_first_stage_does(store, tmp_p
     """On a made-up workday of screen captures (bench/screen_retrieval.py) the model, allowed to move
     them, put two answers lower and none higher; the search leaves them where the first stage does."""
     from bench import screen_retrieval as S
-    from memory.rank import first_stage
+    from memory.retrieval.rank import first_stage
 
     day = S.load()
     ids = S.ingest(store, day)

@@ -6,11 +6,11 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from memory.context import ContextConfig, index_texts
-from memory.query import analyze
-from memory.search import search_evidence
-from memory.store import EvidenceSpec
-from memory.timeparse import find_windows
+from memory.store.context import ContextConfig, index_texts
+from memory.retrieval.query import analyze
+from memory.retrieval.search import search_evidence
+from memory.store.core import EvidenceSpec
+from memory.store.timeparse import find_windows
 
 NOW = datetime(2024, 3, 14, 15, 0)  # a Thursday
 
@@ -154,8 +154,8 @@ def test_timeparse_ignores_non_dates():
 
 
 def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_home):
-    from memory.context import ContextConfig
-    from memory.erasure import forget
+    from memory.store.context import ContextConfig
+    from memory.store.erasure import forget
     from tests.conftest import files_containing
 
     t = datetime(2023, 5, 8, 13, 56)
@@ -179,7 +179,7 @@ def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_ho
 
 
 def test_runs_follow_streams_across_batches():
-    from memory.context import place_in_runs
+    from memory.store.context import place_in_runs
 
     t = datetime(2023, 5, 8, 13, 56)
     row = lambda id_, dt, scope="s", app="": {"id": id_, "captured_at": t + dt, "scope": scope,  # noqa: E731
@@ -200,7 +200,7 @@ def test_the_answer_turn_is_found_through_the_question_before_it(store):
     and John is excited about plenty of other things. Only the neighbour credit puts the answer first."""
     from dataclasses import replace
 
-    from memory.rank import DEFAULT
+    from memory.retrieval.rank import DEFAULT
 
     t = datetime(2023, 7, 1, 10, 0)
     convo = [
@@ -225,8 +225,8 @@ def test_the_answer_turn_is_found_through_the_question_before_it(store):
 
 
 def test_migration_places_rows_written_before_runs(mirador_home):
-    from memory import tables as T
-    from memory.store import Store
+    from memory.store import tables as T
+    from memory.store.core import Store
 
     t = datetime(2023, 5, 8, 13, 56)
     store = Store(mirador_home)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from apscheduler.schedulers.base import STATE_PAUSED, STATE_RUNNING
 
-from memory.scheduler import LLM_PROCESS_NAME, MiradorScheduler, start_scheduler
+from memory.consolidation.scheduler import LLM_PROCESS_NAME, MiradorScheduler, start_scheduler
 
 
 def _llm_workers() -> list:
@@ -53,7 +53,7 @@ def gguf(tmp_path_factory):
 
 
 def test_stop_ends_llm_worker_and_leaves_the_batch_pending(store, gguf):
-    from memory.extraction import pending_count
+    from memory.consolidation.extraction import pending_count
 
     x = store.config.extraction
     x.engine, x.llm_isolated, x.batch_size, x.llm_timeout_seconds = "llm", True, 4, 600

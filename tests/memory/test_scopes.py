@@ -6,7 +6,7 @@ import pytest
 
 from memory.errors import InputError, NotFoundError
 from memory.scopes import in_scopes, scope_filter, validate_scope
-from memory.search import search_evidence, search_memories, search_vault
+from memory.retrieval.search import search_evidence, search_memories, search_vault
 
 
 @pytest.fixture

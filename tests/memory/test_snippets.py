@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.snippets import focused, past_chrome, stems
+from memory.retrieval.snippets import focused, past_chrome, stems
 
 
 def test_picks_the_matching_lines_in_their_order():
@@ -39,7 +39,7 @@ def test_a_screen_without_shared_words_starts_past_its_chrome():
 
 
 def test_mcp_brief_of_a_screen_starts_past_its_chrome_but_a_chat_row_at_its_start():
-    from memory.mcp_tools import SNIPPET_CHARS, _evidence_brief
+    from memory.mcp.tools import SNIPPET_CHARS, _evidence_brief
 
     body = "File Edit View Go\nInbox Sent Drafts\n" + "the invoice for March is attached and due on Friday " * 20
     row = {"id": "ev_1", "scope": "work", "text": body}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from memory.erasure import purge
-from memory.scheduler import evidence_bytes, job_purge
-from memory.store import EvidenceSpec
+from memory.store.erasure import purge
+from memory.consolidation.scheduler import evidence_bytes, job_purge
+from memory.store.core import EvidenceSpec
 from tests.conftest import StopAfter, files_containing
 
 
@@ -43,7 +43,7 @@ def test_no_cap_means_nothing_removed(store):
 def test_retention_stops_between_batches_and_the_next_run_finishes(store, mirador_home):
     import pytest
 
-    from memory.scheduler import JobCancelled
+    from memory.consolidation.scheduler import JobCancelled
 
     t0 = datetime(2020, 1, 1)
     specs = [EvidenceSpec(text=f"old terminal line {i}", source="screen", app="term", captured_at=t0 + timedelta(minutes=i))

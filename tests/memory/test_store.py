@@ -7,7 +7,7 @@ import json
 import pytest
 
 from memory.errors import InputError, NotFoundError
-from memory.store import EvidenceSpec, MemorySpec, Store
+from memory.store.core import EvidenceSpec, MemorySpec, Store
 from memory.types import MAX_MEMORY_CHARS
 from tests.conftest import StopAfter
 
@@ -110,7 +110,7 @@ def test_evidence_batch_is_one_commit_and_one_audit_row(store):
 
 
 def test_migrations_are_recorded_and_not_reapplied(mirador_home):
-    from memory.migrations import MIGRATIONS
+    from memory.store.migrations import MIGRATIONS
 
     s1 = Store(mirador_home)
     assert s1.migrations_applied == [name for name, _ in MIGRATIONS]
@@ -122,7 +122,7 @@ def test_migrations_are_recorded_and_not_reapplied(mirador_home):
 
 
 def test_rows_added_after_index_build_are_found(store):
-    from memory.search import search_memories
+    from memory.retrieval.search import search_memories
 
     store.add_memory("first row about kubernetes")
     store.optimize()
@@ -139,7 +139,7 @@ def _add_screens(store, n: int, start: int) -> None:
 def test_vector_index_is_retrained_once_the_table_doubles_even_after_optimize(store):
     """optimize() folds new rows into the index, so the index's own counts cannot tell that it was trained
     on half the table: the trained size is recorded, and an index without the record is retrained once."""
-    from memory.indexes import TRAINED_ROWS_KEY, ensure_vector_index, trained_rows, vector_index_rows
+    from memory.store.indexes import TRAINED_ROWS_KEY, ensure_vector_index, trained_rows, vector_index_rows
 
     _add_screens(store, 120, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
@@ -165,9 +165,9 @@ def test_maintenance_keeps_one_vector_delta_one_segment_per_other_index_and_few_
     searches, and leaves a fragment per pass. Maintenance merges the deltas (the trained base plus at
     most one delta, the base never rewritten), keeps full-text and scalar indexes whole, and compacts
     small fragments once MAX_SMALL_FRAGMENTS have piled up; every row stays findable."""
-    from memory.indexes import (MAX_SMALL_FRAGMENTS, SCALAR_INDEXES, ensure_scalar_indexes, ensure_vector_index,
+    from memory.store.indexes import (MAX_SMALL_FRAGMENTS, SCALAR_INDEXES, ensure_scalar_indexes, ensure_vector_index,
                                 maintain, trained_rows, vector_index_segments)
-    from memory.search import search_evidence
+    from memory.retrieval.search import search_evidence
 
     _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
@@ -199,8 +199,8 @@ def test_maintenance_keeps_one_vector_delta_one_segment_per_other_index_and_few_
 def test_vector_index_with_many_deltas_is_retrained_by_the_scheduled_pass(store):
     """A store that LanceDB's optimize() maintained (older versions) can hold many deltas: the scheduled
     maintenance retrains past MAX_VECTOR_DELTAS, back to one segment, and every row is still found."""
-    from memory.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, vector_index_segments
-    from memory.search import search_evidence
+    from memory.store.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, vector_index_segments
+    from memory.retrieval.search import search_evidence
 
     _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
@@ -220,7 +220,7 @@ def test_maintenance_without_pylance_falls_back_to_lancedb_optimize(store, monke
     """A bundle that missed the module still folds new rows in, and says what is wrong."""
     import builtins
 
-    from memory.indexes import maintain, vector_index_rows
+    from memory.store.indexes import maintain, vector_index_rows
 
     real_import = builtins.__import__
 
@@ -230,7 +230,7 @@ def test_maintenance_without_pylance_falls_back_to_lancedb_optimize(store, monke
         return real_import(name, *args, **kwargs)
 
     _add_screens(store, 120, 0)
-    from memory.indexes import ensure_vector_index
+    from memory.store.indexes import ensure_vector_index
 
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
     _add_screens(store, 5, 120)
@@ -247,9 +247,9 @@ def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
     lost, the report says where it stopped, and the next pass does the rest."""
     import threading
 
-    from memory.indexes import maintain
-    from memory.scheduler import job_optimize
-    from memory.search import search_evidence
+    from memory.store.indexes import maintain
+    from memory.consolidation.scheduler import job_optimize
+    from memory.retrieval.search import search_evidence
 
     _add_screens(store, 30, 0)
     versions = {t.name: t.version for t in (store.memories, store.evidence, store.vault)}

@@ -8,8 +8,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from bench.token_samples import SAMPLES, long_samples
-from memory import tokens
-from memory.tokens import count_many, count_tokens, truncate_to_tokens
+from memory.retrieval import tokens
+from memory.retrieval.tokens import count_many, count_tokens, truncate_to_tokens
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_joined_text_counts_no_more_than_its_parts():
 
 def test_count_joined_is_the_count_of_the_joined_text():
     # recall() counts its block from the items' cached counts: exact, or one higher (float order).
-    from memory.tokens import count_joined
+    from memory.retrieval.tokens import count_joined
 
     parts = [" ".join(p.split()) for p in SAMPLES if p.strip()]
     parts += ["[mem_01J] semantic 2026-05-08T14:02Z · by person\nWe picked PostgreSQL 16 for JSONB.",

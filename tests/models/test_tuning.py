@@ -112,7 +112,7 @@ def _record(home: Path) -> dict:
 
 
 def test_a_new_store_embeds_tuned_and_records_it(mirador_home):
-    from memory.store import Store
+    from memory.store.core import Store
 
     store = Store(mirador_home)
     assert store.embedder.tuning == tuning.BUNDLED
@@ -122,7 +122,7 @@ def test_a_new_store_embeds_tuned_and_records_it(mirador_home):
 
 
 def test_a_store_keeps_the_embedder_it_was_made_with(mirador_home):
-    from memory.store import EvidenceSpec, Store
+    from memory.store.core import EvidenceSpec, Store
 
     (mirador_home).mkdir(parents=True)
     (mirador_home / "config.toml").write_text("[models]\nembedder_tuning = false\n")
@@ -137,13 +137,13 @@ def test_a_store_keeps_the_embedder_it_was_made_with(mirador_home):
     (mirador_home / "embedder.json").unlink()
     again = Store(mirador_home)
     assert again.embedder.tuning is None and _record(mirador_home)["tuned"] is False
-    from memory.search import search_evidence
+    from memory.retrieval.search import search_evidence
 
     assert [h.row["text"] for h in search_evidence(again, "deploy failed", limit=1)] == ["the deploy failed"]
 
 
 def test_a_damaged_record_says_what_to_do(mirador_home):
-    from memory.store import Store
+    from memory.store.core import Store
 
     mirador_home.mkdir(parents=True)
     (mirador_home / "embedder.json").write_text("{not json")
@@ -155,7 +155,7 @@ def test_a_damaged_record_says_what_to_do(mirador_home):
 
 
 def test_a_store_tuned_by_another_delta_is_flagged(mirador_home, caplog):
-    from memory.store import Store
+    from memory.store.core import Store
 
     mirador_home.mkdir(parents=True)
     (mirador_home / "embedder.json").write_text('{"tuned": true, "weights": "older-delta"}')
@@ -180,9 +180,9 @@ def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached
     with a model its vectors do not match."""
     import shutil
 
-    from desktop.doctor import check_embedder
-    from memory.search import search_evidence
-    from memory.store import EvidenceSpec, Store, write_embedder_record
+    from desktop.cli.doctor import check_embedder
+    from memory.retrieval.search import search_evidence
+    from memory.store.core import EvidenceSpec, Store, write_embedder_record
 
     monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
     mirador_home.mkdir(parents=True)
@@ -218,8 +218,8 @@ def test_reembed_deletes_the_earlier_tuned_copy_once_no_data_dir_uses_it(tmp_pat
     still embeds with must stay, and a data dir deleted since must not keep it forever."""
     import shutil
 
-    from memory import reembed as R
-    from memory.store import EvidenceSpec, Store, write_embedder_record
+    from memory.store import reembed as R
+    from memory.store.core import EvidenceSpec, Store, write_embedder_record
 
     monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
     onnx = tmp_path / "onnx"
@@ -290,8 +290,8 @@ def test_a_copys_list_of_users_forgets_data_dirs_deleted_since(tmp_path):
 
 
 def test_doctor_names_the_embedder_the_store_uses(mirador_home):
-    from desktop.doctor import check_embedder
-    from memory.store import Store
+    from desktop.cli.doctor import check_embedder
+    from memory.store.core import Store
 
     status, msg, _ = check_embedder()  # no store yet: the setting decides
     assert "tuned for recall" in msg

@@ -1,0 +1,127 @@
+"""`mirador capture`, `mirador status`, `mirador pause`, `mirador resume`."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+
+from desktop.cli.output import emit_json
+from memory.errors import InputError
+
+log = logging.getLogger(__name__)
+
+
+def register(cmd, as_json, scope) -> None:
+    """Add the capture commands to the `mirador` parser."""
+    sp = cmd("capture", cmd_capture, "run screen and voice capture in the foreground until Ctrl+C (or --duration)")
+    sp.add_argument("--duration", type=float, help="stop after this many seconds")
+    sp.add_argument("--no-audio", action="store_true", help="screen only")
+    sp.add_argument("--no-screen", action="store_true", help="audio only")
+    sp.add_argument("--audio-file", help="transcribe this WAV file through the voice pipeline instead of the microphone")
+    sp = cmd("status", cmd_status, "capture health: state, last frame and write, counters, queues, errors, stalls")
+    as_json(sp)
+    sp = cmd("pause", cmd_pause, "pause capture (in whichever process runs it)")
+    sp.add_argument("--minutes", type=float, help="resume by itself after this many minutes")
+    as_json(sp)
+    sp = cmd("resume", cmd_resume, "resume paused capture")
+    as_json(sp)
+
+
+def cmd_capture(a) -> int:
+    """Run capture headless until the duration ends, the WAV is done, or SIGINT/SIGTERM (which flush the writer)."""
+    from capture.runner import Capture, open_store_for_capture
+
+    if a.audio_file and not Path(a.audio_file).is_file():
+        raise InputError(f"no such WAV file: {a.audio_file} — give the path of a PCM .wav file")
+    if a.duration is not None and a.duration <= 0:
+        raise InputError("--duration must be a positive number of seconds")
+    store = open_store_for_capture()
+    screen = not a.no_screen and store.config.capture.screen
+    audio = bool(a.audio_file) or (not a.no_audio and store.config.capture.audio)
+    if not screen and not audio:
+        raise InputError("nothing to capture: drop --no-screen or --no-audio (or turn capture.screen/audio on)")
+    cap = Capture(store, screen=screen, audio=audio, audio_file=Path(a.audio_file) if a.audio_file else None)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    cap.start()
+    print(f"capturing (screen {'on' if screen else 'off'}, audio {cap.health.audio}) — Ctrl+C to stop", flush=True)
+    deadline = time.monotonic() + a.duration if a.duration else None
+    while not stop.is_set():
+        if deadline and time.monotonic() >= deadline:
+            break
+        if a.audio_file and not screen and cap.wait_audio_done(timeout=0.5):
+            break
+        stop.wait(0.5)
+    cap.stop()
+    h = cap.health.snapshot()
+    print(f"stopped: {h['evidence_written']} evidence row(s) written, {h['frames_ocrd']} frame(s) OCR'd, "
+          f"{h['utterances']} utterance(s), {h['errors']} error(s)", flush=True)
+    return 0
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "never"
+    secs = time.time() - ts
+    when = datetime.fromtimestamp(ts).strftime("%H:%M:%S")
+    return f"{when} ({secs:.0f}s ago)"
+
+
+def cmd_status(a) -> int:
+    """Print what the capture process last reported; exit code 2 when it is stalled."""
+    from capture.health import read_health
+    from memory.config import data_dir
+
+    h = read_health(data_dir())
+    if a.json:
+        emit_json(h)
+        return 2 if h.get("stalled") else 0
+    print(f"capture: {h['state']}" + (f" — {h['hint']}" if h.get("hint") else ""))
+    if h.get("stalled"):
+        print(f"WARNING: capture is stalled: {h['stall_reason']}")
+    if "pid" not in h:
+        return 0
+    if h.get("paused_until"):
+        print(f"paused until {_ago(h['paused_until'])}")
+    print(f"screen {h['screen']} · audio {h['audio']} · window probe {h['window_probe']}")
+    print(f"last frame {_ago(h['last_frame_at'])} · last change {_ago(h['last_change_at'])} · "
+          f"last write {_ago(h['last_write_at'])}")
+    print(f"frames: grabbed {h['frames_grabbed']}, unchanged {h['frames_skipped']}, excluded {h['frames_excluded']}, "
+          f"OCR'd {h['frames_ocrd']}, stored {h['frames_stored']}, duplicate text {h['texts_deduped']}")
+    print(f"audio: utterances {h['utterances']}, rejected {h['utterances_rejected']}, last RTF {h['asr_rtf_last']}")
+    print(f"evidence: written {h['evidence_written']} in {h['write_batches']} batch(es), pending {h['evidence_pending']}, "
+          f"redactions {h['redactions']}")
+    print(f"queues: OCR {h['ocr_queue']} (dropped {h['ocr_dropped']}), ASR {h['asr_queue']} (dropped {h['asr_dropped']}); "
+          f"OCR {h['ocr_ms_avg']:.0f} ms avg")
+    print(f"errors: {h['errors']}")
+    for e in h.get("recent_errors") or []:
+        print(f"  {e}")
+    return 2 if h.get("stalled") else 0
+
+
+def cmd_pause(a) -> int:
+    """Ask running capture to pause (for --minutes, or until `mirador resume`)."""
+    from capture.runner import set_pause
+    from memory.config import data_dir
+
+    if a.minutes is not None and a.minutes <= 0:
+        raise InputError("--minutes must be positive; use `mirador resume` to resume now")
+    doc = set_pause(data_dir(), a.minutes, paused=True)
+    emit_json(doc) if a.json else print("capture paused" + (f" for {a.minutes:g} minute(s)" if a.minutes else
+                                                            " until `mirador resume`"))
+    return 0
+
+
+def cmd_resume(a) -> int:
+    """Ask running capture to resume."""
+    from capture.runner import set_pause
+    from memory.config import data_dir
+
+    doc = set_pause(data_dir(), paused=False)
+    emit_json(doc) if a.json else print("capture resumed")
+    return 0

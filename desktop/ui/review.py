@@ -1,0 +1,164 @@
+"""The review queue: candidates from extraction and proposals from dream, with their evidence.
+
+Approve makes a candidate active, reject makes it rejected (it never comes back to the queue,
+and extraction skips rejected fingerprints), edit-then-approve saves the person's edit first.
+Every action works on the whole selection.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.ui.browser import make_table, selected_rows
+from desktop.ui.browser_data import MemoryFilter, memory_keys
+from desktop.ui.browser_detail import DetailView, load_detail
+from desktop.ui.browser_edit import EditDialog
+from desktop.ui.icons import icon
+from desktop.ui.qt_models import Column, MemoryTableModel, local_time
+from desktop.ui.review_proposals import ProposalsPanel
+from desktop.ui.workers import Jobs
+
+ORIGIN_LABEL = {"extractor": "extraction", "extraction": "extraction", "dream": "dream", "person": "you",
+                "mcp": "assistant"}
+
+
+class ReviewTableModel(MemoryTableModel):
+    """Candidates: what, type, where it came from, confidence, scope, when."""
+
+    COL_TITLE, COL_TYPE, COL_ORIGIN, COL_CONFIDENCE, COL_SCOPE, COL_CREATED = range(6)
+    COLUMNS = [
+        Column("Proposed memory", "title", lambda v: " ".join(str(v or "").split())[:200]),
+        Column("Type", "type", width=85),
+        Column("From", "origin", lambda v: ORIGIN_LABEL.get(str(v), str(v or "")), width=85),
+        Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=85),
+        Column("Scope", "scope", width=100),
+        Column("Proposed", "created_at", local_time, width=130),
+    ]
+
+
+def _set_statuses(store, ids: list[str], status: str) -> list[dict]:
+    return [store.set_status(i, status, actor="person") for i in ids]
+
+
+def _edit_and_approve(store, id_: str, changes: dict) -> list[dict]:
+    if changes:
+        store.update_memory(id_, actor="person", **changes)
+    return [store.set_status(id_, "active", actor="person")]
+
+
+class ReviewQueue(QMainWindow):
+    """Approve, reject or edit-then-approve candidate memories, one or many at a time."""
+
+    changed = Signal()
+
+    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+        super().__init__(parent)
+        self.jobs, self.store = jobs, store
+        self.setWindowTitle("Mirador — Review")
+        self.setWindowIcon(icon("capturing"))
+        self.resize(1100, 650)
+        self.model = ReviewTableModel(jobs, store, parent=self)
+        self.table = make_table(self.model, self)
+        self.detail = DetailView(self)
+        self.approve_btn = QPushButton("Approve")
+        self.reject_btn = QPushButton("Reject")
+        self.edit_btn = QPushButton("Edit and approve…")
+        self.approve_btn.clicked.connect(lambda: self.decide("active"))
+        self.reject_btn.clicked.connect(lambda: self.decide("rejected"))
+        self.edit_btn.clicked.connect(self.edit_and_approve)
+        self.header = QLabel()
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.header, 1)
+        for b in (self.edit_btn, self.reject_btn, self.approve_btn):
+            buttons.addWidget(b)
+        split = QSplitter()
+        split.addWidget(self.table)
+        split.addWidget(self.detail)
+        split.setSizes([620, 480])
+        candidates = QWidget()
+        lay = QVBoxLayout(candidates)
+        lay.addWidget(split)
+        lay.addLayout(buttons)
+        self.proposals = ProposalsPanel(jobs, store, self)
+        self.proposals.changed.connect(self.changed)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(candidates, "Candidates")
+        self.tabs.addTab(self.proposals, "Dream proposals")
+        self.proposals.counted.connect(lambda n: self.tabs.setTabText(1, f"Dream proposals ({n})"))
+        self.setCentralWidget(self.tabs)
+        QShortcut(QKeySequence("A"), self.table, activated=lambda: self.decide("active"),
+                  context=Qt.ShortcutContext.WidgetShortcut)
+        QShortcut(QKeySequence("R"), self.table, activated=lambda: self.decide("rejected"),
+                  context=Qt.ShortcutContext.WidgetShortcut)
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
+        self.model.reloaded.connect(self._counted)
+        jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
+        self._detail_gen = 0
+        self._selection_changed()
+        self.reload()
+
+    def reload(self) -> None:
+        """Load every candidate, newest first."""
+        self.model.reload(partial(memory_keys, self.store, MemoryFilter(statuses=["candidate"])))
+
+    def _selection_changed(self) -> None:
+        rows = selected_rows(self.table)
+        n = len(rows)
+        self.approve_btn.setEnabled(n > 0)
+        self.reject_btn.setEnabled(n > 0)
+        self.edit_btn.setEnabled(n == 1)
+        self.approve_btn.setText(f"Approve {n}" if n > 1 else "Approve")
+        self.reject_btn.setText(f"Reject {n}" if n > 1 else "Reject")
+        self._detail_gen += 1
+        if n != 1:
+            self.detail.show_row(None)
+            return
+        gen = self._detail_gen
+        self.jobs.submit(load_detail, self.store, rows[0]["id"],
+                         on_done=lambda row: gen == self._detail_gen and self.detail.show_row(row))
+
+    def decide(self, status: str) -> None:
+        """Approve (status active) or reject every selected candidate, in a worker."""
+        ids = [r["id"] for r in selected_rows(self.table)]
+        if ids:
+            self.jobs.submit(_set_statuses, self.store, ids, status, on_done=lambda rows: self._decided(rows, status))
+
+    def edit_and_approve(self) -> EditDialog | None:
+        """Open the edit form; saving it stores the edit and approves."""
+        rows = selected_rows(self.table)
+        if len(rows) != 1:
+            return None
+        dlg = EditDialog(rows[0], self, approve=True)
+        dlg.accepted.connect(lambda: self.jobs.submit(_edit_and_approve, self.store, rows[0]["id"], dlg.changes,
+                                                      on_done=lambda r: self._decided(r, "active")))
+        dlg.open()
+        self.edit_dialog = dlg
+        return dlg
+
+    def _decided(self, rows: list[dict], status: str) -> None:
+        self.model.remove_ids([r["id"] for r in rows])
+        verb = "approved" if status == "active" else "rejected"
+        self.statusBar().showMessage(f"{verb} {len(rows)}", 5000)
+        self._counted(self.model.total)
+        self.changed.emit()
+
+    def _counted(self, n: int) -> None:
+        self.header.setText(f"{n} waiting for review" if n else "Nothing to review")
+        self.tabs.setTabText(0, f"Candidates ({n})")
+
+    def show_error(self, message: str) -> None:
+        """Show a background job's failure in the status bar."""
+        self.statusBar().showMessage(message, 10_000)

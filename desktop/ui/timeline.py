@@ -1,0 +1,170 @@
+"""Evidence timeline: what was captured, by day and app, with thumbnails; delete a time range or an app."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from functools import partial
+
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop.ui.browser import make_table
+from desktop.ui.browser_data import KeyList, evidence_groups, evidence_keys
+from desktop.ui.icons import icon
+from desktop.ui.qt_models import THUMB_WIDTH, EvidenceTableModel, now_utc
+from desktop.ui.workers import Jobs
+
+DAY_ROLE = Qt.ItemDataRole.UserRole + 10
+APP_ROLE = Qt.ItemDataRole.UserRole + 11
+
+
+def _day_bounds_utc(day: str) -> datetime:
+    """Local midnight of 'YYYY-MM-DD' as naive UTC (how captured_at is stored)."""
+    local = datetime.strptime(day, "%Y-%m-%d").astimezone()  # naive -> local wall clock, with its offset
+    return local.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+class EvidenceTimeline(QMainWindow):
+    """Days → apps on the left, the captured rows (with frame thumbnails) on the right."""
+
+    changed = Signal()
+
+    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+        super().__init__(parent)
+        self.jobs, self.store = jobs, store
+        self.setWindowTitle("Mirador — Evidence timeline")
+        self.setWindowIcon(icon("capturing"))
+        self.resize(1200, 720)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Day / app", "Rows"])
+        self.tree.setColumnWidth(0, 200)
+        self.model = EvidenceTableModel(jobs, store, parent=self)
+        self.table = make_table(self.model, self)
+        self.table.verticalHeader().setDefaultSectionSize(THUMB_WIDTH * 10 // 16)
+        self.table.setIconSize(QSize(THUMB_WIDTH, THUMB_WIDTH * 10 // 16))
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(0, header.ResizeMode.Interactive)  # thumbnail + time; the text column stretches
+        header.setSectionResizeMode(EvidenceTableModel.COL_TEXT, header.ResizeMode.Stretch)
+        self.last_hour = QPushButton("Delete last hour…")
+        self.last_day = QPushButton("Delete last 24 hours…")
+        self.del_app = QPushButton("Delete this app's evidence…")
+        self.del_day = QPushButton("Delete this day…")
+        self.last_hour.clicked.connect(lambda: self.delete_range(timedelta(hours=1)))
+        self.last_day.clicked.connect(lambda: self.delete_range(timedelta(days=1)))
+        self.del_app.clicked.connect(self.delete_app)
+        self.del_day.clicked.connect(self.delete_day)
+        self.summary = QLabel()
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.summary, 1)
+        for b in (self.last_hour, self.last_day, self.del_day, self.del_app):
+            buttons.addWidget(b)
+        split = QSplitter()
+        split.addWidget(self.tree)
+        split.addWidget(self.table)
+        split.setSizes([260, 940])
+        central = QWidget()
+        lay = QVBoxLayout(central)
+        lay.addWidget(split)
+        lay.addLayout(buttons)
+        self.setCentralWidget(central)
+        self.tree.currentItemChanged.connect(lambda *_: self._show_selection())
+        jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
+        self.reload()
+
+    def reload(self) -> None:
+        """Recount evidence by day and app (worker) and show the newest day."""
+        self.jobs.submit(evidence_groups, self.store, on_done=self._fill_tree)
+
+    def _fill_tree(self, groups: list[tuple[str, str, int]]) -> None:
+        self.tree.clear()
+        days: dict[str, QTreeWidgetItem] = {}
+        for day, app, n in groups:
+            if day not in days:
+                days[day] = QTreeWidgetItem(self.tree, [day, "0"])
+                days[day].setData(0, DAY_ROLE, day)
+            child = QTreeWidgetItem(days[day], [app, str(n)])
+            child.setData(0, DAY_ROLE, day)
+            child.setData(0, APP_ROLE, app)
+            days[day].setText(1, str(int(days[day].text(1)) + n))
+        total = sum(n for *_, n in groups)
+        self.summary.setText(f"{total:,} evidence rows over {len(days)} day(s)")
+        if days:
+            first = next(iter(days.values()))
+            first.setExpanded(True)
+            self.tree.setCurrentItem(first)
+        else:
+            self.model.reload(lambda: KeyList([]))
+        self._buttons()
+
+    def _selected(self) -> tuple[str | None, str | None]:
+        it = self.tree.currentItem()
+        if not it:
+            return None, None
+        app = it.data(0, APP_ROLE)
+        return it.data(0, DAY_ROLE), (None if app in (None, "(no app)") else app)
+
+    def _buttons(self) -> None:
+        day, app = self._selected()
+        self.del_app.setEnabled(bool(app))
+        self.del_app.setText(f"Delete all from {app}…" if app else "Delete this app's evidence…")
+        self.del_day.setEnabled(bool(day))
+
+    def _show_selection(self) -> None:
+        day, app = self._selected()
+        self._buttons()
+        if day:
+            self.model.reload(partial(evidence_keys, self.store, day=_day_bounds_utc(day), app=app))
+
+    # ---- deleting -----------------------------------------------------------------------------
+
+    def _confirm(self, what: str) -> bool:
+        return QMessageBox.question(
+            self, "Delete evidence for good?",
+            f"Erase {what}? Screen text, transcripts and frames are removed for good, and memories from that "
+            "time are erased too.", QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel) == QMessageBox.StandardButton.Yes
+
+    def _forget(self, **kw) -> None:
+        from memory.store.erasure import forget_where
+
+        self.statusBar().showMessage("erasing…")
+        self.jobs.submit(forget_where, self.store, **kw, on_done=self._deleted)
+
+    def delete_range(self, back: timedelta) -> None:
+        """Erase everything captured in the last `back` (like Recall's 'delete last hour')."""
+        label = "the last hour" if back == timedelta(hours=1) else f"the last {back.total_seconds() / 3600:g} hours"
+        if self._confirm(f"everything captured in {label}"):
+            self._forget(since=now_utc() - back)
+
+    def delete_app(self) -> None:
+        """Erase all evidence captured from the selected app."""
+        _day, app = self._selected()
+        if app and self._confirm(f"all evidence captured from {app}"):
+            self._forget(app=app)
+
+    def delete_day(self) -> None:
+        """Erase everything captured on the selected day."""
+        day, _app = self._selected()
+        if day and self._confirm(f"everything captured on {day}"):
+            start = _day_bounds_utc(day)
+            self._forget(since=start, until=start + timedelta(days=1))
+
+    def _deleted(self, result: dict) -> None:
+        self.statusBar().showMessage(f"erased {result['deleted']} row(s), {result['frames_removed']} frame(s)", 8000)
+        self.reload()
+        self.changed.emit()
+
+    def show_error(self, message: str) -> None:
+        """Show a background job's failure in the status bar."""
+        self.statusBar().showMessage(message, 10_000)

@@ -1,0 +1,186 @@
+"""The tray icon: capture state at a glance, a menu rebuilt from live state each time it opens."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon
+
+from desktop.runtime import autostart
+from desktop.ui.icons import icon
+from desktop.runtime.ports import CaptureControl, HealthView, read_health
+from desktop.ui.workers import Jobs
+
+log = logging.getLogger(__name__)
+
+PAUSE_MINUTES = 30
+
+
+def _ago(dt: datetime | None) -> str:
+    if dt is None:
+        return "no write yet"
+    local = dt.replace(tzinfo=timezone.utc).astimezone()
+    secs = max(0, int((datetime.now(timezone.utc).replace(tzinfo=None) - dt).total_seconds()))
+    rel = f"{secs} s ago" if secs < 90 else f"{secs // 60} min ago" if secs < 5400 else f"{secs // 3600} h ago"
+    return f"last write {local:%H:%M:%S} ({rel})"
+
+
+class Tray(QObject):
+    """Owns the QSystemTrayIcon; asks workers for capture health and the review count."""
+
+    open_browser = Signal()
+    open_review = Signal()
+    open_timeline = Signal()
+    open_settings = Signal()
+    quit_requested = Signal()
+    state_changed = Signal(str)
+
+    def __init__(self, jobs: Jobs, capture: CaptureControl | None, pending_fn: Callable[[], int] | None,
+                 poll_ms: int = 5000, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.jobs, self.capture, self.pending_fn = jobs, capture, pending_fn
+        self.health = HealthView(state="starting")
+        self.pending = 0
+        self.stopping = False
+        self._notified_problem: str | None = None
+        self.icon = QSystemTrayIcon(icon("starting"), self)
+        self.icon.setToolTip("Mirador — starting")
+        self.menu = QMenu()
+        self.menu.aboutToShow.connect(self.build_menu)  # rebuilt from live state every time it opens
+        self.icon.setContextMenu(self.menu)
+        self.icon.activated.connect(self._activated)
+        self.timer = QTimer(self)
+        self.timer.setInterval(poll_ms)
+        self.timer.timeout.connect(self.refresh)
+
+    def show(self) -> None:
+        """Show the icon and start polling state."""
+        self.icon.show()
+        self.timer.start()
+        self.refresh()
+
+    def set_sources(self, capture: CaptureControl | None, pending_fn: Callable[[], int] | None) -> None:
+        """Attach capture and the store once the app has started them."""
+        self.capture, self.pending_fn = capture, pending_fn
+        self.refresh()
+
+    # ---- state --------------------------------------------------------------------------------
+
+    def _poll(self) -> tuple[HealthView, int]:  # worker thread
+        health = read_health(self.capture.health()) if self.capture else HealthView(state="starting")
+        pending = self.pending_fn() if self.pending_fn else 0
+        return health, pending
+
+    def refresh(self) -> None:
+        """Ask a worker for capture health and the pending count; the icon updates when it answers."""
+        self.jobs.submit(self._poll, on_done=lambda r: self.apply_state(*r))
+
+    def show_stopping(self) -> None:
+        """Say that Mirador is stopping: no more polling, a tooltip and a menu with nothing to choose."""
+        self.stopping = True
+        self.timer.stop()
+        self.icon.setIcon(icon("stopped"))
+        self.icon.setToolTip("Mirador — stopping…")
+        self.state_changed.emit("stopping")
+        if self.menu.isVisible():
+            self.menu.hide()
+
+    def apply_state(self, health: HealthView, pending: int) -> None:
+        """Update icon, tooltip and notification from a fresh state (GUI thread)."""
+        if self.stopping:  # a poll that was in flight when Quit came
+            return
+        changed = health.state != self.health.state
+        self.health, self.pending = health, pending
+        if changed:
+            self.icon.setIcon(icon(health.state))
+            self.state_changed.emit(health.state)
+        label = {"capturing": "capturing", "paused": "paused", "stopped": "capture off",
+                 "problem": "capture problem", "starting": "starting"}.get(health.state, health.state)
+        if health.state == "paused" and health.paused_until:
+            until = health.paused_until.replace(tzinfo=timezone.utc).astimezone()
+            label += f" until {until:%H:%M}"
+        tip = f"Mirador — {label}\n{_ago(health.last_write)}"
+        if pending:
+            tip += f"\n{pending} to review"
+        self.icon.setToolTip(tip)
+        if health.state == "problem" and health.problem != self._notified_problem:
+            # once per distinct problem, so a lasting stall does not nag every poll
+            self.icon.showMessage("Mirador: capture problem", health.problem or "capture stopped writing",
+                                  QSystemTrayIcon.MessageIcon.Warning, 15_000)
+        self._notified_problem = health.problem if health.state == "problem" else None
+
+    # ---- menu ---------------------------------------------------------------------------------
+
+    def build_menu(self) -> None:
+        """Rebuild the menu from the latest state (called on aboutToShow)."""
+        m = self.menu
+        m.clear()
+        if self.stopping:
+            m.addAction("Stopping…").setEnabled(False)
+            return
+        h = self.health
+        status = m.addAction({"capturing": "● Capturing", "paused": "❚❚ Paused", "problem": "⚠ Capture problem"}
+                             .get(h.state, "Capture off" if h.state == "stopped" else "Starting…"))
+        status.setEnabled(False)
+        has_capture = self.capture is not None
+        if h.state in ("capturing", "problem"):
+            self._add(m, "Pause capture", self.pause, has_capture)
+        else:
+            self._add(m, "Start capture", self.start, has_capture)
+        self._add(m, f"Pause for {PAUSE_MINUTES} minutes", self.pause_for, has_capture and h.state != "paused")
+        m.addSeparator()
+        self._add(m, "Open memory browser", self.open_browser.emit)
+        self._add(m, f"Review ({self.pending} pending)", self.open_review.emit)
+        self._add(m, "Evidence timeline", self.open_timeline.emit)
+        self._add(m, "Settings…", self.open_settings.emit)
+        auto = self._add(m, "Start at login", self._toggle_autostart)
+        auto.setCheckable(True)
+        auto.setChecked(autostart.is_enabled())
+        m.addSeparator()
+        self._add(m, "Quit Mirador", self.quit_requested.emit)
+
+    def _add(self, menu: QMenu, text: str, slot, enabled: bool = True) -> QAction:
+        a = menu.addAction(text)
+        a.triggered.connect(lambda _checked=False: slot())
+        a.setEnabled(enabled)
+        return a
+
+    def action(self, text_prefix: str) -> QAction | None:
+        """The menu action whose text starts with text_prefix (after the menu was built)."""
+        return next((a for a in self.menu.actions() if a.text().startswith(text_prefix)), None)
+
+    # ---- commands -----------------------------------------------------------------------------
+
+    def _capture_call(self, fn: Callable, *args) -> None:
+        self.jobs.submit(fn, *args, on_done=lambda _r: self.refresh(),
+                         on_error=lambda msg: self.icon.showMessage("Mirador", msg, QSystemTrayIcon.MessageIcon.Warning))
+
+    def pause(self) -> None:
+        """Pause capture (in a worker)."""
+        if self.capture:
+            self._capture_call(self.capture.pause)
+
+    def start(self) -> None:
+        """Start capture, or resume it when paused."""
+        if self.capture:
+            self._capture_call(self.capture.resume if self.health.state == "paused" else self.capture.start)
+
+    def pause_for(self) -> None:
+        """Pause capture for PAUSE_MINUTES; it resumes by itself."""
+        if self.capture:
+            self._capture_call(self.capture.pause_for, PAUSE_MINUTES)
+
+    def _toggle_autostart(self) -> None:
+        on = not autostart.is_enabled()
+        try:
+            autostart.set_enabled(on)
+        except OSError as e:
+            self.icon.showMessage("Mirador", f"could not change start at login: {e}", QSystemTrayIcon.MessageIcon.Warning)
+
+    def _activated(self, reason) -> None:
+        if reason in (QSystemTrayIcon.ActivationReason.Trigger, QSystemTrayIcon.ActivationReason.DoubleClick):
+            self.open_browser.emit()

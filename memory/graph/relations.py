@@ -1,0 +1,429 @@
+"""Typed edges between memories: why a decision was made, what triggered, fixed or replaced what.
+
+An edge reads as a sentence, `SRC RELATION DST`:
+
+    decision BECAUSE reason        the reason (dst) is the cause of the decision (src)
+    alert    TRIGGERED rollback    the trigger (src) caused the effect (dst)
+    fix      RESOLVES problem      the problem (dst) led to the fix (src)
+    new      UPDATES old           the old value (dst) came first; the new one replaces it
+    a        CONTRADICTS b         no direction of cause
+    a        MENTIONS b            no direction of cause
+
+Edges hold ids, a type, evidence ids (provenance), a confidence and an origin — no content — in
+the `relations` table. Both ends' scopes are columns, so every read filters both inside the query
+(principle 5); the other end is then read through the memories table with the same filter. One
+edge per (src, relation, dst): its id is a hash of the three, so adding it twice changes nothing
+but provenance and confidence. Every change is audited (principle 6). Forgetting a memory removes
+its edges (memory/store/erasure.py calls `drop_for_memories`). Superseding a memory leaves its edges on
+the old id (they were true of that version) and links the new one to it with UPDATES.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from memory.store import tables as T
+from memory.store.audit import audit_row, utcnow
+from memory.errors import InputError, NotFoundError
+from memory.store.rows import iso, kind_of, sql_id_list, sql_literal_id, to_arrow
+from memory.scopes import scope_filter, sql_literal
+
+log = logging.getLogger(__name__)
+
+BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES, MENTIONS = (
+    "BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS")
+RELATIONS = (BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES, MENTIONS)
+CAUSAL = (BECAUSE, TRIGGERED, RESOLVES)  # what `chain` follows by default
+# Which end of an edge is the cause (see the module docstring); None: followed both ways.
+CAUSE_AT = {BECAUSE: "dst", TRIGGERED: "src", RESOLVES: "dst", UPDATES: "dst"}
+MAX_DEPTH = 6
+MAX_HOPS = 200
+EDGE_LIMIT = 5000  # rows one read asks for; a fixed limit spares the count query `limit=None` costs
+_EDGE_COLS = [f.name for f in T.relations_schema()]
+_END_COLS = ["id", "type", "scope", "title", "text", "status", "confidence"]
+
+
+@dataclass
+class EdgeSpec:
+    """One edge to add: src RELATION dst, with the evidence it rests on."""
+
+    src: str
+    relation: str
+    dst: str
+    provenance: list[str] = field(default_factory=list)
+    confidence: float = 1.0
+    origin: str | None = None
+
+
+def table(store):
+    """The relations table (created by migration m005_relations)."""
+    # Opened once per store: opening costs a manifest read, and this runs inside every search.
+    # The store connects with read_consistency_interval=0, so a kept handle still sees new writes.
+    t = store.__dict__.get("_relations_table")
+    if t is None:
+        t = store.__dict__["_relations_table"] = store.db.open_table(T.RELATIONS)
+    return t
+
+
+def parse_relation(name: str) -> str:
+    """The canonical relation name, or an InputError listing the allowed ones."""
+    rel = str(name or "").strip().upper()
+    if rel not in RELATIONS:
+        raise InputError(f"unknown relation {name!r}: use one of {', '.join(RELATIONS)}")
+    return rel
+
+
+def edge_id(src: str, relation: str, dst: str) -> str:
+    """The id of the one edge src RELATION dst (stable, so adding it again is idempotent)."""
+    return "rel_" + hashlib.sha256(f"{src}|{relation}|{dst}".encode()).hexdigest()[:24]
+
+
+def public_edge(row: dict) -> dict:
+    """An edge row as callers see it."""
+    out = {k: row.get(k) for k in _EDGE_COLS}
+    out["provenance"] = list(row.get("provenance") or [])
+    out["confidence"] = round(float(row.get("confidence") or 0.0), 4)
+    out["created_at"] = iso(row.get("created_at"))
+    return out
+
+
+def _both_ends(scopes) -> str | None:
+    """The scope filter on both ends of an edge, for inside a relations query."""
+    a, b = scope_filter(scopes, "scope"), scope_filter(scopes, "dst_scope")
+    return f"{a} AND {b}" if a else None
+
+
+def _and(*parts: str | None) -> str | None:
+    kept = [p for p in parts if p]
+    return " AND ".join(f"({p})" for p in kept) if kept else None
+
+
+def memory_rows(store, ids: Iterable[str], scopes=None, statuses=None, cols=None) -> dict[str, dict]:
+    """Memories by id that are visible in scopes with these statuses (None = candidate+active, [] = all)."""
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    where = _and(f"id IN {sql_id_list(ids)}", store.where("memory", scopes=scopes, statuses=statuses))
+    return {r["id"]: r for r in store._rows(store.memories, where, cols or _END_COLS, len(ids))}
+
+
+def brief(row: dict) -> dict:
+    """What a listing shows of a memory at the other end of an edge."""
+    text = row.get("text") or ""
+    return {"id": row["id"], "type": row.get("type"), "scope": row.get("scope"), "title": row.get("title"),
+            "status": row.get("status"), "text": text if len(text) <= 300 else text[:299].rstrip() + "…"}
+
+
+def export_edges(store, scopes=None) -> list[dict]:
+    """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
+    rows = store._rows(table(store), _both_ends(scopes), _EDGE_COLS, None)
+    return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
+
+
+# ---- writes ---------------------------------------------------------------------------------------
+
+
+def add_relation(store, src: str, relation: str, dst: str, *, actor: str = "person", provenance: Iterable[str] = (),
+                 confidence: float = 1.0, origin: str | None = None, scopes=None) -> dict:
+    """Add src RELATION dst (both ends must be memories visible in scopes); idempotent per (src, relation, dst)."""
+    spec = EdgeSpec(src, relation, dst, list(provenance), confidence, origin)
+    return add_relations(store, [spec], actor=actor, scopes=scopes, check_evidence=True)[0]
+
+
+def check_edge(s: EdgeSpec) -> None:
+    """The edge's own shape, before any store is read: a known relation (normalised in place), two
+    different memory ids, a confidence in [0, 1]."""
+    s.relation = parse_relation(s.relation)
+    for end in (s.src, s.dst):
+        if kind_of(end) != "memory":
+            raise InputError(f"{end} is not a memory id (mem_…); relations link memories only")
+    if s.src == s.dst:
+        raise InputError(f"a memory cannot be related to itself ({s.src})")
+    if not 0.0 <= float(s.confidence) <= 1.0:
+        raise InputError(f"confidence must be between 0 and 1, got {s.confidence}")
+
+
+def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, check_evidence: bool = False) -> list[dict]:
+    """Validate every edge first, then write them in one commit with one audit row each.
+
+    Each result is the edge's public row plus `created` (False when it existed: its provenance and
+    confidence were merged in instead).
+    """
+    if not specs:
+        return []
+    for s in specs:
+        check_edge(s)
+    ends = memory_rows(store, [e for s in specs for e in (s.src, s.dst)], scopes, statuses=[])
+    missing = sorted({e for s in specs for e in (s.src, s.dst)} - set(ends))
+    if missing:
+        raise NotFoundError(f"no memory with id {missing[0]} (never existed, outside your scopes, or forgotten) — "
+                            "nothing was related; find ids with `mirador search`")
+    if check_evidence:
+        _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
+    ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
+    old = {r["id"]: r for r in store._rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
+    now, rows, audits, out = utcnow(), {}, [], []
+    for s, eid in zip(specs, ids, strict=True):
+        prev = rows.get(eid) or old.get(eid)
+        row = _merge(prev, s, eid, ends, actor, now)
+        if prev is None or row != prev:
+            rows[eid] = row
+            before = None if prev is None else {k: public_edge(prev)[k] for k in ("provenance", "confidence")}
+            audits.append(audit_row(actor, "update" if prev else "create", "relation", eid, row["scope"],
+                                    before, public_edge(row)))
+        out.append({**public_edge(row), "created": eid not in old})
+    if rows:
+        data = to_arrow(list(rows.values()), T.relations_schema())
+        t = table(store)
+        store._commit(
+            lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+        store._audit(audits)
+    return out
+
+
+def _merge(prev: dict | None, s: EdgeSpec, eid: str, ends: dict, actor: str, now) -> dict:
+    if prev is not None:
+        prov = list(dict.fromkeys(list(prev["provenance"] or []) + list(s.provenance)))
+        conf = max(float(prev["confidence"]), float(s.confidence))
+        if prov == list(prev["provenance"] or []) and abs(conf - float(prev["confidence"])) < 1e-6:
+            return prev
+        return {**prev, "provenance": prov, "confidence": conf}
+    return {"id": eid, "src": s.src, "dst": s.dst, "relation": s.relation,
+            "provenance": list(dict.fromkeys(s.provenance)), "confidence": float(s.confidence),
+            "origin": s.origin or actor, "scope": ends[s.src]["scope"], "dst_scope": ends[s.dst]["scope"],
+            "created_at": now}
+
+
+def _check_evidence(store, ids: list[str], scopes) -> None:
+    ids = sorted(set(ids))
+    for i in ids:
+        if kind_of(i) != "evidence":
+            raise InputError(f"{i} is not an evidence id (evd_…); an edge's provenance lists evidence")
+    if not ids:
+        return
+    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
+    found = {r["id"] for r in store._rows(store.evidence, where, ["id"], len(ids))}
+    if set(ids) - found:
+        raise NotFoundError(f"no evidence with id {sorted(set(ids) - found)[0]} in your scopes — nothing was related")
+
+
+def rescope(store, memory_id: str, scope: str) -> None:
+    """Keep the end-scope columns of a memory's edges current when the memory moves to another scope.
+
+    Reads filter edges by those columns inside the query: left stale, an edge into a scope the
+    reader can see would stay hidden (never shown where it should not be: the other end is read
+    through the memories table under the same filter)."""
+    t, lit = table(store), sql_literal_id(memory_id)
+    store._commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
+    store._commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
+
+
+def remove_relation(store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
+                    dst: str | None = None, actor: str = "person", scopes=None) -> dict:
+    """Remove one edge, by its id or by (src, relation, dst); audited. NotFoundError if not visible."""
+    if edge is None:
+        if not (src and relation and dst):
+            raise InputError("name the edge: its id (rel_…) or SRC RELATION DST")
+        edge = edge_id(src, parse_relation(relation), dst)
+    if not str(edge).startswith("rel_"):
+        raise InputError(f"{edge!r} is not a relation id (rel_…); list them with `mirador related ID`")
+    where = _and(f"id = {sql_literal_id(edge)}", _both_ends(scopes))
+    rows = store._rows(table(store), where, _EDGE_COLS)
+    if not rows:
+        raise NotFoundError(f"no relation {edge} in your scopes (never existed or already removed) — "
+                            "list a memory's relations with `mirador related ID`")
+    t = table(store)
+    store._commit(lambda: t.delete(f"id = {sql_literal_id(edge)}"))
+    store._audit([audit_row(actor, "delete", "relation", edge, rows[0]["scope"], public_edge(rows[0]))])
+    return public_edge(rows[0])
+
+
+def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
+    """Erasure: delete every edge touching these memories and scrub the edge ids from the audit trail."""
+    if not memory_ids:
+        return 0
+    t = table(store)
+    dropped = 0
+    for start in range(0, len(memory_ids), 200):
+        chunk = sql_id_list(memory_ids[start:start + 200])
+        where = f"src IN {chunk} OR dst IN {chunk}"
+        rows = store._rows(t, where, ["id", "scope"], None)
+        if rows:
+            # Delete by edge id: LanceDB keeps a delete's predicate in its transaction files, and the
+            # memory id must not outlive the memory there.
+            edges = sql_id_list(r["id"] for r in rows)
+            store._commit(lambda e=edges: t.delete(f"id IN {e}"))
+            store._audit([audit_row(actor, "delete", "relation", r["id"], r["scope"]) for r in rows])
+            dropped += len(rows)
+    _scrub_audit(store, memory_ids)
+    return dropped
+
+
+def _scrub_audit(store, memory_ids: list[str]) -> None:
+    # Relation audit rows (including those of edges removed earlier) name both ends: keep who/when, drop what.
+    for start in range(0, len(memory_ids), 100):
+        likes = " OR ".join(f"before LIKE '%{i}%' OR after LIKE '%{i}%'" for i in memory_ids[start:start + 100]
+                            if kind_of(i) == "memory" and "'" not in i)
+        if likes:
+            where = f"entity_kind = 'relation' AND ({likes})"
+            store._commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
+
+
+# ---- reads ----------------------------------------------------------------------------------------
+
+
+def _anchor(store, id_: str, scopes) -> dict:
+    if kind_of(id_) != "memory":
+        raise InputError(f"{id_} is not a memory id (mem_…); relations link memories only")
+    rows = memory_rows(store, [id_], scopes, statuses=[])
+    if not rows:
+        raise NotFoundError(f"no memory with id {id_} (never existed, outside your scopes, or forgotten) — "
+                            "find ids with `mirador search`")
+    return rows[id_]
+
+
+def _rel_filter(relations) -> str | None:
+    if not relations:
+        return None
+    return "relation IN (" + ", ".join(sql_literal(parse_relation(r)) for r in relations) + ")"
+
+
+def related(store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
+            statuses=None, limit: int = 100) -> list[dict]:
+    """The edges of one memory whose other end is visible (scopes and statuses), newest first.
+
+    direction: out (id is the src), in (id is the dst) or both. statuses None = candidate+active,
+    [] = every status.
+    """
+    if direction not in ("out", "in", "both"):
+        raise InputError(f"direction must be out, in or both, not {direction!r}")
+    _anchor(store, id_, scopes)
+    lit = sql_literal_id(id_)
+    touch = {"out": f"src = {lit}", "in": f"dst = {lit}", "both": f"src = {lit} OR dst = {lit}"}[direction]
+    where = _and(touch, _rel_filter(relations), _both_ends(scopes))
+    edges = store._rows(table(store), where, _EDGE_COLS, EDGE_LIMIT)
+    others = memory_rows(store, [e["dst"] if e["src"] == id_ else e["src"] for e in edges], scopes, statuses)
+    out = []
+    for e in sorted(edges, key=lambda e: e["created_at"], reverse=True):
+        way, other = ("out", e["dst"]) if e["src"] == id_ else ("in", e["src"])
+        if other in others:
+            out.append({**public_edge(e), "direction": way, "other": brief(others[other])})
+    return out[:limit]
+
+
+def _follow(relations: tuple[str, ...], direction: str) -> tuple[list[str], list[str]]:
+    """(relations followed src→dst, relations followed dst→src) for causes or consequences."""
+    fwd, back = [], []
+    for r in relations:
+        at = CAUSE_AT.get(r)
+        if at is None:
+            fwd.append(r)
+            back.append(r)
+        elif (at == "dst") == (direction == "causes"):
+            fwd.append(r)
+        else:
+            back.append(r)
+    return fwd, back
+
+
+def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] | None = None, depth: int = 3,
+          scopes=None, statuses=None) -> dict:
+    """Follow causes (why) or consequences (what followed) breadth-first to `depth`, each memory once.
+
+    Every hop carries its edge and the evidence rows (visible in scopes) the edge rests on.
+    """
+    if direction not in ("causes", "consequences"):
+        raise InputError(f"direction must be causes or consequences, not {direction!r}")
+    if not 1 <= int(depth) <= MAX_DEPTH:
+        raise InputError(f"depth must be between 1 and {MAX_DEPTH}, got {depth}")
+    rels = tuple(parse_relation(r) for r in relations) if relations else CAUSAL
+    start = _anchor(store, id_, scopes)
+    fwd, back = _follow(rels, direction)
+    seen, frontier, hops, cut = {id_}, [id_], [], False
+    for level in range(1, int(depth) + 1):
+        if not frontier:
+            break
+        found = _step(store, frontier, fwd, back, scopes)
+        nxt = memory_rows(store, [n for _, n, _ in found], scopes, statuses)
+        frontier = []
+        for frm, to, e in found:
+            if to in seen or to not in nxt:
+                continue  # already on the chain (a cycle, or reached another way) or not visible
+            if len(hops) >= MAX_HOPS:
+                cut = True
+                break
+            seen.add(to)
+            frontier.append(to)
+            hops.append({"depth": level, "from": frm, "to": to, **public_edge(e), "memory": brief(nxt[to])})
+    evidence = _evidence(store, [p for h in hops for p in h["provenance"]], scopes)
+    for h in hops:
+        h["evidence"] = [evidence[p] for p in h["provenance"] if p in evidence]
+    return {"start": brief(start), "direction": direction, "relations": list(rels), "depth": int(depth),
+            "hops": hops, "truncated": cut}
+
+
+def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
+    """(from, to, edge) for every edge leaving the frontier in the followed direction."""
+    ids = sql_id_list(frontier)
+    parts = []
+    if fwd:
+        parts.append(f"(src IN {ids} AND {_rel_filter(fwd)})")
+    if back:
+        parts.append(f"(dst IN {ids} AND {_rel_filter(back)})")
+    where = _and(" OR ".join(parts), _both_ends(scopes))
+    rows = sorted(store._rows(table(store), where, _EDGE_COLS, EDGE_LIMIT), key=lambda e: (-e["confidence"], e["id"]))
+    inside = set(frontier)
+    out = []
+    for e in rows:
+        if e["relation"] in fwd and e["src"] in inside:
+            out.append((e["src"], e["dst"], e))
+        if e["relation"] in back and e["dst"] in inside:
+            out.append((e["dst"], e["src"], e))
+    return out
+
+
+def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
+    ids = sorted(set(ids))
+    if not ids:
+        return {}
+    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
+    cols = ["id", "source", "app", "window", "scope", "captured_at", "text"]
+    rows = store._rows(store.evidence, where, cols, len(ids))
+    return {r["id"]: {**r, "captured_at": iso(r["captured_at"]),
+                      "text": r["text"] if len(r["text"]) <= 400 else r["text"][:399] + "…"} for r in rows}
+
+
+def _because_sources(store) -> frozenset[str]:
+    """Ids with a BECAUSE edge in any scope, re-read only when the relations table's version moves.
+
+    Why: recall asks for the reasons of every memory candidate; the query costs ~9 ms at 100k rows and
+    nearly always finds none. Scopes are still applied by the edge query that follows, so this set
+    never decides what a caller may see.
+    """
+    where = f"relation = {sql_literal(BECAUSE)}"
+    return store.versioned("_because_sources", table(store),
+                           lambda t: frozenset(r["src"] for r in store._rows(t, where, ["src"], None)))
+
+
+def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
+    """Recall: for each memory id, the visible (candidate/active) memories it is BECAUSE of, best edge first."""
+    # Most memories explain nothing: ask only about the ids that have a BECAUSE edge at all.
+    explained = _because_sources(store) if ids else frozenset()
+    ids = [i for i in ids if i in explained]
+    if not ids:
+        return {}
+    where = _and(f"src IN {sql_id_list(ids)}", f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes))
+    edges = sorted(store._rows(table(store), where, ["src", "dst", "confidence"], EDGE_LIMIT),
+                   key=lambda e: -e["confidence"])
+    cols = ["id", "type", "scope", "title", "text", "status", "provenance", "origin", "valid_from", "created_at",
+            "updated_at", "confidence"]
+    rows = memory_rows(store, [e["dst"] for e in edges], scopes, None, cols)
+    out: dict[str, list[dict]] = {}
+    for e in edges:
+        r = rows.get(e["dst"])
+        if r is not None and (not types or r["type"] in types):
+            out.setdefault(e["src"], []).append(r)
+    return out

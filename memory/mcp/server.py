@@ -1,0 +1,422 @@
+"""Mirador's MCP server (official `mcp` SDK, FastMCP): tools, the core-profile resource, stdio and HTTP.
+
+One Store per process, opened by the lifespan on first use and shared by every session. Tool
+bodies run in worker threads (LanceDB and the embedder block) so 20 clients do not queue behind
+one search. Over HTTP the caller is whoever the bearer token says; over stdio it is the principal
+chosen on the command line. Nothing here prints: logs go to stderr through `logging`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memory.mcp import tools as T
+from memory.errors import MiradorError
+from memory.mcp.auth import Principal
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "mirador"
+PROFILE_URI = "mirador://profile/core"
+INSTRUCTIONS = (
+    "Mirador is the person's local memory: typed memories distilled from what they saw, heard and told you, "
+    "plus the raw captured evidence (screen text, transcripts). Start a task with memory_recall; look things "
+    "up with memory_search or evidence_search; use timeline for 'what was I doing between X and Y'. Store "
+    "durable facts, preferences and procedures with memory_add (short, one fact each). After answering, "
+    "call memory_reinforce with the ids of the memories your answer used. Ids start with mem_, "
+    "evd_ or vlt_; get them from search results. The core profile is the resource " + PROFILE_URI + "."
+)
+
+MemType = Literal["episodic", "semantic", "procedural", "resource", "core", "vault"]
+AddType = Literal["episodic", "semantic", "procedural", "resource", "core"]
+Source = Literal["screen", "audio", "manual", "import", "mcp"]
+Query = Annotated[str, Field(min_length=1, max_length=2000, description="words or a question to search for")]
+Id = Annotated[str, Field(min_length=4, max_length=64, description="an id from a search result (mem_…, evd_…, vlt_…)")]
+ScopeArg = Annotated[str | None, Field(max_length=200, description="narrow to one scope you may read, e.g. work/acme; omit for all")]
+Time = Annotated[str | None, Field(max_length=40, description="ISO 8601 time, e.g. 2024-05-08T13:56 (local if no zone)")]
+Names = Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(max_length=20)]
+Details = Annotated[dict[str, Any] | None, Field(description="type-specific fields, e.g. {\"steps\": [...]} for procedural")]
+
+READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+ERASE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+
+
+@dataclass
+class ServerState:
+    """What every session shares: the store (opened once) and, outside HTTP, the fixed caller."""
+
+    open_store: Callable[[], Any]
+    principal: Principal | None = None
+    http: bool = False
+    _store: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def store(self):
+        """The process's Store, opened on first use."""
+        with self._lock:
+            if self._store is None:
+                self._store = self.open_store()
+            return self._store
+
+
+def principal_of(ctx: Context, state: ServerState) -> Principal:
+    """The caller of this request: the verified token over HTTP, else the server's fixed principal."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+
+    request = ctx.request_context.request
+    user = request.scope.get("user") if request is not None and hasattr(request, "scope") else None
+    if isinstance(user, AuthenticatedUser):
+        return Principal.from_claims(user.access_token.client_id, user.access_token.claims or {})
+    if state.http or state.principal is None:
+        raise ToolError("not authenticated: send the header 'Authorization: Bearer <token>' "
+                        "(the person creates one with `mirador mcp token add`)")
+    return state.principal
+
+
+async def _call(ctx: Context, fn: Callable, **kw) -> Any:
+    state: ServerState = ctx.request_context.lifespan_context
+    p = principal_of(ctx, state)
+    try:
+        return await anyio.to_thread.run_sync(lambda: fn(state.store, p, **kw))
+    except MiradorError as e:
+        raise ToolError(T.for_model(str(e))) from None
+    except Exception as e:  # nothing a client sends may take the server down; say what to do instead
+        log.exception("tool %s failed", fn.__name__)
+        raise ToolError(f"internal error in {fn.__name__} ({type(e).__name__}); it is logged on the server — "
+                        "retry once, then call status and tell the person") from None
+
+
+def build_server(open_store: Callable[[], Any], principal: Principal | None = None, *, http: bool = False,
+                 token_verifier=None, port: int = 8765) -> FastMCP:
+    """A FastMCP server over one store; `principal` fixes the caller for stdio/in-process use."""
+    state = ServerState(open_store, principal, http)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastMCP) -> AsyncIterator[ServerState]:
+        # Runs once per session; the state (and so the store) is shared by all of them.
+        await anyio.to_thread.run_sync(lambda: state.store)
+        yield state
+
+    kw: dict[str, Any] = {}
+    if token_verifier is not None:
+        from mcp.server.auth.settings import AuthSettings
+
+        kw = dict(token_verifier=token_verifier,
+                  auth=AuthSettings(issuer_url=f"http://127.0.0.1:{port}", resource_server_url=None))
+    mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, host="127.0.0.1", port=port,
+                  log_level="WARNING", **kw)
+    _register_tools(mcp)
+    _register_resources(mcp)
+    for tool in mcp._tool_manager.list_tools():  # docstrings carry code indentation; models get clean text
+        tool.description = inspect.cleandoc(tool.description or "")
+    mcp.state = state  # type: ignore[attr-defined]  # the app reaches the shared store through it
+    return mcp
+
+
+def _register_tools(mcp: FastMCP) -> None:
+    _register_memory_reads(mcp)
+    _register_memory_writes(mcp)
+    _register_evidence_tools(mcp)
+    _register_relation_tools(mcp)
+
+
+def _register_memory_reads(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=READ)
+    async def memory_search(ctx: Context, query: Query, types: list[MemType] | None = None, scope: ScopeArg = None,
+                            since: Time = None, until: Time = None, include_inactive: bool = False,
+                            limit: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
+        """Search the person's memories (facts, preferences, procedures, events, resources) by meaning and words.
+
+        Use it to answer "what do I know about X" or to find an id before memory_get, memory_update or
+        memory_forget. Filter by types, a scope, or a time range (since/until, ISO) on last change.
+        include_inactive also returns superseded and rejected memories.
+        """
+        return await _call(ctx, T.memory_search, query=query, types=types, scope=scope, since=since, until=until,
+                           include_inactive=include_inactive, limit=limit)
+
+    @mcp.tool(annotations=READ)
+    async def memory_recall(ctx: Context, query: Query, budget_tokens: Annotated[int, Field(ge=50, le=8000)] = 1000,
+                            types: list[MemType] | None = None, scope: ScopeArg = None,
+                            include_evidence: bool = True) -> dict[str, Any]:
+        """Get ready-to-use context for a task: the most relevant memories (and evidence) within a token budget.
+
+        Call this first when starting a task or answering a question about the person, their projects or
+        preferences. Returns one text block to read plus the items (with ids) it was built from.
+        """
+        return await _call(ctx, T.memory_recall, query=query, budget_tokens=budget_tokens, types=types, scope=scope,
+                           include_evidence=include_evidence)
+
+    @mcp.tool(annotations=READ)
+    async def memory_get(ctx: Context, id: Id) -> dict[str, Any]:
+        """Read every field of one memory (mem_…) or vault entry (vlt_…): details, status, provenance evidence ids.
+
+        Use after memory_search/memory_recall when you need the full record or its evidence ids.
+        """
+        return await _call(ctx, T.memory_get, id=id)
+
+
+def _register_memory_writes(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=WRITE)
+    async def memory_add(ctx: Context, text: Annotated[str, Field(min_length=1, max_length=10_000)],
+                         type: AddType = "semantic", title: Annotated[str | None, Field(max_length=200)] = None,
+                         details: Details = None, scope: ScopeArg = None,
+                         status: Literal["active", "candidate"] = "active",
+                         confidence: Annotated[float, Field(ge=0, le=1)] = 0.8) -> dict[str, Any]:
+        """Remember something durable the person told you or that you learned: one fact, preference or procedure.
+
+        Use when the person says "remember…", states a preference, or you learn a stable fact about their
+        work. Keep text short and self-contained. Types: semantic (fact), procedural (how to do something;
+        details.steps), episodic (an event), resource (a document/link; details.uri), core (profile).
+        Search first to avoid duplicates; to change an existing memory use memory_update.
+        """
+        return await _call(ctx, T.memory_add, text=text, type=type, title=title, details=details, scope=scope,
+                           status=status, confidence=confidence)
+
+    @mcp.tool(annotations=WRITE)
+    async def memory_update(ctx: Context, id: Id, text: Annotated[str | None, Field(max_length=10_000)] = None,
+                            title: Annotated[str | None, Field(max_length=200)] = None, details: Details = None,
+                            confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
+                            status: Literal["active", "candidate", "rejected", "superseded"] | None = None
+                            ) -> dict[str, Any]:
+        """Correct or confirm an existing memory: new text/title/details/confidence, or a status change.
+
+        Use when a memory is outdated or wrong (status=rejected or superseded), or to confirm a candidate
+        (status=active). Memories pinned by the person cannot be changed.
+        """
+        return await _call(ctx, T.memory_update, id=id, text=text, title=title, details=details,
+                           confidence=confidence, status=status)
+
+    @mcp.tool(annotations=ERASE)
+    async def memory_forget(ctx: Context, ids: Annotated[list[Id], Field(min_length=1, max_length=50)]
+                            ) -> dict[str, Any]:
+        """Erase memories or evidence for good (no undo). Only when the person explicitly asks to forget them.
+
+        Every id is checked first; if one is unknown or outside your write scope nothing is deleted.
+        """
+        return await _call(ctx, T.memory_forget, ids=ids)
+
+    @mcp.tool(annotations=WRITE)
+    async def memory_reinforce(ctx: Context, ids: Annotated[list[Id], Field(min_length=1, max_length=50)]
+                               ) -> dict[str, Any]:
+        """Tell Mirador which memories your answer actually used (mem_ ids from memory_recall/memory_search).
+
+        Call it once after answering, with only the memories you relied on — not everything you were shown.
+        Used memories rank higher later; unused ones slowly fade back. Ids outside your scopes, unknown or
+        forgotten ones are listed under not_found and nothing is recorded for them.
+        """
+        return await _call(ctx, T.memory_reinforce, ids=ids)
+
+
+def _register_evidence_tools(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=READ)
+    async def evidence_search(ctx: Context, query: Query, apps: Names = None, sources: list[Source] | None = None,
+                              scope: ScopeArg = None, since: Time = None, until: Time = None,
+                              limit: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
+        """Search raw captured evidence: screen text (OCR), meeting transcripts, notes — exact words and meaning.
+
+        Use when memories do not have the answer, to find where something was seen ("the error I saw in the
+        terminal"), or to check a memory's source. Filter by app name, source, scope or time range.
+        """
+        return await _call(ctx, T.evidence_search, query=query, apps=apps, sources=sources, scope=scope,
+                           since=since, until=until, limit=limit)
+
+    @mcp.tool(annotations=READ)
+    async def evidence_get(ctx: Context, id: Id, max_chars: Annotated[int, Field(ge=100, le=100_000)] = 20_000
+                           ) -> dict[str, Any]:
+        """Read one captured evidence row (evd_…) in full: text, app, window, time, source."""
+        return await _call(ctx, T.evidence_get, id=id, max_chars=max_chars)
+
+    @mcp.tool(annotations=READ)
+    async def timeline(ctx: Context, since: Annotated[str, Field(min_length=4, max_length=40)], until: Time = None,
+                       scope: ScopeArg = None, apps: Names = None,
+                       samples_per_app: Annotated[int, Field(ge=0, le=20)] = 5) -> dict[str, Any]:
+        """What happened between two times (ISO; until defaults to now): captured activity grouped by app.
+
+        Use for "what was I doing this morning", "summarise yesterday afternoon". Returns per app the count,
+        first/last time, main windows and sample evidence ids, plus episodic memories from that span.
+        """
+        return await _call(ctx, T.timeline, since=since, until=until, scope=scope, apps=apps,
+                           samples_per_app=samples_per_app)
+
+    @mcp.tool(annotations=READ)
+    async def status(ctx: Context) -> dict[str, Any]:
+        """Who you are to Mirador (client name, readable scopes, write scope) and how much memory you can see.
+
+        Call it when a tool says you lack access, or to check that capture is running (last_evidence_at).
+        """
+        return await _call(ctx, T.status)
+
+
+Relation = Literal["BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS"]
+Relations = Annotated[list[Relation] | None, Field(max_length=6, description="only these relation types; omit for all")]
+
+
+def _register_relation_tools(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=READ)
+    async def memory_related(ctx: Context, id: Id, relations: Relations = None,
+                             direction: Literal["out", "in", "both"] = "both", scope: ScopeArg = None,
+                             include_inactive: bool = False, limit: Annotated[int, Field(ge=1, le=100)] = 20
+                             ) -> dict[str, Any]:
+        """List a memory's neighbours by relation: why it holds (BECAUSE), what it triggered, fixed or replaced.
+
+        Edges read "src RELATION dst" (a decision BECAUSE its reason; an alert TRIGGERED a rollback; a fix
+        RESOLVES a problem; a new value UPDATES an old one; CONTRADICTS; MENTIONS). direction out: this memory
+        is src; in: it is dst. include_inactive also returns superseded and rejected neighbours.
+        """
+        return await _call(ctx, T.memory_related, id=id, relations=relations, direction=direction, scope=scope,
+                           include_inactive=include_inactive, limit=limit)
+
+    @mcp.tool(annotations=READ)
+    async def memory_chain(ctx: Context, id: Id, direction: Literal["causes", "consequences"] = "causes",
+                           depth: Annotated[int, Field(ge=1, le=6)] = 3, relations: Relations = None,
+                           scope: ScopeArg = None, include_inactive: bool = False) -> dict[str, Any]:
+        """Follow a memory's causes ("why was this decided?") or consequences ("what followed?") up to depth hops.
+
+        Follows BECAUSE, TRIGGERED and RESOLVES unless relations says otherwise; each memory appears once,
+        so cycles end. Every hop carries its edge and the evidence rows it rests on.
+        """
+        return await _call(ctx, T.memory_chain, id=id, direction=direction, depth=depth, relations=relations,
+                           scope=scope, include_inactive=include_inactive)
+
+    @mcp.tool(annotations=WRITE)
+    async def memory_relate(ctx: Context, src: Id, relation: Relation, dst: Id,
+                            evidence: Annotated[list[Id] | None, Field(max_length=20, description="evd_ ids the "
+                                                                       "edge rests on")] = None,
+                            confidence: Annotated[float, Field(ge=0, le=1)] = 0.8) -> dict[str, Any]:
+        """Record how two memories relate, as "src RELATION dst" (e.g. a decision BECAUSE its reason).
+
+        src must be in your write scope and dst readable by you. Adding the same edge again only merges its
+        evidence. Use it when the person explains why something was decided or what fixed what.
+        """
+        return await _call(ctx, T.memory_relate, src=src, relation=relation, dst=dst, evidence=evidence,
+                           confidence=confidence)
+
+
+def _register_resources(mcp: FastMCP) -> None:
+    @mcp.resource(PROFILE_URI, name="core_profile", title="Core profile", mime_type="text/markdown")
+    async def core_profile() -> str:
+        """The person's core profile: who they are and how they like to work (core memories in your scopes)."""
+        ctx = mcp.get_context()
+        state: ServerState = ctx.request_context.lifespan_context
+        p = principal_of(ctx, state)
+        return await anyio.to_thread.run_sync(lambda: T.core_profile(state.store, p))
+
+
+# ---- transports -------------------------------------------------------------------------------
+
+
+def open_store_at(home: Path | None) -> Callable[[], Any]:
+    """A store opener for a data dir (None = $MIRADOR_HOME / the default)."""
+    def _open():
+        from memory.store.core import Store
+
+        return Store(home)
+
+    return _open
+
+
+def run_stdio(principal: Principal, home: Path | None = None) -> None:
+    """Serve one client over stdin/stdout. Stray output (ours or a C library's) is sent to stderr."""
+    import os
+    import sys
+    from io import TextIOWrapper
+
+    from mcp.server.stdio import stdio_server
+
+    # The protocol owns a private copy of fd 1; fd 1 itself now points at stderr, so a print or a
+    # native library writing to stdout cannot corrupt the JSON-RPC stream.
+    proto_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    proto_out = anyio.wrap_file(TextIOWrapper(os.fdopen(proto_fd, "wb"), encoding="utf-8"))
+    mcp = build_server(open_store_at(home), principal)
+
+    async def main() -> None:
+        async with stdio_server(stdout=proto_out) as (read, write):
+            server = mcp._mcp_server
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
+             extra_origins: list[str] | tuple = ()):
+    """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → bearer auth → MCP endpoint."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from memory.config import data_dir
+    from memory.mcp.auth import HostOriginGuard, MiradorTokenVerifier, TokenStore
+
+    home = Path(home) if home else data_dir()
+    verifier = MiradorTokenVerifier(TokenStore(home))
+    mcp = build_server(open_store or open_store_at(home), http=True, token_verifier=verifier, port=port)
+    hosts = [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    mcp.settings.transport_security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+        allowed_origins=[f"http://{h}" for h in hosts] + list(extra_origins))
+    return HostOriginGuard(mcp.streamable_http_app(), port, extra_origins), mcp
+
+
+class HttpServer:
+    """uvicorn serving the MCP app on 127.0.0.1 in a background thread (the app's and `serve`'s server)."""
+
+    def __init__(self, home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
+                 extra_origins: list[str] | tuple = ()) -> None:
+        import uvicorn
+
+        self.port = port
+        self.app, self.mcp = http_app(home, port, open_store, extra_origins)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
+                                access_log=False)
+        self.server = uvicorn.Server(config)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """Where clients connect."""
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def warm(self) -> None:
+        """Open the store and load the embedder now, so the first request is not the slow one."""
+        store = self.mcp.state.store
+        store.embedder.embed_query("warm up")
+
+    def serve_forever(self) -> None:
+        """Block serving until stop() or SIGINT/SIGTERM."""
+        self.server.run()
+
+    def start(self, timeout: float = 30.0) -> HttpServer:
+        """Serve in a daemon thread; returns once the port accepts connections."""
+        import time
+
+        self._thread = threading.Thread(target=self.server.run, name="mirador-mcp-http", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise MiradorError(f"the MCP server did not start on 127.0.0.1:{self.port} — is the port in use? "
+                                   "set [mcp] port in config.toml or pass --port")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        """Ask uvicorn to finish and wait for the thread."""
+        self.server.should_exit = True
+        if self._thread:
+            self._thread.join(timeout=10)
+

@@ -1,0 +1,460 @@
+"""What each MCP tool does, as plain functions of (store, principal, arguments) — no protocol here.
+
+Every read passes the client's scopes into the store/search call so the filter runs inside the
+LanceDB query (principle 5); every write goes to the client's write scope and is audited with the
+client's name as actor and origin (principle 6). Errors are InputErrors whose text tells a model
+what to call next; memory/mcp/server.py turns them into tool errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import asdict, is_dataclass
+from datetime import timedelta
+from typing import Any
+
+from memory.store.audit import utcnow
+from memory.errors import InputError, NotFoundError
+from memory.store.fingerprint import fingerprint
+from memory.mcp.auth import Principal
+from memory.store.rows import iso, jsonable, kind_of, parse_time, sql_literal_id
+from memory.scopes import in_scopes, scope_filter, validate_scope
+
+log = logging.getLogger(__name__)
+
+SNIPPET_CHARS = 400
+MAX_DETAILS_CHARS = 10_000
+TIMELINE_MAX_ROWS = 20_000
+SEARCH_HINT = "call memory_search to find a valid id"
+EVIDENCE_HINT = "call evidence_search or timeline to find a valid evidence id"
+
+
+def for_model(message: str) -> str:
+    """Reword CLI hints in store errors into the tool a model can call instead."""
+    return (message.replace("`mirador search`", "memory_search").replace("`mirador list`", "memory_search")
+            .replace("`mirador delete ID`", "memory_forget")
+            .replace("`mirador search --type vault`", 'memory_search with types=["vault"]'))
+
+
+# ---- scopes -----------------------------------------------------------------------------------
+
+
+def read_scopes(p: Principal, scope: str | None) -> list[str]:
+    """The scopes a read runs in: the client's, or the narrower one it asked for."""
+    if not scope:
+        return list(p.read)
+    s = validate_scope(scope)
+    if p.can_read(s):
+        return [s]
+    narrower = [r for r in p.read if r.startswith(s + "/")]
+    if narrower:
+        return narrower
+    raise InputError(f"scope {s!r} is outside what this client may read ({', '.join(p.read)}); "
+                     "omit scope to use all of them")
+
+
+def write_scope(p: Principal, scope: str | None) -> str:
+    """The scope a write goes to: the client's write scope or one below it."""
+    if p.write is None:
+        raise InputError("this client's token is read-only: it may search and read but not add, change or forget. "
+                         "Ask the person to issue a token with --write SCOPE (`mirador mcp token add`)")
+    if not scope:
+        return p.write
+    s = validate_scope(scope)
+    if not in_scopes(s, [p.write]):
+        raise InputError(f"this client may write only to scope {p.write!r} and below, not {s!r}; omit scope")
+    return s
+
+
+# ---- shaping results --------------------------------------------------------------------------
+
+
+def _snip(text: str, n: int = SNIPPET_CHARS, query_stems: frozenset[str] = frozenset(), screen: bool = False) -> str:
+    """text, or when longer than n: the lines that share most words with the query (its
+    memory.retrieval.snippets.stems) or, without such lines, its start (a screen's past its menu bars and tabs);
+    "…" marks what was left out."""
+    from memory.retrieval.snippets import focused, past_chrome
+
+    text = text or ""
+    if len(text) <= n:
+        return text
+    if query_stems:
+        lines = focused(text, query_stems, n)
+        if lines is not None:
+            return lines if len(lines) <= n else lines[: n - 1].rstrip() + "…"
+    if screen:
+        text = past_chrome(text)
+    return text[: n - 1].rstrip() + "…"
+
+
+# What a search result shows (the briefs below): a search reads only these columns of its winners,
+# ~0.5 ms a column at 100k rows (bench/scale.py). memory_get / evidence_get return whole rows.
+MEMORY_BRIEF_COLS = ["id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance"]
+EVIDENCE_BRIEF_COLS = ["id", "captured_at", "source", "app", "window", "scope", "text"]
+
+
+def _memory_brief(m: dict, score: float | None = None) -> dict:
+    if m.get("type") == "vault":
+        out = {"id": m["id"], "type": "vault", "scope": m["scope"], "label": m.get("label") or m.get("text"),
+               "note": "a secret; its value is returned only to tokens allowed to read the vault (memory_get)"}
+    else:
+        out = {"id": m["id"], "type": m["type"], "scope": m["scope"], "title": m.get("title"),
+               "text": _snip(m.get("text", "")), "status": m.get("status"), "confidence": m.get("confidence"),
+               "updated_at": m.get("updated_at"), "evidence": len(m.get("provenance") or [])}
+    if score is not None:
+        out["score"] = round(score, 5)
+    return out
+
+
+def _evidence_brief(e: dict, score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict:
+    out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
+           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems,
+                                                               screen=e.get("source") == "screen")}
+    if score is not None:
+        out["score"] = round(score, 5)
+    return out
+
+
+def _statuses(include_inactive: bool) -> list[str] | None:
+    return [] if include_inactive else None
+
+
+# ---- memory tools -----------------------------------------------------------------------------
+
+
+def memory_search(store, p: Principal, query: str, types: list[str] | None = None, scope: str | None = None,
+                  since: str | None = None, until: str | None = None, include_inactive: bool = False,
+                  limit: int = 10) -> dict:
+    """Hybrid search over the client's memories."""
+    from memory.retrieval.search import search_memories
+
+    scopes = read_scopes(p, scope)
+    hits = search_memories(store, query, scopes=scopes, types=types or None, statuses=_statuses(include_inactive),
+                           since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit,
+                           cols=MEMORY_BRIEF_COLS)
+    _appeared(store, p, [h.id for h in hits], scopes)
+    return {"query": query, "scopes": scopes, "results": [_memory_brief(h.row, h.score) for h in hits],
+            "hint": "call memory_get with an id for every field and its evidence ids" if hits
+            else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
+
+
+def memory_recall(store, p: Principal, query: str, budget_tokens: int = 1000, types: list[str] | None = None,
+                  scope: str | None = None, include_evidence: bool = True) -> dict:
+    """Budgeted context for a task, built by memory/retrieval/recall.py."""
+    try:
+        from memory.retrieval.recall import recall
+    except ImportError:
+        raise InputError("recall is not available in this build; use memory_search instead") from None
+    scopes = read_scopes(p, scope)
+    res = recall(store, query, budget_tokens=budget_tokens, scopes=scopes, types=types or None,
+                 include_evidence=include_evidence)
+    _appeared(store, p, [i.id for i in (res.items or [])], scopes)
+    items = [_item(i) for i in (res.items or [])]
+    if not p.allow_vault:
+        items = [{k: v for k, v in i.items() if k != "value"} if isinstance(i, dict) else i for i in items]
+    return {"query": res.query, "budget_tokens": res.budget_tokens, "used_tokens": res.used_tokens,
+            "scopes": scopes, "text": res.text, "items": items}
+
+
+def _appeared(store, p: Principal, ids: list[str], scopes: list[str]) -> None:
+    # Showing a memory is not using it; only when the person configured it does it count (weaker).
+    from memory.graph.reinforcement import note_appearances
+
+    note_appearances(store, ids, actor=p.actor, scopes=scopes)
+
+
+def memory_reinforce(store, p: Principal, ids: list[str]) -> dict:
+    """Record that an answer used these memories: their salience rises (and decays again without use)."""
+    from memory.graph.reinforcement import reinforce
+
+    if not ids:
+        raise InputError(f"no ids given — pass the mem_ ids your answer used; {SEARCH_HINT}")
+    res = reinforce(store, ids, actor=p.actor, scopes=list(p.read))
+    if not res["reinforced"]:
+        bad = ", ".join(n["id"] for n in res["not_found"])
+        raise NotFoundError(f"nothing was reinforced: {bad} — each must be a mem_ id visible to this client "
+                            f"(it never existed, is outside its scopes, or was forgotten); {SEARCH_HINT}")
+    out = {"reinforced": res["reinforced"], "not_found": res["not_found"], "actor": p.actor}
+    if res["not_found"]:
+        out["hint"] = "ids under not_found were not recorded; check them with memory_get"
+    return out
+
+
+def _item(item: Any) -> Any:
+    if is_dataclass(item) and not isinstance(item, type):
+        return jsonable(asdict(item))
+    if hasattr(item, "model_dump"):
+        return jsonable(item.model_dump())
+    return jsonable(item)
+
+
+def memory_get(store, p: Principal, id: str) -> dict:
+    """Every field of one memory (or vault entry) the client may see."""
+    kind = _kind(id, SEARCH_HINT)
+    if kind == "evidence":
+        raise InputError(f"{id} is an evidence id; call evidence_get for it")
+    try:
+        row = store.get(id, scopes=list(p.read))
+    except NotFoundError:
+        raise NotFoundError(f"no memory with id {id} is visible to this client (it never existed, is outside "
+                            f"its scopes, or was forgotten) — {SEARCH_HINT}") from None
+    if kind == "vault":
+        row = {k: row[k] for k in ("id", "type", "label", "scope", "created_at", "updated_at", "origin")}
+        if p.allow_vault:
+            row["value"] = store.reveal(id, actor=p.actor, scopes=list(p.read))
+        else:
+            row["value"] = None
+            row["note"] = "this client's token may not read vault values; ask the person"
+        return row
+    row.pop("fingerprint", None)
+    row["hint"] = "provenance lists evidence ids; call evidence_get to read what was captured"
+    return row
+
+
+def memory_add(store, p: Principal, text: str, type: str = "semantic", title: str | None = None,
+               details: dict | None = None, scope: str | None = None, status: str = "active",
+               confidence: float = 0.8) -> dict:
+    """Create a memory in the client's write scope, recorded with the client's name."""
+    ws = write_scope(p, scope)
+    if type == "vault":
+        raise InputError("secrets are added by the person only (`mirador add --type vault`), never over MCP")
+    _check_details(details)
+    # Only tombstones the client could have seen: a scope-blind check would tell a work client
+    # whether this exact text was once deleted from 'personal'.
+    where = f"fingerprint = {sql_literal_id(fingerprint(text))} AND {scope_filter(list(p.read))}"
+    if store.tombstones.count_rows(where) > 0:
+        raise InputError("the person deleted a memory with this content earlier; do not store it again "
+                         "unless the person asks you to in this conversation and adds it themselves")
+    row = store.add_memory(text, type=type, actor=p.actor, scope=ws, title=title, details=details, status=status,
+                           confidence=confidence, origin=p.actor)
+    return {"created": _memory_brief(row), "actor": p.actor}
+
+
+def memory_update(store, p: Principal, id: str, text: str | None = None, title: str | None = None,
+                  details: dict | None = None, confidence: float | None = None, status: str | None = None) -> dict:
+    """Edit a memory in the client's write scope (text, title, details, confidence and/or status)."""
+    ws = write_scope(p, None)
+    if _kind(id, SEARCH_HINT) != "memory":
+        raise InputError(f"{id} is not a memory id (mem_…); evidence is never edited and vault entries are "
+                         "edited by the person only")
+    _check_details(details)
+    try:
+        old = store.get(id, scopes=list(p.read))
+    except NotFoundError:
+        raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}") from None
+    if not in_scopes(old["scope"], [ws]):
+        raise InputError(f"{id} is in scope {old['scope']!r}; this client may change only scope {ws!r} and below")
+    if old.get("pinned"):
+        raise InputError(f"{id} is pinned by the person; it cannot be changed over MCP — tell the person instead")
+    if text is None and title is None and details is None and confidence is None and status is None:
+        raise InputError("nothing to change: give text, title, details, confidence or status")
+    row = old
+    if text is not None or title is not None or details is not None or confidence is not None:
+        row = store.update_memory(id, actor=p.actor, text=text, title=title, details=details, confidence=confidence,
+                                  scopes=[ws])
+    if status is not None:
+        row = store.set_status(id, status, actor=p.actor, scopes=[ws])
+    return {"updated": _memory_brief(row), "actor": p.actor}
+
+
+def memory_forget(store, p: Principal, ids: list[str]) -> dict:
+    """Erase memories or evidence in the client's write scope, for good (tombstone + purge)."""
+    from memory.store.erasure import forget
+
+    ws = write_scope(p, None)
+    if not ids:
+        raise InputError(f"no ids given — {SEARCH_HINT}")
+    for i in ids:
+        if _kind(i, SEARCH_HINT) == "vault" and not p.allow_vault:
+            raise InputError(f"{i} is a vault entry; this client's token may not touch the vault — nothing was deleted")
+    try:
+        res = forget(store, ids, actor=p.actor, scopes=[ws])
+    except NotFoundError as e:
+        raise NotFoundError(for_model(str(e)) + f" (this client may forget only rows in scope {ws!r} and below)") from None
+    return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
+
+
+# ---- relation tools ---------------------------------------------------------------------------
+
+
+def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
+    if _kind(id, SEARCH_HINT) != "memory":
+        raise InputError(f"{id} is not a memory id (mem_…); relations link memories only")
+    if not store.memories.count_rows(f"id = {sql_literal_id(id)} AND {scope_filter(scopes)}"):
+        raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
+
+
+def memory_related(store, p: Principal, id: str, relations: list[str] | None = None, direction: str = "both",
+                   scope: str | None = None, include_inactive: bool = False, limit: int = 20) -> dict:
+    """A memory's neighbours by relation, both ends inside the client's scopes."""
+    from memory.graph.relations import related
+
+    scopes = read_scopes(p, scope)
+    _visible_memory(store, p, id, scopes)
+    edges = related(store, id, relations or None, direction, scopes, _statuses(include_inactive), limit)
+    return {"id": id, "scopes": scopes, "relations": edges,
+            "hint": "an edge reads 'src RELATION dst'; call memory_chain to follow causes or consequences further"
+            if edges else "no relations visible; memory_relate adds one"}
+
+
+def memory_chain(store, p: Principal, id: str, direction: str = "causes", depth: int = 3,
+                 relations: list[str] | None = None, scope: str | None = None, include_inactive: bool = False) -> dict:
+    """Causes (why) or consequences (what followed) of a memory, hop by hop, with each hop's evidence."""
+    from memory.graph.relations import chain
+
+    scopes = read_scopes(p, scope)
+    _visible_memory(store, p, id, scopes)
+    out = chain(store, id, direction, relations or None, depth, scopes, _statuses(include_inactive))
+    out["scopes"] = scopes
+    out["hint"] = ("each hop lists the evidence its edge rests on; call evidence_get for the full text" if out["hops"]
+                   else f"no {direction} recorded within depth {depth}")
+    return out
+
+
+def memory_relate(store, p: Principal, src: str, relation: str, dst: str, evidence: list[str] | None = None,
+                  confidence: float = 0.8) -> dict:
+    """Add the edge `src RELATION dst`: src in the client's write scope, dst readable; audited as the client."""
+    from memory.graph.relations import add_relation
+
+    ws = write_scope(p, None)
+    _visible_memory(store, p, src, [ws])
+    edge = add_relation(store, src, relation, dst, actor=p.actor, provenance=evidence or [], confidence=confidence,
+                        origin=p.actor, scopes=list(p.read))
+    return {"relation": edge, "actor": p.actor}
+
+
+# ---- evidence tools ---------------------------------------------------------------------------
+
+
+def evidence_search(store, p: Principal, query: str, apps: list[str] | None = None, sources: list[str] | None = None,
+                    scope: str | None = None, since: str | None = None, until: str | None = None,
+                    limit: int = 10) -> dict:
+    """Hybrid search over captured evidence (screen text, transcripts, notes)."""
+    from memory.retrieval.search import search_evidence
+
+    scopes = read_scopes(p, scope)
+    hits = search_evidence(store, query, scopes=scopes, sources=sources or None, apps=apps or None,
+                           since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit,
+                           cols=EVIDENCE_BRIEF_COLS)
+    from memory.retrieval.snippets import stems
+
+    query_stems = stems(query)  # once, not per result
+    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score, query_stems) for h in hits],
+            "hint": "a text over 400 characters shows the lines that match the query (… marks what is left out); "
+                    "call evidence_get for the whole row" if hits
+            else "no match: try other words, fewer filters, or timeline for a time range"}
+
+
+def evidence_get(store, p: Principal, id: str, max_chars: int = 20_000) -> dict:
+    """One evidence row, its text cut to max_chars."""
+    if _kind(id, EVIDENCE_HINT) != "evidence":
+        raise InputError(f"{id} is not an evidence id (evd_…); call memory_get for mem_/vlt_ ids")
+    try:
+        row = store.get(id, scopes=list(p.read))
+    except NotFoundError:
+        raise NotFoundError(f"no evidence with id {id} is visible to this client — {EVIDENCE_HINT}") from None
+    text = row.get("text") or ""
+    row["truncated"] = len(text) > max_chars
+    row["text"] = text[:max_chars]
+    row.pop("content_hash", None)
+    return row
+
+
+def timeline(store, p: Principal, since: str, until: str | None = None, scope: str | None = None,
+             apps: list[str] | None = None, samples_per_app: int = 5) -> dict:
+    """What happened between two times: evidence grouped by app, plus episodic memories of that span."""
+    start = parse_time(since, "since")
+    end = parse_time(until, "until") or utcnow() + timedelta(seconds=1)
+    if start is None or start >= end:
+        raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
+    scopes = read_scopes(p, scope)
+    where = store.where("evidence", scopes=scopes, apps=apps or None, since=start, until=end)
+    rows = store._rows(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
+    rows.sort(key=lambda r: r["captured_at"])
+    by_app: dict[str, list[dict]] = {}
+    for r in rows:
+        by_app.setdefault(r["app"] or "(unknown app)", []).append(r)
+    sample_ids = [rid for group in by_app.values() for rid in _spread([r["id"] for r in group], samples_per_app)]
+    texts = _texts(store, sample_ids)
+    groups = []
+    for app, group in sorted(by_app.items(), key=lambda kv: -len(kv[1])):
+        windows = Counter(r["window"] for r in group if r["window"]).most_common(5)
+        groups.append({
+            "app": app, "count": len(group), "first": iso(group[0]["captured_at"]), "last": iso(group[-1]["captured_at"]),
+            "windows": [w for w, _ in windows], "sources": sorted({r["source"] for r in group}),
+            "samples": [{"id": i, "text": _snip(texts.get(i, ""), 200)}
+                        for i in _spread([r["id"] for r in group], samples_per_app)],
+        })
+    mwhere = store.where("memory", scopes=scopes, types=["episodic"], since=start, until=end)
+    episodes = store._rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
+    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": len(rows),
+            "capped": len(rows) >= TIMELINE_MAX_ROWS, "apps": groups,
+            "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
+
+
+def _spread(ids: list[str], n: int) -> list[str]:
+    if len(ids) <= n:
+        return ids
+    step = (len(ids) - 1) / max(n - 1, 1)
+    return list(dict.fromkeys(ids[round(i * step)] for i in range(n)))
+
+
+def _texts(store, ids: list[str]) -> dict[str, str]:
+    if not ids:
+        return {}
+    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+    return {r["id"]: r["text"] for r in store._rows(store.evidence, where, ["id", "text"], len(ids))}
+
+
+# ---- status and profile -----------------------------------------------------------------------
+
+
+def status(store, p: Principal) -> dict:
+    """Who the client is, what it may do, and how much it can see."""
+    mwhere = store.where("memory", scopes=list(p.read))
+    ewhere = store.where("evidence", scopes=list(p.read))
+    vwhere = store.where("vault", scopes=list(p.read))
+    last = store._rows(store.evidence, ewhere, ["captured_at"], None) if store.evidence.count_rows(ewhere) <= 50_000 else []
+    newest = max((r["captured_at"] for r in last), default=None)
+    return {
+        "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": list(p.read),
+        "write_scope": p.write, "can_write": p.write is not None, "vault_values": p.allow_vault,
+        "visible": {"memories": store.memories.count_rows(mwhere), "evidence": store.evidence.count_rows(ewhere),
+                    "vault_entries": store.vault.count_rows(vwhere)},
+        "last_evidence_at": iso(newest),
+        "tools": "memory_recall for task context; memory_search/evidence_search to look things up; "
+                 "timeline for a time range; memory_add to remember a durable fact",
+    }
+
+
+def core_profile(store, p: Principal) -> str:
+    """The person's core profile (core memories in the client's scopes) as Markdown."""
+    rows = store.list("memory", scopes=list(p.read), types=["core"], statuses=["active"], limit=200)
+    if not rows:
+        return "# Core profile\n\n(no core memories in the scopes this client may read)\n"
+    blocks: dict[str, list[dict]] = {}
+    for r in rows:
+        blocks.setdefault((r.get("details") or {}).get("block", "user"), []).append(r)
+    lines = ["# Core profile", ""]
+    for block, items in sorted(blocks.items()):
+        lines.append(f"## {block}")
+        lines.extend(f"- {r['text']} ({r['id']}, {r['scope']})" for r in items)
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+
+def _kind(id_: str, hint: str) -> str:
+    try:
+        return kind_of(id_)
+    except InputError:
+        raise InputError(f"{id_!r} is not an id: ids start with mem_, evd_ or vlt_ — {hint}") from None
+
+
+def _check_details(details: dict | None) -> None:
+    if details is not None and len(json.dumps(details, default=str)) > MAX_DETAILS_CHARS:
+        raise InputError(f"details is larger than {MAX_DETAILS_CHARS:,} characters as JSON; keep it to a few fields")

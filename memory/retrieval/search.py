@@ -1,0 +1,242 @@
+"""Hybrid search: vector + full-text, fused by reciprocal rank. Filters run inside each LanceDB query."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+
+from memory.store import tables as T
+from memory.errors import InputError
+from memory.store.reads import Leg
+from memory.store.rows import public_evidence, public_memory, public_vault, sql_literal_id
+from memory.scopes import in_scopes
+from memory.graph.reinforcement import boost_scores
+from memory.store.core import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
+
+# What a memory hit carries: public_memory drops the index text, so it is never read for one.
+_MEMORY_HIT_COLS = [c for c in _MEMORY_COLS if c != "search_text"]
+
+MAX_QUERY_CHARS = 2_000
+RRF_K = 60
+
+
+@dataclass
+class Hit:
+    """One search result: enough to show it and to ask for more by id."""
+
+    id: str
+    kind: str  # memory | evidence | vault
+    scope: str
+    text: str
+    score: float
+    type: str | None = None
+    source: str | None = None
+    row: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(d.pop("row"))
+        d["score"] = round(self.score, 6)
+        return d
+
+
+def check_query(query: str) -> str:
+    """Reject an empty or oversized query."""
+    q = (query or "").strip()
+    if not q:
+        raise InputError("empty query: give some words to search for")
+    if len(q) > MAX_QUERY_CHARS:
+        raise InputError(f"query is {len(q):,} characters; the limit is {MAX_QUERY_CHARS:,}")
+    return q
+
+
+def rrf(ranked_lists: Iterable[list[str]], k: int = RRF_K, weights: Iterable[float] | None = None) -> dict[str, float]:
+    """Reciprocal-rank fusion: sum of w / (k + rank) over the lists an id appears in."""
+    scores: dict[str, float] = {}
+    lists = list(ranked_lists)
+    ws = list(weights) if weights is not None else [1.0] * len(lists)
+    for w, ids in zip(ws, lists, strict=True):
+        for rank, id_ in enumerate(ids, start=1):
+            scores[id_] = scores.get(id_, 0.0) + w / (k + rank)
+    return scores
+
+
+def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
+               addresses: dict[str, int] | None = None, have: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
+
+    For legs that selected only ids: materialising every column of 50-120 candidates per leg costs
+    more than the search itself at 100k rows, and most candidates are thrown away by the fusion.
+    addresses: the `_rowid` the legs returned per id. Taken by address, the rows are those the legs
+    filtered (a row at an address never changes), 4-5 ms faster than an `id IN` filter at 100k rows;
+    a row rewritten or compacted since then has no row there, and is looked up by id under the filter.
+    have: the rows the legs returned per id (with "id"): columns they hold are not read again, for
+    the address names the same row version (each column costs ~0.5 ms of a 40-row take at 100k).
+    """
+    if not ids:
+        return {}
+    out: dict[str, dict] = {}
+    known = [i for i in ids if addresses and i in addresses]
+    if known and store.reader.covers(table.name, ["id", *cols]):
+        # Every column is in the row cache (memories, recall's columns): the table is read only for
+        # rows written since the cache was built. A cached row is the version the legs just found, as
+        # a leg that reads the columns itself returns it.
+        found, _ = store.reader.cached(table.name, [addresses[i] for i in known], ["id", *cols])
+        for i in known:
+            row = found.get(addresses[i])
+            if row is not None:
+                out[i] = row
+        known = [i for i in known if i not in out]
+    if known:
+        held = [c for c in dict.fromkeys(["id", *cols]) if have and all(c in have.get(i, ()) for i in known)]
+        if "id" in held:
+            read = tuple(c for c in cols if c not in held) or ("id",)  # the take still checks the row is there
+            rows = store.reader.run(Leg(table.name, None, read, len(known), row_ids=True,
+                                        take=tuple(addresses[i] for i in known)))[0]
+            by_address = {addresses[i]: i for i in known}
+            for r in rows:
+                id_ = by_address.get(r.pop("_rowid"))
+                if id_ is not None:
+                    out[id_] = {**{c: have[id_][c] for c in held}, **r}
+        else:
+            rows = store.reader.run(Leg(table.name, None, tuple(dict.fromkeys(["id", *cols])), len(known),
+                                        take=tuple(addresses[i] for i in known)))[0]
+            wanted = set(known)
+            out.update((r["id"], r) for r in rows if r["id"] in wanted)
+    missing = [i for i in ids if i not in out]
+    if missing:
+        f = "id IN (" + ", ".join(sql_literal_id(i) for i in missing) + ")"
+        rows = store.reader.run(Leg(table.name, f"({where}) AND {f}" if where else f, tuple(cols), len(missing)))[0]
+        out.update((r["id"], r) for r in rows)
+    return out
+
+
+def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
+    # Labels only (values are never indexed), and the whole row at once: vault tables are small and
+    # a label search returns few rows, so a second fetch would cost more than it saves.
+    return Leg(store.vault.name, store.where("vault", scopes=scopes), (*_VAULT_COLS, "_score"), limit,
+               text=query, fts_column="label")
+
+
+def _vault_in_scope(store, scopes, version: int | None = None) -> bool:
+    """Whether any vault entry lies in these scopes. A label search costs ~4 ms of CPU at every call,
+    also on an empty vault; the set of scopes in use is kept until the vault table changes."""
+    present = store.versioned("_vault_scopes", store.vault,
+                              lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)),
+                              version)
+    return any(in_scopes(s, scopes) for s in present)
+
+
+def _vault_hits(rows: list[dict]) -> list[Hit]:
+    # Scored like one list of the memory fusion (rrf over one list), so the two merge on one scale.
+    scores = rrf([[r["id"] for r in rows]])
+    hits = []
+    for r in rows:
+        v = public_vault(r)  # drops `_score` with the other underscore keys
+        hits.append(Hit(r["id"], "vault", v["scope"], v["label"], scores[r["id"]], type="vault", row=v))
+    return hits
+
+
+# Up to this many candidates per leg, the legs read the hit columns themselves and no fetch follows:
+# 14 vs 17 ms at 100k rows for a 10-hit search with 9 columns. Recall's 120-candidate legs are cheaper
+# reading ids and taking the 40 winners' columns after (25 vs 27 ms; bench/scale.py store).
+INLINE_MAX_POOL = 40
+
+
+def search_memories(store, query: str, *, scopes=None, types=None, statuses=None, since: datetime | None = None,
+                    until: datetime | None = None, limit: int = 10, cols: list[str] | None = None) -> list[Hit]:
+    """Hybrid search over memories (and vault labels when the type filter allows vault).
+
+    cols: the memory columns a hit carries (default all public ones); each column read costs ~0.5 ms
+    at 100k rows, so recall() and the MCP search tool ask only for what they show.
+    """
+    query = check_query(query)
+    limit = _check_limit(limit)
+    pool = max(limit * 3, 30)
+    types = list(types) if types else None
+    mem_types = [t for t in types if t != "vault"] if types else None
+    want_memories = types is None or bool(mem_types)
+    versions = store.reader.versions(store.vault.name, T.USAGE)  # both snapshots' checks in one hop
+    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes, versions[store.vault.name])
+    hit_cols = list(dict.fromkeys(["id", *(cols or _MEMORY_HIT_COLS)]))
+    # Small pools bring the hit columns with the legs (from the row cache when it holds them, so the
+    # legs read scores only); large ones take the winners' columns after the fusion (from the cache too).
+    cached = store.reader.covers(store.memories.name, hit_cols)
+    inline = pool <= INLINE_MAX_POOL
+    leg_cols = tuple(hit_cols) if inline else ("id",)
+    where = None
+    legs: list[Leg] = []
+    if want_memories:
+        where = store.where("memory", scopes=scopes, types=mem_types, statuses=statuses, since=since, until=until)
+        qv = store.embedder.embed_query(query)
+        by_address = cached or not inline
+        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address),
+                 Leg(store.memories.name, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
+                     row_ids=by_address)]
+    if want_vault:
+        legs.append(_vault_leg(store, query, scopes, pool))
+    # Every leg in one hop, side by side (memory/store/reads.py).
+    found = store.reader.run(*legs)
+    scores: dict[str, float] = {}
+    seen: dict[str, dict] = {}
+    if want_memories:
+        vec_rows, fts_rows = found[0], found[1]
+        seen = {r["id"]: r for r in (*vec_rows, *fts_rows)}
+        # Averaged over the two lists, so memory scores and vault label scores (one list) share a scale.
+        scores = {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]]).items()}
+        # memories answers used rank above equally relevant unused ones
+        scores = boost_scores(store, scores, version=versions[T.USAGE])
+    vault = _vault_hits(found[-1]) if want_vault else []
+    ranked = sorted([(s, id_, None) for id_, s in scores.items()] + [(h.score, h.id, h) for h in vault],
+                    key=lambda x: x[0], reverse=True)[:limit]
+    winners = [id_ for _, id_, h in ranked if h is None]
+    if inline:
+        rows = {i: seen[i] for i in winners}  # public_memory drops the leg's `_distance` / `_score`
+    else:
+        rows = fetch_rows(store, store.memories, winners, where, hit_cols, {i: seen[i]["_rowid"] for i in winners},
+                          have=seen)
+    hits: list[Hit] = []
+    for s, id_, vault_hit in ranked:
+        if vault_hit is not None:
+            hits.append(vault_hit)
+        elif id_ in rows:
+            m = public_memory(rows[id_])
+            hits.append(Hit(id_, "memory", m["scope"], m["text"], s, type=m["type"], row=m))
+    return hits
+
+
+def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, since: datetime | None = None,
+                    until: datetime | None = None, limit: int = 10, now: datetime | None = None,
+                    rank=None, cols: list[str] | None = None) -> list[Hit]:
+    """Hybrid search over evidence rows, boosted for people and dates the query names (memory/retrieval/rank.py).
+
+    now: the time relative dates in the query ("yesterday") are resolved against; default the current time.
+    rank: a memory.retrieval.rank.RankConfig overriding the measured defaults.
+    cols: the evidence columns a hit carries (default all public ones).
+    """
+    from memory.retrieval.rank import rank_evidence
+
+    query = check_query(query)
+    limit = _check_limit(limit)
+    where = store.where("evidence", scopes=scopes, sources=sources, apps=apps, since=since, until=until)
+    ranked = rank_evidence(store, query, where, cols or _EVIDENCE_COLS, limit, now=now, cfg=rank)
+    hits = []
+    for id_, s, row in ranked:
+        e = public_evidence(row)
+        hits.append(Hit(id_, "evidence", e["scope"], e["text"], s, source=e["source"], row=e))
+    return hits
+
+
+def search_vault(store, query: str, *, scopes=None, limit: int = 10) -> list[Hit]:
+    """Full-text search over vault labels only; values are never indexed."""
+    query, limit = check_query(query), _check_limit(limit)
+    if not _vault_in_scope(store, scopes):
+        return []
+    return _vault_hits(store.reader.run(_vault_leg(store, query, scopes, limit))[0])
+
+
+def _check_limit(limit: int) -> int:
+    if not 1 <= int(limit) <= 1000:
+        raise InputError(f"limit must be between 1 and 1000, got {limit}")
+    return int(limit)

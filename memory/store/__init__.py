@@ -1,0 +1,21 @@
+"""The store: LanceDB tables and their schemas, migrations, rows, scoped filters, audit, erasure,
+vault encryption, indexes and re-embedding. It imports no other memory subpackage.
+
+See docs/architecture.md for the package map.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {"Store": "memory.store.core", "MemorySpec": "memory.store.core", "EvidenceSpec": "memory.store.core"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    # Lazy, so that importing a light module of this package (scopes, rows, tables) does not load LanceDB.
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memory.store' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,215 @@
+"""Forget means gone (principle 3): tombstone, delete, scrub the audit trail, purge old versions, drop frames."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from memory.store import tables as T
+from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
+from memory.errors import InputError, NotFoundError
+from memory.store.fingerprint import fingerprint
+from memory.store.indexes import ensure_fts
+from memory.store.rows import kind_of, sql_id_list, to_arrow
+from memory.scopes import validate_scope
+
+log = logging.getLogger(__name__)
+
+_KIND_COLS = {
+    "memory": ("memories", ["id", "scope", "fingerprint"]),
+    "evidence": ("evidence", ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]),
+    "vault": ("vault", ["id", "scope", "fingerprint"]),
+}
+
+
+def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True,
+           scopes: Iterable[str] | None = None) -> dict:
+    """Erase rows by id. Every id is checked first: one unknown id and nothing is deleted."""
+    if actor in ACTORS_AUTOMATED:
+        raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        raise InputError("no ids given: pass one or more ids from `mirador search` or `mirador list`")
+    by_kind: dict[str, list[str]] = {}
+    for i in ids:
+        by_kind.setdefault(kind_of(i), []).append(i)
+    found: dict[str, list[dict]] = {}
+    from memory.scopes import scope_filter
+
+    sf = scope_filter(scopes)
+    for kind, kids in by_kind.items():
+        table_name, cols = _KIND_COLS[kind]
+        table = getattr(store, table_name)
+        where = f"id IN {sql_id_list(kids)}" + (f" AND {sf}" if sf else "")
+        rows = store._rows(table, where, cols, limit=len(kids))
+        missing = set(kids) - {r["id"] for r in rows}
+        if missing:
+            raise NotFoundError(
+                f"no row with id {sorted(missing)[0]} (never existed, outside your scopes, or already forgotten) "
+                "— nothing was deleted; find ids with `mirador search`"
+            )
+        found[kind] = rows
+    return _erase(store, found, actor, purge_now)
+
+
+def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+                 until: datetime | None = None, actor: str = "person", purge_now: bool = True) -> dict:
+    """Bulk forget: everything in a scope (and below), all evidence from an app, or a time range."""
+    if not (scope or app or since or until):
+        raise InputError("bulk forget needs --scope, --app, --since or --until; refusing to erase everything")
+    found: dict[str, list[dict]] = {}
+    scopes = [validate_scope(scope)] if scope else None
+    ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
+    found["evidence"] = store._rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
+    if not app:  # memories and vault entries have no app; an app filter targets captured evidence
+        mem_where = store.where("memory", scopes=scopes, statuses=[], since=since, until=until)
+        found["memory"] = store._rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        v_where = store.where("vault", scopes=scopes, since=since, until=until)
+        found["vault"] = store._rows(store.vault, v_where, _KIND_COLS["vault"][1], limit=None)
+    found = {k: v for k, v in found.items() if v}
+    return _erase(store, found, actor, purge_now)
+
+
+def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> dict:
+    now = utcnow()
+    stones, audits, frames = [], [], []
+    for kind, rows in found.items():
+        for r in rows:
+            fp = r.get("fingerprint") or fingerprint(r.get("text") or "")
+            stones.append({"id": r["id"], "kind": kind, "fingerprint": fp, "deleted_at": now, "scope": r["scope"]})
+            audits.append(audit_row(actor, "delete", kind, r["id"], r["scope"], after={"tombstone": fp[:16]}))
+            if r.get("frame_path"):
+                frames.append(r["frame_path"])
+    if not stones:
+        return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False}
+    # Tombstones first: if we crash between steps, a half-deleted row is still never re-extracted.
+    store._append(store.tombstones, stones, T.tombstones_schema())
+    for kind, rows in found.items():
+        table = getattr(store, _KIND_COLS[kind][0])
+        ids = [r["id"] for r in rows]
+        for start in range(0, len(ids), 500):
+            chunk = sql_id_list(ids[start:start + 500])
+            store._commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
+            # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
+            store._commit(lambda c=chunk: store.audit.update(
+                where=f"entity_id IN {c}", values={"before": None, "after": None}))
+    store.reader.forget_cached()  # search keeps ids by row address (memory/store/rowcache.py): drop theirs too
+    from memory.store.reembed import forget_staged
+
+    # A re-embed in progress (or stopped) holds a new vector of each row: derived from its text, so it goes.
+    staged = forget_staged(store, [r["id"] for kind in ("memory", "evidence") for r in found.get(kind, [])])
+    store._audit(audits)
+    if found.get("memory"):
+        from memory.graph.relations import drop_for_memories
+
+        # An edge is a fact about both ends: it goes with either of them.
+        drop_for_memories(store, [r["id"] for r in found["memory"]], actor)
+        from memory.graph.reinforcement import forget_usage
+
+        forget_usage(store, [r["id"] for r in found["memory"]])  # use counts of a memory that is gone
+    if found.get("evidence"):
+        from memory.store.context import refresh_neighbours
+
+        # Neighbouring rows were indexed with the forgotten text as context: re-index them without it.
+        refresh_neighbours(store, found["evidence"])
+    removed = sum(_remove_frame(store.home, p) for p in frames)
+    if purge_now:
+        # Only the tables this erase changed: forgetting a memory need not retrain the evidence index
+        # (at 100k rows, ~20 of the ~65 s a one-memory forget took). The audit table always (content
+        # removed), tombstones (appended), relations with memories (edges dropped).
+        changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
+        changed |= {T.RELATIONS} if found.get("memory") else set()
+        purge(store, changed | ({T.REEMBED_STAGING} if staged else set()))
+    return {
+        "deleted": len(stones),
+        "by_kind": {k: len(v) for k, v in found.items()},
+        "frames_removed": removed,
+        "purged": purge_now,
+    }
+
+
+def _remove_frame(home: Path, path: str) -> int:
+    p = Path(path)
+    if not p.is_absolute():
+        p = home / p
+    try:
+        p.resolve().relative_to(home.resolve())  # never delete files we do not own
+    except ValueError:
+        log.warning("frame %s is outside the data dir; not removing it", p)
+        return 0
+    if p.exists():
+        p.unlink()
+        return 1
+    return 0
+
+
+# Any deleted row at all: Lance compacts a fragment once this share of its rows is deleted.
+_ANY_DELETION = 1e-12
+
+
+def _rewrite_fragments_with_deletions(store, table) -> int:
+    """Rewrite the live rows of every fragment that holds a deleted row, so the old fragment is dropped;
+    returns how many fragments were rewritten.
+
+    Why: a delete only marks a row deleted; its bytes stay in the fragment's data file, and LanceDB's
+    optimize() rewrites a fragment only when at least 10% of it is deleted (its Python API does not
+    expose that threshold). One forgotten row in a 10k-row fragment stayed on disk. Lance's own
+    compaction takes the threshold; the cleanup that follows removes the old fragments' files.
+    """
+    def compact() -> int:
+        ds = table.to_lance()
+        if not any(f.metadata.num_deletions for f in ds.get_fragments()):
+            return 0
+        m = ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=_ANY_DELETION)
+        return m.fragments_removed
+
+    return store._commit(compact)
+
+
+def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
+    """Physically remove deleted rows: compact, rewrite fragments that still hold deleted rows, rebuild
+    indexes, drop every old version. tables: only these (default: every table that can hold content).
+
+    stop: a threading.Event; once set, no further table is started (deleted rows of the tables not
+    reached stay in their old versions until the next purge). Returns False when it stopped early."""
+    from memory.store.indexes import ensure_vector_index, vector_index_rows
+
+    fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
+    with store._lock, warnings.catch_warnings():
+        # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
+        # manifest references yet are kept (delete_unverified=False): they may be another writer's
+        # in-flight commit, and deleted content only ever lives in files that old versions referenced.
+        warnings.simplefilter("ignore")
+        names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
+        present = set(store.db.table_names())
+        names += [n for n in (T.RELATIONS, T.REEMBED_STAGING) if n in present]
+        names = [n for n in names if tables is None or n in set(tables)]
+        done = True
+        for name in names:
+            if stop is not None and stop.is_set():
+                done = False
+                break
+            if name == T.REEMBED_STAGING and name not in store.db.table_names():
+                continue  # a re-embed finished meanwhile and dropped it
+            table = store.db.open_table(name)
+            store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            if _rewrite_fragments_with_deletions(store, table):
+                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            cols = [c for c in fts.get(name, []) if c in table.schema.names]
+            for col in cols:
+                # An inverted index keeps the tokens of deleted rows until it is rebuilt.
+                ensure_fts(table, col, replace=True)
+            if "vector" in table.schema.names and vector_index_rows(table) is not None:
+                # Likewise the quantised vectors of deleted rows stay in the IVF index until retrained.
+                store._commit(lambda t=table: ensure_vector_index(t, force=True))
+            if cols or "vector" in table.schema.names:
+                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+    store.memories = store.db.open_table(T.MEMORIES)
+    store.evidence = store.db.open_table(T.EVIDENCE)
+    store.vault = store.db.open_table(T.VAULT)
+    store.audit = store.db.open_table(T.AUDIT)
+    store.tombstones = store.db.open_table(T.TOMBSTONES)
+    return done

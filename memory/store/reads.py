@@ -1,0 +1,258 @@
+"""Search reads through LanceDB's async client, several queries in one hop.
+
+Why: the sync client turns every result batch into its own round trip to LanceDB's event loop (one
+thread hop each, plus one to find the stream's end), which cost 2-4 ms per query at 100k rows; and
+running the legs of a search side by side took a thread pool on top. Here the legs of one search are
+built as async queries and gathered on one loop, then the winners fetched in one more hop
+(bench/scale.py: 100k hybrid memory search p50 39 -> ~26 ms on this machine; README, Performance).
+
+Writes stay on the sync client. Both connections read the latest committed version on every query
+(read_consistency_interval=0), so a read here sees what a write there has committed.
+
+Ranking legs that read only what memory/store/rowcache.py keeps (ids, and the evidence ranking columns)
+ask LanceDB for their scores and row addresses alone; the columns come from that cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+
+from memory.store.rowcache import BASE_MAX_BYTES, BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, SIZE_SAMPLE_ROWS, RowCache
+
+log = logging.getLogger(__name__)
+
+# IVF partitions probed once a table has an index (memory/store/indexes.py: sqrt(rows) partitions). On the
+# 100k bench store, recall@10 against an exact search: 20 probes 0.93-0.95, 40 probes 0.97, 80 0.98;
+# 7.2 / 8.1 / 9.3 ms a query.
+NPROBES = 40
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="mirador-reads", daemon=True).start()
+        return _loop
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One query: a vector search (`vector` set), a full-text search (`text` set), a take of rows by
+    address (`take` set: `_rowid` values a leg with `row_ids` returned) or a plain filter."""
+
+    table: str
+    where: str | None
+    cols: tuple[str, ...]
+    limit: int
+    vector: object = None
+    text: str | None = None
+    fts_column: str | None = None
+    row_ids: bool = False  # also return each row's address as `_rowid`
+    take: tuple[int, ...] | None = None
+
+
+_SCORES = ("_distance", "_score")
+
+
+class Reader:
+    """Async handles on one store's tables, opened on first use.
+
+    row_cache: serve ranking legs' columns from memory/store/rowcache.py (False: every leg reads them).
+    """
+
+    def __init__(self, db_path: Path, row_cache: bool = True, forgets: str | None = None) -> None:
+        self._path = str(db_path)
+        self._db = None
+        self._tables: dict[str, object] = {}
+        self._caches: dict[str, RowCache] = {
+            name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS), BASE_MAX_BYTES)
+            for name, cols in COLUMNS.items()
+        } if row_cache else {}
+        self._builds: set[asyncio.Task] = set()
+        # forgets: a table every forget writes (tombstones). When its version moves, another process
+        # forgot something: the caches are dropped at once, so no forgotten text stays in memory here.
+        self._forgets = forgets if row_cache else None
+        self._forgets_version: int | None = None
+
+    def covers(self, table: str, cols) -> bool:
+        """Whether ranking legs on `table` that read `cols` are served from the row cache."""
+        cache = self._caches.get(table)
+        return cache is not None and not cache.too_large and set(cols) - set(_SCORES) <= set(cache.cols)
+
+    def run(self, *legs: Leg) -> list[list[dict]]:
+        """Every leg's rows, in leg order; the legs run concurrently."""
+        return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
+
+    def versions(self, *tables: str) -> dict[str, int | None]:
+        """The latest version of each table, checked side by side in one hop (None: not readable).
+
+        A search checks the small tables it keeps snapshots of (vault scopes, usage) before its legs:
+        one synchronous check each cost ~0.5-0.9 ms, one after the other.
+        """
+        async def check(name):
+            try:
+                return await (await self._table(name)).version()
+            except Exception as e:  # e.g. a table an older store does not have: its reader checks itself
+                log.debug("version of %s not read (%s)", name, e)
+                return None
+
+        async def run():
+            return dict(zip(tables, await asyncio.gather(*(check(n) for n in tables)), strict=True))
+
+        return asyncio.run_coroutine_threadsafe(run(), _event_loop()).result()
+
+    def cached(self, table: str, addrs: list[int], cols) -> tuple[dict[int, dict], list[int]]:
+        """The row cache's rows (`cols` of them) at these addresses, and the addresses it does not hold."""
+        cache = self._caches.get(table)
+        return cache.lookup(addrs, cols) if cache is not None else ({}, list(addrs))
+
+    def warm(self, *tables: str) -> None:
+        """Build the row caches of these tables now, waiting for it (benchmarks; searches build lazily)."""
+        async def build():
+            await asyncio.gather(*(self._build(n, c, c.build_due(force=True)) for n, c in self._caches.items()
+                                   if n in tables))
+        asyncio.run_coroutine_threadsafe(build(), _event_loop()).result()
+
+    def cache_nbytes(self) -> int:
+        """Memory the row caches' bases hold."""
+        return sum(c.nbytes() for c in self._caches.values())
+
+    def forget_cached(self) -> None:
+        """Drop every cached row (after rows were forgotten), so nothing of theirs stays in memory."""
+        for c in self._caches.values():
+            c.clear()
+        self._forgets_version = None  # this process's own forget: the next search just notes the version
+
+    async def _gather(self, legs) -> list[list[dict]]:
+        tables = [await self._table(leg.table) for leg in legs]
+        caches = [self._cache_for(leg) for leg in legs]
+        run = [replace(leg, cols=tuple(c for c in leg.cols if c in _SCORES)) if c else leg
+               for leg, c in zip(legs, caches, strict=True)]
+        watch = [self._forgets_moved()] if any(caches) and self._forgets else []
+        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, run, strict=True)),
+                                       *watch)
+        if watch and results.pop():
+            for c in self._caches.values():
+                c.clear()
+        out = [r.to_pylist() for r in results]
+        if any(caches):
+            await self._fill(legs, caches, out)
+        return out
+
+    async def _forgets_moved(self) -> bool:
+        """Whether the forgets table changed since the last search looked (side by side with its legs)."""
+        try:
+            version = await (await self._table(self._forgets)).version()
+        except Exception as e:  # no such table (yet): nothing was forgotten through it
+            log.debug("forgets table %s not read (%s)", self._forgets, e)
+            return False
+        moved = self._forgets_version is not None and version != self._forgets_version
+        self._forgets_version = version
+        return moved
+
+    def _cache_for(self, leg: Leg) -> RowCache | None:
+        cache = self._caches.get(leg.table)
+        if cache is None or not leg.row_ids or (leg.vector is None and leg.text is None):
+            return None
+        return cache if set(leg.cols) - set(_SCORES) <= set(cache.cols) else None
+
+    async def _fill(self, legs, caches, out: list[list[dict]]) -> None:
+        """Put the cached columns into the rows of cached legs; a row neither cached nor found by address
+        now was deleted or moved since its leg read it, and is dropped (as a fetch by address drops it)."""
+        hits, missing = [], {}
+        for leg, cache, rows in zip(legs, caches, out, strict=True):
+            found, miss = cache.lookup([r["_rowid"] for r in rows], leg.cols) if cache else ({}, [])
+            hits.append(found)
+            if cache:
+                missing.setdefault(leg.table, set()).update(miss)
+        taken = dict(zip(missing, await asyncio.gather(*(self._take(n, sorted(a)) for n, a in missing.items())),
+                         strict=True))
+        for i, (leg, cache) in enumerate(zip(legs, caches, strict=True)):
+            if cache is None:
+                continue
+            found, extra, keep = hits[i], taken[leg.table], [c for c in leg.cols if c not in _SCORES]
+            rows = []
+            for r in out[i]:
+                c = found.get(r["_rowid"]) or extra.get(r["_rowid"])
+                if c is not None:
+                    rows.append({**{k: c[k] for k in keep}, **r})
+            out[i] = rows
+        for name in missing:
+            cache = self._caches[name]
+            epoch = cache.build_due()
+            if epoch is not None:
+                task = asyncio.get_running_loop().create_task(self._build(name, cache, epoch))
+                self._builds.add(task)
+                task.add_done_callback(self._builds.discard)
+
+    async def _take(self, name: str, addrs: list[int]) -> dict[int, dict]:
+        if not addrs:
+            return {}
+        cache = self._caches[name]
+        epoch = cache.epoch
+        t = await self._table(name)
+        rows = (await t.take_row_ids(addrs).with_row_id().select(list(cache.cols)).to_arrow()).to_pylist()
+        cache.add(rows, epoch)
+        return {r["_rowid"]: r for r in rows}
+
+    async def _build(self, name: str, cache: RowCache, epoch: int | None) -> None:
+        if epoch is None:
+            return
+        scanned = None
+        try:
+            t = await self._table(name)
+            n = await t.count_rows()
+            cache.too_large = n > cache.max_rows
+            if not cache.too_large and n > SIZE_SAMPLE_ROWS:
+                sample = await t.query().select(list(cache.cols)).limit(SIZE_SAMPLE_ROWS).to_arrow()
+                cache.too_large = sample.nbytes / max(1, sample.num_rows) * n > cache.max_bytes
+            if not cache.too_large:
+                scanned = await t.query().with_row_id().select(list(cache.cols)).to_arrow()
+                if scanned.nbytes > cache.max_bytes:  # the sample was not typical
+                    cache.too_large, scanned = True, None
+            if cache.too_large:
+                log.info("search row cache for %s not built: %d rows are over its limit of %d rows or %d MB; "
+                         "searches read the table instead", name, n, cache.max_rows, cache.max_bytes >> 20)
+        except Exception as e:  # searches still work, from the table: slower, never wrong
+            log.warning("search row cache for %s not built (%s); searches read the table instead", name, e)
+        await asyncio.to_thread(cache.set_base, scanned, epoch)
+
+    async def _table(self, name: str):
+        t = self._tables.get(name)
+        if t is None:
+            if self._db is None:
+                import lancedb
+
+                self._db = await lancedb.connect_async(self._path, read_consistency_interval=timedelta(0))
+            t = self._tables[name] = await self._db.open_table(name)
+        return t
+
+    @staticmethod
+    def _query(table, leg: Leg):
+        if leg.take is not None:
+            # A row's address names one immutable row version: a take returns nothing for a row deleted,
+            # updated (rewritten elsewhere) or compacted away since the address was read, never another row.
+            q = table.take_row_ids(list(leg.take))
+            return (q.with_row_id() if leg.row_ids else q).select(list(leg.cols))
+        if leg.vector is not None:
+            # Prefiltered (the async default): the filter is applied before the nearest rows are taken.
+            # Rows added since the last index build are always scanned as well (no fast_search).
+            q = table.vector_search(leg.vector).column("vector").distance_type("cosine").nprobes(NPROBES)
+        elif leg.text is not None:
+            q = table.query().nearest_to_text(leg.text, columns=leg.fts_column)
+        else:
+            q = table.query()
+        if leg.where:
+            q = q.where(leg.where)
+        if leg.row_ids:
+            q = q.with_row_id()
+        return q.select(list(leg.cols)).limit(leg.limit)

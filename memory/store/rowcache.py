@@ -1,0 +1,166 @@
+"""The columns search ranks by (and, for memories, what a hit shows), kept in memory by row address,
+so ranking legs read only scores and memory searches fetch nothing after.
+
+Why: a LanceDB leg that reads `id` for its 50-120 candidates spends ~4 of its ~10 ms at 100k rows on
+that read (each value is a random read that decodes a whole mini-block), and recall runs four such
+legs. Served from here, head to head at 100k: recall 68.1 vs 72.0 ms (fresh queries), 48.6 vs 53.5
+ms (query vector cached); the MCP evidence search 25.2 vs 28.9 ms (README, Performance).
+
+Why it is safe: a row's address (`_rowid`: fragment id << 32 | offset) names one immutable row
+version. An update or a compaction writes the row at a new address, a delete hides the address, and
+fragment ids are never reused. So what is kept under an address is never stale; it can only be
+missing (then it is taken from the table), and a leg never returns the address of a deleted row.
+(The cached columns are also never changed after a row is written; the one migration that filled
+run_id/run_pos in place runs when the store opens, before any search.) Forgetting clears the cache
+of the process that forgets (`Reader.forget_cached`), so nothing of a forgotten row stays there;
+every other process (the MCP server, the app) drops its whole cache at its next search, which sees
+that the tombstones table moved (memory/store/reads.py), and rebuilds it in the background. Nothing here
+is ever written to disk.
+
+Per table: a base, built by one background scan (sorted addresses + Arrow columns; on the bench
+store ~37 MB per 100k memories, their text included, ~9 MB per 100k evidence rows), plus a bounded
+spill of rows taken on a miss (new rows). Memory hits from here: the MCP memory search 15.3 vs 18.5
+ms, recall 55.4 vs 58.7 ms, head to head with an id-only memory cache on the 100k bench store.
+A lookup that misses most of its addresses (another process compacted the table) asks for a rebuild.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+# Per table, what ranking reads of every candidate: memory/retrieval/search.py fuses by id; memory/retrieval/rank.py also
+# credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    # Memories: also what a hit shows (the MCP search's columns, recall's), so a memory search asks
+    # LanceDB for scores alone and fetches nothing after (README, Performance). It costs ~33 MB more
+    # per 100k memories on the bench store (37.4 vs 4.0 MB for ids alone); BASE_MAX_ROWS_BY_TABLE caps it.
+    "memories": ("id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance",
+                 "valid_from", "created_at", "origin"),
+    "evidence": ("id", "speaker", "captured_at", "run_id", "run_pos"),
+}
+BASE_MAX_ROWS = 1_000_000  # above this, a base would cost ~90 MB (evidence): only the spill is kept
+# Memories carry their text: ~37 MB per 100k on the bench store. Above this many, no base is built and
+# memory searches read their columns from the table as before (Reader.covers is False).
+BASE_MAX_ROWS_BY_TABLE = {"memories": 250_000}
+# ... and above this many bytes: memories run to 10,000 characters, so 250k long ones would hold
+# gigabytes in every searching process. Estimated from a sample before the scan, checked after it.
+BASE_MAX_BYTES = 256 << 20
+SIZE_SAMPLE_ROWS = 2_000
+SPILL_MAX = 20_000  # rows taken on a miss, before the next rebuild replaces them
+REBUILD_MISS_SHARE = 0.5  # of one lookup's addresses (at least REBUILD_MIN_LOOKUP of them)
+REBUILD_MIN_LOOKUP = 20
+REBUILD_MIN_INTERVAL_S = 30.0
+# Few distinct values: dictionary-encoded in the base.
+_DICT_COLS = ("speaker", "run_id", "type", "scope", "status", "origin")
+
+
+class RowCache:
+    """Columns `cols` of one table's rows by address. Lookups and fills run on the reads loop thread;
+    `clear` may come from any thread, so state changes hold a lock."""
+
+    def __init__(self, cols: tuple[str, ...], max_rows: int = BASE_MAX_ROWS, max_bytes: int = BASE_MAX_BYTES) -> None:
+        self.cols = cols
+        self.max_rows, self.max_bytes = max_rows, max_bytes
+        self.too_large = False  # the last build found more than max_rows rows or max_bytes
+        self._lock = threading.Lock()
+        self._addrs: np.ndarray | None = None  # sorted addresses of the base
+        self._base: pa.Table | None = None  # the base's columns, in the order of _addrs
+        self._spill: dict[int, dict] = {}
+        self._epoch = 0  # bumped by clear(): a build started before it is thrown away
+        self._building = False
+        self._built_at = 0.0
+        self._want_build = True
+
+    def lookup(self, addrs: list[int], cols=None) -> tuple[dict[int, dict], list[int]]:
+        """Cached rows by address (`cols` of them, default all), and the addresses not cached.
+
+        Only the asked columns become Python objects: a memory leg's 120 candidates need their ids,
+        not their text (2-4 ms for every column of 240 rows, holding the GIL).
+        """
+        with self._lock:
+            base, spill, found_addrs = self._base, self._spill, self._addrs
+        cols = list(self.cols) if cols is None else [c for c in self.cols if c in set(cols)]
+        out: dict[int, dict] = {}
+        rest = addrs
+        if base is not None and len(found_addrs) and addrs:
+            q = np.asarray(addrs, dtype=np.uint64)
+            at = np.searchsorted(found_addrs, q)
+            at[at >= len(found_addrs)] = 0
+            hit = found_addrs[at] == q
+            rows = base.select(cols).take(pa.array(at[hit])).to_pylist()
+            out = dict(zip(q[hit].tolist(), rows, strict=True))
+            rest = q[~hit].tolist()
+        missing = []
+        for a in rest:
+            r = spill.get(a)
+            if r is None:
+                missing.append(a)
+            else:
+                out[a] = {c: r[c] for c in cols}
+        if base is not None and len(addrs) >= REBUILD_MIN_LOOKUP and len(missing) > REBUILD_MISS_SHARE * len(addrs):
+            self._want_build = True  # addresses moved: compacted, probably by another process
+        return out, missing
+
+    @property
+    def epoch(self) -> int:
+        """Changes when the cache is cleared: a fill read before that is not added."""
+        return self._epoch
+
+    def add(self, rows: list[dict], epoch: int) -> None:
+        """Rows taken on a miss at `epoch`, each with its `_rowid`."""
+        with self._lock:
+            if epoch != self._epoch:
+                return
+            if len(self._spill) + len(rows) > SPILL_MAX:
+                self._spill = {}
+                self._want_build = True
+            for r in rows:
+                self._spill[r["_rowid"]] = {c: r[c] for c in self.cols}
+
+    def build_due(self, force: bool = False) -> int | None:
+        """The epoch to build for, when a base build should start now (and marks it started)."""
+        with self._lock:
+            recent = time.monotonic() - self._built_at < REBUILD_MIN_INTERVAL_S
+            if not force and (not self._want_build or self._building or recent):
+                return None
+            self._building, self._want_build = True, False
+            return self._epoch
+
+    def set_base(self, scanned: pa.Table | None, epoch: int) -> None:
+        """The result of a base build started at `epoch` (None: the table was too large, or it failed)."""
+        base = addrs = None
+        if scanned is not None:
+            order = np.argsort(scanned["_rowid"].to_numpy(), kind="stable")
+            addrs = scanned["_rowid"].to_numpy()[order].astype(np.uint64)
+            cols = {c: scanned[c].take(pa.array(order)) for c in self.cols}
+            base = pa.table({c: (a.dictionary_encode() if c in _DICT_COLS else a) for c, a in cols.items()})
+        with self._lock:
+            self._building = False
+            self._built_at = time.monotonic()
+            if epoch != self._epoch:
+                return
+            if base is not None:
+                self._base, self._addrs, self._spill = base, addrs, {}
+
+    def clear(self) -> None:
+        """Drop everything (after a forget); the next use builds the base again."""
+        with self._lock:
+            self._epoch += 1
+            self._base = self._addrs = None
+            self._spill = {}
+            self._want_build = True
+            self._built_at = 0.0
+
+    def nbytes(self) -> int:
+        """Memory held by the base (Arrow columns and addresses); the spill is not counted."""
+        with self._lock:
+            return 0 if self._base is None else self._base.nbytes + self._addrs.nbytes
+
+    def size(self) -> int:
+        """Rows held (base + spill)."""
+        with self._lock:
+            return (len(self._addrs) if self._addrs is not None else 0) + len(self._spill)
