@@ -1,5 +1,5 @@
 # Two commands for a fresh machine: `make run` and `make test`. Both set everything up first.
-.PHONY: run test setup bench installer screenshots clean-venv
+.PHONY: run test lint setup bench installer screenshots clean-venv
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -9,6 +9,10 @@ run: setup
 
 test: setup
 	@bash scripts/test.sh $(ARGS)
+
+# The static checks alone (layer contracts, ruff, mypy); `make test` runs them first.
+lint: setup
+	@bash scripts/lint.sh
 
 # The installer for this OS (Linux: dist/mirador-VERSION-linux-ARCH.tar.gz); slow, not part of `make test`.
 installer: setup
