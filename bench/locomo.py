@@ -174,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         rows = ingest(store, convs, context=ctx)
         ingest_s = time.perf_counter() - t0
         result = evaluate(store, convs, rank)
-    result.update({
-        "ingest_s": round(ingest_s, 1),
-        "ingest_rows": rows,
-        "conversations": [c["sample_id"] for c in convs],
-        "config": {"embedder": store.embedder.name, "query_encoder": store.embedder.backend, "context": {k: str(v) for k, v in asdict(ctx).items()},
-                   "rank": rank.describe(), "reranker": reranker_info(store, rank, convs),
-                   "embedder_tuning": tuning_info(store, convs)},
-    })
+        # Everything the report reads from the store is taken while its home exists: once the temp
+        # dir is gone, a store that re-checks its embedder record would fail writing into it.
+        result.update({
+            "ingest_s": round(ingest_s, 1),
+            "ingest_rows": rows,
+            "conversations": [c["sample_id"] for c in convs],
+            "config": {"embedder": store.embedder.name, "query_encoder": store.embedder.backend,
+                       "context": {k: str(v) for k, v in asdict(ctx).items()},
+                       "rank": rank.describe(), "reranker": reranker_info(store, rank, convs),
+                       "embedder_tuning": tuning_info(store, convs)},
+        })
+        del store
     print(json.dumps(result))
     return 0
 
