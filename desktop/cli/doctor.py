@@ -8,7 +8,26 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from desktop.cli.output import emit_json
+
 OK, WARN, FAIL = "ok", "WARN", "FAIL"
+
+
+def register(cmd, as_json, scope) -> None:
+    """Add `doctor` to the `mirador` parser."""
+    sp = cmd("doctor", cmd_doctor, "check data dir, models, tesseract and audio, and say how to fix each")
+    as_json(sp)
+
+
+def cmd_doctor(a) -> int:
+    """Print each check (or JSON); exit 1 when any check failed."""
+    checks = run_checks()
+    if a.json:
+        emit_json(checks)
+    else:
+        for c in checks:
+            print(f"[{c['status']:>4}] {c['name']}: {c['detail']}" + (f"\n       fix: {c['fix']}" if c.get("fix") else ""))
+    return 1 if any(c["status"] == "FAIL" for c in checks) else 0
 
 
 def _fix(debian: str, mac: str, windows: str) -> str:
@@ -43,8 +62,8 @@ def check_config():
 
 def check_embedder():
     from memory.config import data_dir, load_config
-    from memory.store.reembed import target_embedder, why_reembed
     from memory.store.core import configured_embedder, earlier_tuning, embedder_record
+    from memory.store.reembed import target_embedder, why_reembed
 
     cfg = load_config().models
     made = embedder_record(data_dir())  # the store's own embedder; the setting decides for a new store
@@ -68,9 +87,9 @@ def check_embedder():
 
 
 def check_reranker():
-    from memory.retrieval import rerank
     from memory.config import load_config
     from memory.errors import ConfigError
+    from memory.retrieval import rerank
     from memory.retrieval.rank import DEFAULT, first_stage_settings
 
     cfg = load_config().models

@@ -110,10 +110,8 @@ def cmd_install(a) -> int:
 
 def cmd_uninstall(a) -> int:
     """Remove the hooks; revoke the hook's token once no settings file has them."""
-    from memory.integrations.hooks_install import uninstall
-
-    from memory.integrations.hooks_install import installed_anywhere
     from memory.integrations.hooks_http import revoke_token
+    from memory.integrations.hooks_install import installed_anywhere, uninstall
 
     res = uninstall(_settings(a), _home())
     if not installed_anywhere(_home()):
