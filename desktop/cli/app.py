@@ -1,33 +1,31 @@
-"""`mirador app`: the tray app with capture, scheduler and MCP server in one process.
+"""`mirador app` (the tray app with capture, scheduler and MCP server in one process) and `mirador service`
+(the same without a GUI, maintenance on a schedule).
 
-Qt-free on purpose: without a display it runs the headless service without importing PySide6
-(whose widget libraries need libGL, absent on many servers).
+Qt-free on purpose: without a display `app` runs the headless service without importing PySide6
+(whose widget libraries need libGL, absent on many servers). Everything Qt is behind desktop.ui.app.run_app,
+imported only once the display check has passed.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 
 log = logging.getLogger(__name__)
 
 
-def has_display() -> bool:
-    """True where a tray app can show: Windows, macOS, or an X11/Wayland session."""
-    if sys.platform.startswith("win") or sys.platform == "darwin":
-        return True
-    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-
-
 def register(cmd, as_json, scope) -> None:
-    """Add the `app` command to the `mirador` parser."""
+    """Add `app` and `service` to the `mirador` parser."""
     cmd("app", cmd_app, "start the tray app (capture, review, settings, MCP server); headless service without a display")
+    sp = cmd("service", cmd_service, "run the headless service (maintenance on a schedule) until stopped")
+    sp.add_argument("--once", action="store_true", help="print the status screen, run maintenance once, exit")
+    sp.add_argument("--interval", type=float, default=600.0, help="seconds between maintenance passes")
 
 
 def cmd_app(a) -> int:
     """Run the tray app until Quit; the headless service when there is no display."""
-    if not has_display():
+    from desktop.runtime.platform import can_show_windows
+
+    if not can_show_windows():
         from desktop.runtime.service import run_service
 
         log.warning("no display (DISPLAY/WAYLAND_DISPLAY unset): running the headless service instead")
@@ -35,3 +33,10 @@ def cmd_app(a) -> int:
     from desktop.ui.app import run_app
 
     return run_app()
+
+
+def cmd_service(a) -> int:
+    """Run the headless service until stopped (or one pass with --once)."""
+    from desktop.runtime.service import run_service
+
+    return run_service(once=a.once, interval=a.interval)

@@ -1,15 +1,15 @@
-"""What the desktop needs from capture, as a Protocol, plus a recording stand-in and health reading.
+"""What the desktop needs from capture, as a Protocol, the adapter over the real controller, and health reading.
 
 The tray and app talk to capture only through `CaptureControl`, so they work with the real
-controller (capture/) and with `RecordingCapture` (no devices; used when capture cannot start
-and in tests of the views).
+controller (capture/, wrapped by `CaptureAdapter`) and with stand-ins in tests of the views
+(tests/desktop/fakes.py).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -92,52 +92,6 @@ def read_health(raw: Any) -> HealthView:
         state = "stopped"
     return HealthView(state=state, last_write=_as_dt(_get(raw, "last_write", "last_write_at")),
                       paused_until=_as_dt(_get(raw, "paused_until")), problem=problem, details=details)
-
-
-class RecordingCapture:
-    """A CaptureControl that records calls and keeps state, for the app without capture and for tests."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.state = "stopped"
-        self.paused_until: datetime | None = None
-        self.last_write: datetime | None = None
-        self.error: str | None = None
-        self._lock = threading.Lock()
-
-    def _set(self, call: str, state: str, until: datetime | None = None) -> None:
-        with self._lock:
-            self.calls.append(call)
-            self.state, self.paused_until = state, until
-
-    def start(self) -> None:
-        """Begin capturing."""
-        self._set("start", "capturing")
-
-    def pause(self) -> None:
-        """Stop grabbing until resumed."""
-        self._set("pause", "paused")
-
-    def resume(self) -> None:
-        """Capture again after a pause."""
-        self._set("resume", "capturing")
-
-    def pause_for(self, minutes: float) -> None:
-        """Pause and resume by itself after `minutes`."""
-        until = datetime.now(timezone.utc).replace(tzinfo=None) + timedelta(minutes=minutes)
-        self._set(f"pause_for:{minutes:g}", "paused", until)
-
-    def stop(self) -> None:
-        """Stop for good (app quit)."""
-        self._set("stop", "stopped")
-
-    def health(self) -> dict:
-        """Current state as a dict (the same keys the real controller reports)."""
-        with self._lock:
-            if self.state == "paused" and self.paused_until and datetime.now(timezone.utc).replace(tzinfo=None) >= self.paused_until:
-                self.state, self.paused_until = "capturing", None
-            return {"state": "problem" if self.error else self.state, "last_write": self.last_write,
-                    "paused_until": self.paused_until, "last_error": self.error}
 
 
 class CaptureAdapter:

@@ -1,55 +1,47 @@
 """The headless service: what `make run` starts where there is no display.
 
-It opens the store, prints a status screen, starts capture (screen when a display is reachable,
-voice when an input device exists) and the scheduler (extraction, dream, retention), and runs
+It opens the store, prints a status screen, starts capture (screen where it can be grabbed,
+voice when an input device exists; desktop/runtime/platform.py decides) and the scheduler (extraction, dream, retention), and runs
 maintenance (index optimisation) until stopped. SIGTERM/SIGINT stop capture cleanly: queued frames are OCR'd and the writer flushes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-import os
 import signal
-import sys
 import threading
 
-from desktop.cli.output import print_record
+from desktop.runtime.services import NoCaptureSource, capture_sources, open_capture
 
 log = logging.getLogger(__name__)
 
 
-def _has_display() -> bool:
-    if sys.platform.startswith("win") or sys.platform == "darwin":
-        return True
-    return bool(os.environ.get("DISPLAY"))  # mss reads X11; a Wayland-only session has no grabber here
-
-
-def _has_microphone(device) -> bool:
-    try:
-        import sounddevice as sd
-
-        sd.check_input_settings(device=device, samplerate=16000, channels=1)
-        return True
-    except Exception:  # no PortAudio, no device, or unsupported rate: voice capture stays off
-        return False
+def _print_fields(row: dict) -> None:
+    # The status screen: the store's stats one per line, as `mirador stats` prints them.
+    width = max(len(k) for k in row)
+    for k, v in row.items():
+        if isinstance(v, dict | list):
+            v = json.dumps(v, ensure_ascii=False)
+        print(f"{k.rjust(width)}  {v}")
 
 
 def start_capture(store):
-    """Start capture as configured; returns the running Capture, or None (with the reason printed)."""
+    """Start capture as configured (desktop/runtime/services.py puts it together, as for the tray app).
+
+    Returns the running capture (a desktop.runtime.ports.CaptureAdapter), or None with the reason printed.
+    """
     cfg = store.config.capture
     if not cfg.enabled:
         print("capture: off (capture.enabled = false in config.toml)", flush=True)
         return None
-    screen = cfg.screen and _has_display()
-    audio = cfg.audio and _has_microphone(cfg.input_device)
-    if not screen and not audio:
+    screen, audio = capture_sources(cfg)
+    try:
+        cap = open_capture(store, (screen, audio))
+        cap.start()
+    except NoCaptureSource:
         print("capture: off — no display and no microphone here; `mirador doctor` says how to fix that", flush=True)
         return None
-    try:
-        from capture.runner import Capture
-
-        cap = Capture(store, screen=screen, audio=audio)
-        cap.start()
     except Exception as e:  # the service still runs maintenance; `mirador status` shows capture is down
         log.exception("capture did not start")
         print(f"capture: could not start ({e}) — run `mirador doctor`", flush=True)
@@ -68,7 +60,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print("Mirador headless service")
-    print_record(store.stats())
+    _print_fields(store.stats())
     cap = None if once else start_capture(store)
     sched = None if once else start_jobs(store)
     if not once:

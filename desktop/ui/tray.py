@@ -11,9 +11,10 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
 from desktop.runtime import autostart
-from desktop.ui.icons import icon
 from desktop.runtime.ports import CaptureControl, HealthView, read_health
+from desktop.ui.icons import icon
 from desktop.ui.workers import Jobs
+from memory.types import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ def _ago(dt: datetime | None) -> str:
     if dt is None:
         return "no write yet"
     local = dt.replace(tzinfo=timezone.utc).astimezone()
-    secs = max(0, int((datetime.now(timezone.utc).replace(tzinfo=None) - dt).total_seconds()))
+    secs = max(0, int((utcnow() - dt).total_seconds()))
     rel = f"{secs} s ago" if secs < 90 else f"{secs // 60} min ago" if secs < 5400 else f"{secs // 3600} h ago"
     return f"last write {local:%H:%M:%S} ({rel})"
 

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from desktop.runtime import autostart
+
 RUN = r"Software\Microsoft\Windows\CurrentVersion\Run"
 EXE = [r"C:\Program Files\Mirador\mirador.exe", "app"]
 

@@ -7,7 +7,8 @@ from datetime import timedelta
 from PySide6.QtCore import Qt
 
 from capture.window import WindowInfo
-from desktop.ui.app import MiradorShell, Services
+from desktop.runtime.services import Services
+from desktop.ui.app import MiradorShell
 from memory.config import Config, load_config, save_config
 from tests.desktop.conftest import wait_idle
 

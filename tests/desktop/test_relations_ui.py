@@ -7,7 +7,6 @@ import json
 from PySide6.QtCore import QUrl
 
 from desktop.cli.main import main
-
 from memory.graph import relations as R
 from tests.desktop.conftest import click_row, open_browser, wait_idle
 

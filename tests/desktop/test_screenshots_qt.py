@@ -12,7 +12,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-
 from PIL import Image, ImageDraw, ImageFont
 from PySide6.QtCore import Qt
 

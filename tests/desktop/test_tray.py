@@ -8,10 +8,11 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QSystemTrayIcon
 
 from desktop.runtime import autostart
+from desktop.runtime.ports import read_health
 from desktop.ui.browser_data import pending_count
-from desktop.runtime.ports import RecordingCapture, read_health
 from desktop.ui.tray import Tray
 from tests.desktop.conftest import wait_idle
+from tests.desktop.fakes import RecordingCapture
 
 
 def _choose(qtbot, tray, text):

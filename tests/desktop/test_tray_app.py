@@ -6,8 +6,9 @@ import socket
 
 from PySide6.QtCore import QPoint, Qt
 
-from desktop.ui.app import MiradorShell, Services
-from desktop.cli.app import has_display
+from desktop.runtime.platform import can_show_windows
+from desktop.runtime.services import Services
+from desktop.ui.app import MiradorShell
 from memory.config import Config, McpConfig, save_config
 from tests.desktop.conftest import wait_idle
 
@@ -28,7 +29,7 @@ def _choose(qtbot, tray, text):
 
 
 def test_app_runs_real_capture_and_mcp_and_tray_pauses_and_starts(qtbot, mirador_home, monkeypatch):
-    assert has_display()
+    assert can_show_windows()
     port = _free_port()
     cfg = Config()
     cfg.capture.audio = False  # no microphone under Xvfb; the screen is real
@@ -85,5 +86,5 @@ def test_app_without_display_runs_headless_service(monkeypatch):
     monkeypatch.setattr("sys.platform", "linux")
     calls = []
     monkeypatch.setattr(desktop.runtime.service, "run_service", lambda **kw: calls.append(kw) or 0)
-    assert not has_display()
+    assert not can_show_windows()
     assert main(["app"]) == 0 and calls == [{}]
