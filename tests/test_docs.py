@@ -104,3 +104,11 @@ def test_relative_links_point_to_files_that_exist(doc):
         if not (doc.parent / path).exists():
             broken.append(target)
     assert not broken, f"{doc.relative_to(ROOT)} links to files that do not exist: {broken}"
+
+
+def test_cli_reference_lists_every_command():
+    gen = _load(ROOT / "scripts" / "gen_config_docs.py", "gen_config_docs")
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    missing = [" ".join(path) for path, _ in gen.cli_commands() if f"### `{' '.join(path)}`" not in text]
+    assert not missing, (
+        f"docs/cli.md has no section for {missing}; run: .venv/bin/python scripts/gen_config_docs.py --cli")
