@@ -44,7 +44,7 @@ def open_store_for_capture(home: Path | None = None):
     """A Store tuned for a capture process: one embedder thread unless configured otherwise.
 
     Capture embeds small batches all day; with torch's default thread pool the idle threads
-    spin-wait after every batch, which measured ~6x the CPU of one thread on a shared 2-core box.
+    spin-wait after every batch, which on a shared machine costs several times the CPU of one thread.
     """
     from memory.config import data_dir, load_config
     from memory.store.core import Store

@@ -35,7 +35,7 @@ PIXEL_DELTA = 10.0  # a block "changed" if its mean moved more than this (0..255
 MIN_TEXT_CHARS = 3
 # A band is a strip of whole text lines: read it as one block, line by line (psm 6). The automatic
 # layout (psm 3, kept for whole frames) splits left-aligned monospace text — terminals, code, logs —
-# into columns ("line\nline\n...\n6.0\n6.1"), which cost 95% of the line tokens in bench/capture.py.
+# into columns ("line\nline\n...\n6.0\n6.1"), which lost most of the line tokens in bench/capture.py.
 BAND_PSM = 6
 
 

@@ -34,12 +34,12 @@ class ModelsConfig(_Section):
     embedder_dir: Path | None = None
     embedder_batch_size: int = Field(32, ge=1, le=1024)
     # One thread by default: with capture, OCR or another program busy on the second core, torch's
-    # two-thread pool spin-waits and a query embedding took 190 ms instead of 30 (bench/scale.py).
+    # two-thread pool spin-waits and a query embedding gets several times slower (bench/scale.py).
     embedder_threads: int = Field(1, ge=0, le=256,
                                   description="threads for the embedder's torch pool (its onnxruntime query "
                                               "encoder takes at least two); 0 = their defaults")
     # Imports embed thousands of rows in one go: where torch embeds them (no export cached yet), two
-    # threads nearly double their speed on an idle machine and cost ~5% with the other core busy
+    # threads are much faster on an idle machine and cost little with the other core busy
     # (models/embedder.py: bulk_threads).
     embedder_bulk_threads: int = Field(2, ge=0, le=256,
                                        description="torch threads while an import embeds its batches (when "

@@ -116,7 +116,7 @@ class Embedder:
             return self._model
 
     def _start_onnx(self) -> None:
-        """Load (or export once: ~10 s here) the onnxruntime encoder beside the queries, never in their way.
+        """Load (or export once, which takes a while) the onnxruntime encoder beside the queries, never in their way.
 
         Not a daemon thread: an export cut off by the interpreter's exit would leave nothing useful, so
         the first process to export waits for it on the way out.
@@ -147,8 +147,8 @@ class Embedder:
 
         Why not `threads`: its default of one is for torch, whose pool spin-waits when the other core is
         busy. onnxruntime's pool here does not spin (models/onnx_encoder.py), so the second thread costs
-        a busy core nothing: one query took 6.4-7.4 ms on two threads vs 9.4-9.6 on one with the machine
-        idle, and 8.6-9.2 vs 9.0-9.6 with one core kept busy.
+        a busy core nothing: a query was faster on two threads than on one, both with the machine idle
+        and with one core kept busy.
         """
         if self.threads == 0:
             return 0  # onnxruntime's default: one per core
@@ -168,7 +168,7 @@ class Embedder:
     def _light_encoder(self):
         """The export already cached for this model, served without torch; None until one exists.
 
-        Why: importing sentence-transformers and torch takes ~4 s and ~480 MB, which a CLI recall, a
+        Why: importing sentence-transformers and torch takes seconds and much memory, which a CLI recall, a
         hook or the capture process would otherwise pay to embed a few texts. Looked up once per embedder.
         """
         if not self._light_tried and self.use_onnx:
@@ -261,8 +261,8 @@ class Embedder:
     def _torch_one(self, text: str) -> np.ndarray:
         """One text through the model's own modules (tokenizer, transformer, pooling, normalize).
 
-        Why not encode(): for a single short query its batching machinery costs 2-3 ms, and search
-        pays it on every new query. Same vector as embed().
+        Why not encode(): for a single short query its batching machinery is pure overhead, and search
+        would pay it on every new query. Same vector as embed().
         """
         import torch
 
@@ -315,9 +315,9 @@ def bulk_threads(n: int) -> Iterator[None]:
     Only where torch serves (no export cached yet, or embedder_onnx off): the onnxruntime path has its
     own two non-spinning threads, and this never imports torch for a process that does not use it.
     Why not always two: with the other core busy, torch's two-thread pool spin-waited and a query
-    took 190 ms instead of 30, so the default stays one thread. With OMP_WAIT_POLICY=PASSIVE (models/
-    __init__.py) the waiting threads sleep instead: batches of 384 chat messages embedded at 176 vs 93
-    rows/s on an idle machine, and 90 vs 95 rows/s with the other core busy.
+    got several times slower, so the default stays one thread. With OMP_WAIT_POLICY=PASSIVE (models/
+    __init__.py) the waiting threads sleep instead: two threads embed batches much faster on an idle
+    machine and about as fast with the other core busy.
     """
     global _threads_outside_bulk
     want = n or os.cpu_count() or 1

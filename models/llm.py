@@ -62,7 +62,7 @@ class _GrammarFirst:
     """Grammar-constrained greedy decoding that checks only the best few tokens against the grammar.
 
     llama.cpp's grammar sampler tests every vocabulary entry at every step; with Gemma's 262k
-    tokens that made each token ~10x slower. Like llama.cpp's own common sampler, this tries the
+    tokens that made each token many times slower. Like llama.cpp's own common sampler, this tries the
     top candidates first and falls back to the whole vocabulary only when none of them fits. Only
     tokens the grammar accepted are ever fed back to it, so it cannot hit the C++ abort on an
     impossible token.
@@ -226,7 +226,7 @@ class LLM:
         model_path is None.
     n_threads: CPU threads for generation. One is usually best for a small model: token-by-token
         decoding is latency-bound, and a second thread mostly adds synchronisation, which collapses
-        (measured 10x slower) when other processes share the cores.
+        when other processes share the cores.
     n_threads_batch: CPU threads for prompt processing (parallelises well); None = n_threads.
     n_ctx: context window in tokens (prompt + answer must fit).
     timeout: seconds per call. llama.cpp has no timeout of its own: a stopping criterion checks the

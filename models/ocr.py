@@ -61,7 +61,7 @@ class Ocr:
     timeout: seconds before one OCR call is abandoned.
     engine: "auto" = a persistent libtesseract worker process when the library loads, else the CLI;
         "library" = the worker only; "cli" = one `tesseract` process per image (reloads the model
-        every call: ~0.2 s more CPU per image, measured in bench/capture.py).
+        every call, which costs CPU on every image: bench/capture.py).
     """
 
     def __init__(self, language: str = "eng", psm: int = 3, min_confidence: float = 10.0, upscale: float = 1.0,

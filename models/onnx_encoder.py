@@ -1,7 +1,7 @@
 """The embedder's transformer exported to ONNX and run by onnxruntime.
 
-Why: a single query through torch takes ~27 ms here (2 threads; ~30 on one), and onnxruntime runs
-the same graph in ~8-11 ms, with vectors equal to torch's to 1e-6. Once the export is cached, batches
+Why: onnxruntime runs the same graph as torch several times faster for a single query, with vectors
+equal to torch's to 1e-6. Once the export is cached, batches
 go through it too (TextEncoder: chunks of 8, shortest first, faster than torch on one or two threads),
 and a process never needs to import torch or sentence-transformers.
 
@@ -61,7 +61,7 @@ def fingerprint(weights: Path) -> str:
     the end: the same weights installed in two places share it. Other weights differ in the slices
     (fine-tuning changes nearly every byte); a file that differed only elsewhere would be caught by
     load_or_export's probe against torch, which removes an export that does not reproduce it. Reading
-    the whole 90 MB on every start would cost ~0.2 s of every CLI call and hook."""
+    the whole file on every start would slow every CLI call and hook."""
     size = weights.stat().st_size
     h = hashlib.sha1(str(size).encode())
     with weights.open("rb") as f:
@@ -86,7 +86,7 @@ def export_path(model_dir: Path, cache_dir: Path) -> Path:
 
 
 def torch_version() -> str:
-    """The installed torch's version, read from its metadata: importing torch takes ~1 s and ~180 MB,
+    """The installed torch's version, read from its metadata: importing torch costs time and memory,
     which a process that only needs the export (TextEncoder) never pays."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -132,11 +132,10 @@ CHUNK = 8  # texts per onnxruntime call when encoding many
 
 class TextEncoder:
     """An export already in the cache, served with Tokenize: texts to vectors with neither
-    sentence-transformers nor torch loaded (a cold `mirador recall` spends ~4 s importing them).
+    sentence-transformers nor torch loaded (importing them would dominate a cold `mirador recall`).
 
-    Many texts go in chunks of CHUNK, shortest first, so that little of each call is padding: 384 chat
-    messages embedded at 119 rows/s on one thread and 205 on two (torch: 98 and 168-176), and at 148
-    on two with the other core busy (torch: 96 on one, 91 on two).
+    Many texts go in chunks of CHUNK, shortest first, so that little of each call is padding: that way
+    batches embed faster than through torch, on one thread or two, idle or with the other core busy.
     """
 
     def __init__(self, path: Path, model_dir: Path, threads: int) -> None:

@@ -1,9 +1,9 @@
 """A persistent tesseract engine in its own process, driven over stdin/stdout (standard library only).
 
 Why a process and not in-process ctypes: libtesseract's OpenMP threads busy-wait unless
-OMP_THREAD_LIMIT is set before libgomp loads, which measured ~5x the CPU per frame; setting it
+OMP_THREAD_LIMIT is set before libgomp loads, which multiplied the CPU per frame; setting it
 process-wide breaks CTranslate2 (whisper). A child gets the limit alone, keeps the language model
-loaded between frames (the tesseract CLI reloads it on every call, ~0.2 s of CPU), and a crash in
+loaded between frames (the tesseract CLI reloads it on every call), and a crash in
 native code cannot take capture down with it.
 
 Run as `python -I tesseract_worker.py LANG PSM` with OMP_THREAD_LIMIT in its environment.

@@ -3,11 +3,11 @@
 Why: all-MiniLM-L6-v2 matches a question to a turn that shares its meaning, but a conversation's
 answers often share little of it ("what activities does Melanie do?" → "took the kids swimming").
 Tuned on question → evidence pairs of other conversations (bench/train_embedder.py), the vector
-list finds more of the evidence of conversations it never saw (README, Retrieval quality).
+list finds more of the evidence of conversations it never saw (bench/RESULTS.md).
 
 The delta (models/data/embedder_tuning.npz) names the weights it was trained on by their
 fingerprint, and is applied only to those. The merged model is an ordinary sentence-transformers
-directory in the per-machine cache, keyed by base weights and delta, made once (~0.5 s, NumPy only:
+directory in the per-machine cache, keyed by base weights and delta, made once (NumPy only:
 no torch) and then served like any other (its onnxruntime export included).
 """
 

@@ -167,8 +167,8 @@ _BATCH = 256  # changed rows whose neighbours one LanceDB query looks up
 def _near(store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict[str, list[dict]]:
     """Each row's k nearest visible memories of its type (or of `mtype`) in its scope, by row id.
 
-    Batched per type and scope: after an import thousands of rows changed, and one query each took
-    ~15 ms of a pass (bench/dream_stop.py). The stop is checked between batches.
+    Batched per type and scope: after an import thousands of rows have changed, and one LanceDB query
+    per row would make the pass grow with them (bench/dream_stop.py). The stop is checked between batches.
     """
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:

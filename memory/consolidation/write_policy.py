@@ -115,8 +115,8 @@ def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STA
 def neighbours_many(store, vecs, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[list[dict]]:
     """neighbours() for many vectors at once: one LanceDB query for the batch, the lists in input order.
 
-    Why: a dream pass looks up the neighbours of every changed memory; one at a time that cost ~7 ms
-    a query on 3k rows, in a batch of 200 ~0.2 ms (bench/dream_stop.py).
+    Why: a dream pass looks up the neighbours of every changed memory; one query per vector pays
+    LanceDB's per-query cost every time, a batch pays it once (bench/dream_stop.py).
     """
     vecs = [np.asarray(v, dtype=np.float32) for v in vecs]
     if not vecs:

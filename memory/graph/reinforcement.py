@@ -82,7 +82,7 @@ def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
     """Every usage row, re-read only when the table's version moves.
 
     Ranking runs inside every memory search; a lookup query there was a sequential LanceDB round
-    trip (5-15 ms), while the table changes only when something is reinforced or forgotten. It
+    trip in every search, while the table changes only when something is reinforced or forgotten. It
     holds ids and numbers, never memory text.
     """
     cols = [f.name for f in T.usage_schema()]

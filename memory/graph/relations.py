@@ -399,8 +399,8 @@ def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
 def _because_sources(store) -> frozenset[str]:
     """Ids with a BECAUSE edge in any scope, re-read only when the relations table's version moves.
 
-    Why: recall asks for the reasons of every memory candidate; the query costs ~9 ms at 100k rows and
-    nearly always finds none. Scopes are still applied by the edge query that follows, so this set
+    Why: recall asks for the reasons of every memory candidate; the query is a LanceDB round trip in
+    every recall and nearly always finds none (bench/scale.py times recall). Scopes are still applied by the edge query that follows, so this set
     never decides what a caller may see.
     """
     where = f"relation = {sql_literal(BECAUSE)}"

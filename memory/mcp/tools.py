@@ -90,7 +90,7 @@ def _snip(text: str, n: int = SNIPPET_CHARS, query_stems: frozenset[str] = froze
 
 
 # What a search result shows (the briefs below): a search reads only these columns of its winners,
-# ~0.5 ms a column at 100k rows (bench/scale.py). memory_get / evidence_get return whole rows.
+# each column read costs time per winner (bench/scale.py). memory_get / evidence_get return whole rows.
 MEMORY_BRIEF_COLS = ["id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance"]
 EVIDENCE_BRIEF_COLS = ["id", "captured_at", "source", "app", "window", "scope", "text"]
 

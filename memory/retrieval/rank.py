@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RankConfig:
-    """Knobs of evidence ranking. The defaults are what bench/locomo.py measured best (see README)."""
+    """Knobs of evidence ranking. The defaults are what bench/locomo.py measured best (bench/RESULTS.md)."""
 
     pool: int = 50  # candidates taken from each list (LoCoMo dev: 100 gave the same recall)
     w_vec: float = 0.75
@@ -33,8 +33,8 @@ class RankConfig:
     date_boost: float = 0.3  # + b when the row was captured inside a date the question names
     window_slack: timedelta = timedelta(days=1)  # "on 8 May" also matches rows captured late on the 7th (time zones)
     rerank: bool = True  # reorder the top candidates with the tree model (memory/retrieval/rerank.py; models.reranker)
-    # ... this many. Held out on LoCoMo dev with the tuned first stage, R@10 0.8482 (mean of five
-    # seeds) at 30 against 0.844 at 20 and 0.8482 at 40; before the tuning the three scored alike.
+    # ... this many: the smallest top that scored as well as a larger one held out on LoCoMo dev
+    # (bench/train_reranker.py; bench/RESULTS.md); a larger top only makes the reranker read more text.
     rerank_top: int = 30
 
     def describe(self) -> dict:
@@ -92,7 +92,7 @@ def _fuse(lists: list[tuple[list[tuple[str, float]], float]]) -> dict[str, float
     """One score per candidate: each list's own scores min-max normalised to [0, 1], summed by weight.
 
     Scores, not ranks: a row far ahead in one list keeps its lead, where reciprocal-rank fusion would
-    flatten it (README, Performance: RRF measured worse on LoCoMo dev). A row missing from a list
+    flatten it (RRF measured worse on LoCoMo dev: bench/RESULTS.md, Tried and dropped). A row missing from a list
     gets 0 from it, so the boosts below are in the same units (a list's best row = its weight).
     """
     fused: dict[str, float] = {}
@@ -111,8 +111,8 @@ def _with_neighbours(scores: dict[str, float], rows: dict[str, dict], cfg: RankC
 
     Conversations answer across turns: the question "what is Tim excited to see?" matches the turn
     that asked it, the answer is the next one, and the topic runs on for a few turns. Only candidates'
-    scores count: a turn outside every list adds nothing (measured: fetching the top 40's neighbours
-    changed LoCoMo dev R@10 by 0.001). On LoCoMo dev, one hop: R@10 0.688 -> 0.750; four: see README.
+    scores count: a turn outside every list adds nothing (fetching the neighbours no list found made
+    no difference: bench/RESULTS.md, Tried and dropped). bench/locomo.py --rank measures the hops.
     """
     runs: dict[str, dict[int, float]] = {}
     for id_, s in scores.items():
@@ -197,7 +197,7 @@ def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankCo
 
 # What the reranker reads of each of its candidates besides the ranking columns: the indexed text
 # (speaker and resolved dates included) scored better on held-out LoCoMo conversations than the bare
-# text, R@5 0.7504-0.7546 vs 0.7478-0.7519 over five seeds (README, Retrieval quality). The source
+# text (bench/train_reranker.py; bench/RESULTS.md). The source
 # says which candidates it may move (rerank.moves).
 RERANK_COLS = ("text", "search_text", "source")
 

@@ -146,7 +146,7 @@ def _executor() -> ThreadPoolExecutor:
 
 
 # What candidates are built from (_memory_cand, _evidence_cand, _recency, _confidence): reading only
-# these halves the winners' fetch at 100k rows (bench/scale.py).
+# these, not every column, keeps the winners' fetch small (bench/scale.py times recall).
 _MEMORY_READ = ["id", "type", "scope", "text", "valid_from", "created_at", "updated_at", "provenance", "origin",
                 "confidence"]
 _EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "captured_at"]

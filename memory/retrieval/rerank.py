@@ -4,8 +4,8 @@ Why: the first stage (memory/retrieval/rank.py) adds hand-weighted scores. Some 
 way: a bare "Wow, nice!" next to a strong match, a turn that asks rather than answers, a session
 where many candidates cluster. LambdaMART models over those signals (five, with their own bagging
 seeds, summed), trained on LoCoMo dev and scored on each conversation they did not see
-(bench/train_reranker.py), took the tuned first stage from R@5 0.7654 / R@10 0.838 to 0.7771-0.7794 /
-0.8498-0.8519 over six runs; they lower two of the five conversations' R@5 (README, Retrieval quality).
+(bench/train_reranker.py), find more of the evidence than the tuned first stage alone, though not in
+every conversation (bench/RESULTS.md: LoCoMo dev, held out).
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
 which the search fetches for its winners anyway; of those, only the kinds of evidence it learned from
@@ -49,7 +49,7 @@ FEATURES = (
 # -1 for ranks (0 is the top). bench/train_reranker.py trains under these constraints. Why: a person's
 # own data is not LoCoMo, and a model that may rank a turn lower for matching the query better (as
 # an unconstrained one does, between its splits) is hard to trust there. On LoCoMo it also helped:
-# held out, R@10 0.8498 against 0.8461 over 15 seeds (README, Retrieval quality).
+# held out, recall rose a little (bench/train_reranker.py; bench/RESULTS.md).
 MONOTONE = {
     "vec": 1, "fts": 1, "win_vec": 1, "win_fts": 1, "vec_raw": 1, "vec_rank": 1, "fts_raw": 1, "fts_rank": 1,
     "fused": 1, "fused_rank": -1, "first_rank": -1, "overlap": 1, "overlap_n": 1, "speaker_named": 1,
@@ -60,7 +60,7 @@ assert set(MONOTONE) <= set(FEATURES), "MONOTONE names a feature FEATURES does n
 # The kinds of evidence a model reorders unless its meta names others ("sources"). The shipped one
 # learned from chat turns (LoCoMo, ingested as "import"); spoken turns, notes and what assistants
 # write are short first-person text like them. Screen captures are not: long OCR text of whole
-# windows, on which it moved two of 16 answers of a made-up workday down and none up
+# windows, on which it moved answers of a made-up workday down and none up
 # (bench/screen_retrieval.py), so they keep the first stage's places.
 SOURCES = ("import", "audio", "manual", "mcp")
 
@@ -156,8 +156,8 @@ class TreeEnsemble:
             raise ConfigError(f"{source}: meta.sources must list evidence sources ({', '.join(EVIDENCE_SOURCES)}), "
                               f"not {sources!r} — fix it or retrain with bench/train_reranker.py")
         self.sources = frozenset(sources)
-        # Every tree's nodes in one set of arrays, so predict walks all trees at once: ~7 NumPy steps
-        # per call instead of ~7 per tree (100 trees over 20 rows: 2.1 ms one tree at a time).
+        # Every tree's nodes in one set of arrays, so predict walks all trees at once: one NumPy step
+        # per tree level for the whole ensemble, instead of one per level of every tree.
         feat, thr, left, right, value, roots = [], [], [], [], [], []
         try:
             for t in spec["trees"]:

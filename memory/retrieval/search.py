@@ -120,8 +120,8 @@ def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
 
 
 def _vault_in_scope(store, scopes, version: int | None = None) -> bool:
-    """Whether any vault entry lies in these scopes. A label search costs ~4 ms of CPU at every call,
-    also on an empty vault; the set of scopes in use is kept until the vault table changes."""
+    """Whether any vault entry lies in these scopes. A label search costs CPU at every call, also on
+    an empty vault; the set of scopes in use is kept until the vault table changes."""
     present = store.versioned("_vault_scopes", store.vault,
                               lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)),
                               version)
@@ -139,8 +139,8 @@ def _vault_hits(rows: list[dict]) -> list[Hit]:
 
 
 # Up to this many candidates per leg, the legs read the hit columns themselves and no fetch follows:
-# 14 vs 17 ms at 100k rows for a 10-hit search with 9 columns. Recall's 120-candidate legs are cheaper
-# reading ids and taking the 40 winners' columns after (25 vs 27 ms; bench/scale.py store).
+# a second fetch would cost more than reading a few columns of a small pool. Recall's larger legs are
+# cheaper reading ids and taking the winners' columns after (bench/scale.py times both).
 INLINE_MAX_POOL = 40
 
 
@@ -148,8 +148,8 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
                     until: datetime | None = None, limit: int = 10, cols: list[str] | None = None) -> list[Hit]:
     """Hybrid search over memories (and vault labels when the type filter allows vault).
 
-    cols: the memory columns a hit carries (default all public ones); each column read costs ~0.5 ms
-    at 100k rows, so recall() and the MCP search tool ask only for what they show.
+    cols: the memory columns a hit carries (default all public ones); each column read costs time per
+    hit, so recall() and the MCP search tool ask only for what they show.
     """
     query = check_query(query)
     limit = _check_limit(limit)

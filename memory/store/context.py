@@ -24,7 +24,7 @@ class ContextConfig:
     dates: bool = True  # "(yesterday = 7 May 2023)" appended for relative dates in the text
     capture_date: bool = False  # "[8 May 2023]" — the capture day itself
     # Turns before/after whose text joins the embedded text. 0: on LoCoMo dev a turn embedded with its
-    # neighbours matched questions worse (vector-only R@10 0.44) than embedded alone (0.50); context
+    # neighbours matched questions worse than embedded alone (bench/RESULTS.md, Tried and dropped); context
     # now enters at query time instead, through run positions (place_in_runs, memory/retrieval/rank.py).
     neighbours_embed: int = 0
     neighbours_fts: int = 0  # same, for the full-text-indexed search_text

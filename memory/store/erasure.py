@@ -118,7 +118,7 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
     removed = sum(_remove_frame(store.home, p) for p in frames)
     if purge_now:
         # Only the tables this erase changed: forgetting a memory need not retrain the evidence index
-        # (at 100k rows, ~20 of the ~65 s a one-memory forget took). The audit table always (content
+        # (on a large store that retraining was much of a one-memory forget). The audit table always (content
         # removed), tombstones (appended), relations with memories (edges dropped).
         changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
         changed |= {T.RELATIONS} if found.get("memory") else set()

@@ -14,9 +14,8 @@ was trained for, so without the record the doubling rule never fires.
 Maintenance does not call LanceDB's table.optimize(), for two things it does that get worse with
 every pass (optimize_table() below does the same three steps through Lance's own API, pylance):
 - It adds each pass's new rows to the vector index as one more *delta* segment, and every query
-  searches every segment. On the 100k bench evidence table, 40 light passes of 30 rows left 43
-  segments and a vector query took 42.2 ms instead of 10.1 (bench/maintenance.py; 9.7 ms with the
-  passes below, at 1.57 instead of 1.07 s a pass). Here the deltas are
+  searches every segment, so vector queries slow down with every light pass (bench/maintenance.py
+  runs both strategies; bench/RESULTS.md). Here the deltas are
   merged into one at each pass: the trained base plus at most one delta.
 - It compacts towards 1M-row fragments. Once the deltas are merged, every fragment the delta covers
   is a candidate, so each pass would rewrite every row added since the last training. Here only
@@ -120,10 +119,9 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     """Train a cosine IVF_SQ index when the table is big enough (or retrain once it has doubled, or
     once optimize() has left more than MAX_VECTOR_DELTAS delta segments).
 
-    IVF_SQ over IVF_HNSW_SQ: IVF_SQ trained ~4x faster on 2 busy cores (63 s vs 237 s), and maintenance
-    blocks the writer while it trains. (That comparison's recall figures were taken on indexes that
-    optimize() had collapsed, see below; with sqrt(n) partitions kept, IVF_SQ probing 40 of them finds
-    0.97 of an exact search's top 10 on the 100k bench store, in ~6 ms.)
+    IVF_SQ over IVF_HNSW_SQ: IVF_SQ trains several times faster on busy cores, and maintenance
+    blocks the writer while it trains. With sqrt(n) partitions kept, probing NPROBES of them
+    (memory/store/reads.py) finds nearly all of an exact search's top 10 (bench/scale.py store).
 
     Returns what was done ("built", "retrained") or None. force=True builds even on a small table (tests).
     """
@@ -183,7 +181,7 @@ def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None 
     Returns what was built, per table, with timings.
     stop: a threading.Event; once set, no further step starts (each step is one commit, so what was
     done stays done) and the report says where it stopped, under "stopped". At quit, a pass that
-    would retrain a 100k-row index (~16 s) ends within the current step instead of holding the job.
+    would retrain a large index ends within the current step instead of holding the job.
     """
     report: dict = {}
     try:

@@ -1,10 +1,10 @@
 """Search reads through LanceDB's async client, several queries in one hop.
 
 Why: the sync client turns every result batch into its own round trip to LanceDB's event loop (one
-thread hop each, plus one to find the stream's end), which cost 2-4 ms per query at 100k rows; and
+thread hop each, plus one to find the stream's end), which added up in every query; and
 running the legs of a search side by side took a thread pool on top. Here the legs of one search are
 built as async queries and gathered on one loop, then the winners fetched in one more hop
-(bench/scale.py: 100k hybrid memory search p50 39 -> ~26 ms on this machine; README, Performance).
+(bench/scale.py times the searches; bench/RESULTS.md).
 
 Writes stay on the sync client. Both connections read the latest committed version on every query
 (read_consistency_interval=0), so a read here sees what a write there has committed.
@@ -26,9 +26,9 @@ from memory.store.rowcache import BASE_MAX_BYTES, BASE_MAX_ROWS, BASE_MAX_ROWS_B
 
 log = logging.getLogger(__name__)
 
-# IVF partitions probed once a table has an index (memory/store/indexes.py: sqrt(rows) partitions). On the
-# 100k bench store, recall@10 against an exact search: 20 probes 0.93-0.95, 40 probes 0.97, 80 0.98;
-# 7.2 / 8.1 / 9.3 ms a query.
+# IVF partitions probed once a table has an index (memory/store/indexes.py: sqrt(rows) partitions). Fewer
+# probes miss more of an exact search's top 10, more cost time for little gain; this was the balance
+# on the bench/scale.py store.
 NPROBES = 40
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -96,7 +96,7 @@ class Reader:
         """The latest version of each table, checked side by side in one hop (None: not readable).
 
         A search checks the small tables it keeps snapshots of (vault scopes, usage) before its legs:
-        one synchronous check each cost ~0.5-0.9 ms, one after the other.
+        one synchronous check each, one after the other, added their round trips up.
         """
         async def check(name):
             try:

@@ -4,7 +4,7 @@ tuned by an older release's delta: vectors of two models do not compare, so a st
 embedder (memory/store/core.py) until this runs.
 
 Only vectors change. The text, search_text and every other column stay. It runs in two steps, so that
-searches match as well as ever while it works (on 2 cores, ~26 min per 100k rows):
+searches match as well as ever while it works, which on a large store is long (bench/reembed.py):
 
 1. Stage. Each row's new vector goes to a side table (reembed_staging) with a digest of the text it
    was made from. The store's vectors and every process's embedder stay as they are. A pass stopped

@@ -1,10 +1,9 @@
 """The columns search ranks by (and, for memories, what a hit shows), kept in memory by row address,
 so ranking legs read only scores and memory searches fetch nothing after.
 
-Why: a LanceDB leg that reads `id` for its 50-120 candidates spends ~4 of its ~10 ms at 100k rows on
-that read (each value is a random read that decodes a whole mini-block), and recall runs four such
-legs. Served from here, head to head at 100k: recall 68.1 vs 72.0 ms (fresh queries), 48.6 vs 53.5
-ms (query vector cached); the MCP evidence search 25.2 vs 28.9 ms (README, Performance).
+Why: a LanceDB leg that reads `id` for its 50-120 candidates spends much of its time on that read
+(each value is a random read that decodes a whole mini-block), and recall runs four such legs.
+Served from here, recall and the MCP searches are faster (bench/scale.py; bench/RESULTS.md).
 
 Why it is safe: a row's address (`_rowid`: fragment id << 32 | offset) names one immutable row
 version. An update or a compaction writes the row at a new address, a delete hides the address, and
@@ -17,10 +16,10 @@ every other process (the MCP server, the app) drops its whole cache at its next 
 that the tombstones table moved (memory/store/reads.py), and rebuilds it in the background. Nothing here
 is ever written to disk.
 
-Per table: a base, built by one background scan (sorted addresses + Arrow columns; on the bench
-store ~37 MB per 100k memories, their text included, ~9 MB per 100k evidence rows), plus a bounded
-spill of rows taken on a miss (new rows). Memory hits from here: the MCP memory search 15.3 vs 18.5
-ms, recall 55.4 vs 58.7 ms, head to head with an id-only memory cache on the 100k bench store.
+Per table: a base, built by one background scan (sorted addresses + Arrow columns; memories' text
+included, so theirs is the larger; bench/scale.py reports its size), plus a bounded spill of rows
+taken on a miss (new rows). Memory hits come from here too, so a memory search fetches nothing after
+ranking.
 A lookup that misses most of its addresses (another process compacted the table) asks for a rebuild.
 """
 
@@ -36,14 +35,14 @@ import pyarrow as pa
 # credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
 COLUMNS: dict[str, tuple[str, ...]] = {
     # Memories: also what a hit shows (the MCP search's columns, recall's), so a memory search asks
-    # LanceDB for scores alone and fetches nothing after (README, Performance). It costs ~33 MB more
-    # per 100k memories on the bench store (37.4 vs 4.0 MB for ids alone); BASE_MAX_ROWS_BY_TABLE caps it.
+    # LanceDB for scores alone and fetches nothing after (bench/scale.py). Their text makes this base far
+    # larger than one of ids alone; BASE_MAX_ROWS_BY_TABLE caps it.
     "memories": ("id", "type", "scope", "title", "text", "status", "confidence", "updated_at", "provenance",
                  "valid_from", "created_at", "origin"),
     "evidence": ("id", "speaker", "captured_at", "run_id", "run_pos"),
 }
-BASE_MAX_ROWS = 1_000_000  # above this, a base would cost ~90 MB (evidence): only the spill is kept
-# Memories carry their text: ~37 MB per 100k on the bench store. Above this many, no base is built and
+BASE_MAX_ROWS = 1_000_000  # above this, an evidence base would weigh on every searching process: only the spill is kept
+# Memories carry their text, so a row weighs far more. Above this many, no base is built and
 # memory searches read their columns from the table as before (Reader.covers is False).
 BASE_MAX_ROWS_BY_TABLE = {"memories": 250_000}
 # ... and above this many bytes: memories run to 10,000 characters, so 250k long ones would hold
@@ -79,7 +78,7 @@ class RowCache:
         """Cached rows by address (`cols` of them, default all), and the addresses not cached.
 
         Only the asked columns become Python objects: a memory leg's 120 candidates need their ids,
-        not their text (2-4 ms for every column of 240 rows, holding the GIL).
+        not their text (converting every column would hold the GIL for nothing).
         """
         with self._lock:
             base, spill, found_addrs = self._base, self._spill, self._addrs

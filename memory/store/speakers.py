@@ -2,7 +2,7 @@
 
 Search matches a named person through the speaker column (memory/retrieval/rank.py), so the embedded question
 leaves their name out: "What is Tim excited to see?" embedded with "Tim" lands near greetings that
-say "Hey Tim!", not near the turn about what he is excited about (LoCoMo dev R@10 +0.03, see README).
+say "Hey Tim!", not near the turn about what he is excited about (it finds more evidence on LoCoMo dev: bench/locomo.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ REFRESH_S = 300.0  # other processes' new speakers are picked up this late; a mi
 
 
 class SpeakerNames:
-    """A process-local set, loaded by one column scan (~50 ms at 100k rows) and kept current by this
+    """A process-local set, loaded by one column scan (not one per query) and kept current by this
     process's own writes, rescanned when older than REFRESH_S."""
 
     def __init__(self) -> None:
