@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
+from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
-
-
-def _open():
-    from memory.store.core import Store
-
-    return Store()
 
 
 def cmd_extract(a) -> int:
     """Extract memories from pending evidence (or all evidence with --all) and report what happened."""
     from memory.consolidation.extraction import make_extractor, run_extraction
 
-    store = _open()
+    store = open_store()
     extractor = make_extractor(store, engine="rules" if a.rules else None)
     try:
         report = run_extraction(store, all_evidence=a.all, extractor=extractor, limit=a.limit)
@@ -55,7 +50,7 @@ def cmd_dream(a) -> int:
     """Run a dream pass (or --dry-run to only print the plan); --proposals / --accept / --dismiss review them."""
     from memory.consolidation.dream import decide_proposal, list_proposals, run_dream
 
-    store = _open()
+    store = open_store()
     if a.accept or a.dismiss:
         if a.accept and a.dismiss:
             raise InputError("give --accept or --dismiss, not both")

@@ -7,17 +7,12 @@ import sys
 import time
 from pathlib import Path
 
+from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
 
 _IMPORTER_FLAGS = ("me", "text_field", "time_field", "speaker_field", "id_field", "all_branches", "chunk_chars",
                    "max_file_bytes", "scope")
-
-
-def _open():
-    from memory.store.core import Store
-
-    return Store()
 
 
 class ProgressBar:
@@ -78,7 +73,7 @@ def _import_mirador(a, detected: bool) -> int:
         raise InputError(f"{', '.join(given)} apply to imported histories, not to a Mirador export (it carries its "
                          "own scopes) — drop them, or pass --format chatgpt|claude|notes|jsonl")
     try:
-        result = import_jsonl(_open(), Path(a.file))
+        result = import_jsonl(open_store(), Path(a.file))
     except InputError as e:
         if detected:  # say what was assumed, so a JSONL of one's own is not a dead end
             raise InputError(f"{e} (read as a Mirador export; for a JSONL of your own add --format jsonl)") from None
@@ -142,7 +137,7 @@ def cmd_import(a) -> int:
     if fmt == "mirador":
         return _import_mirador(a, detected)
     importer = make_importer(fmt, Path(a.file), _options(a))
-    store = _open()
+    store = open_store()
     privacy = store.config.privacy
     bar = ProgressBar() if (a.progress or sys.stderr.isatty()) else None
     try:

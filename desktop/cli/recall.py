@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+from desktop.cli.common import open_store
 from desktop.cli.output import emit_json
 
 
 def cmd_recall(a) -> int:
     """Print the recall block (or the whole result as JSON with --json)."""
     from memory.retrieval.recall import recall
-    from memory.store.core import Store
 
-    store = Store()
+    store = open_store()
     res = recall(store, a.query, a.budget, scopes=a.scope, types=a.type, include_evidence=not a.no_evidence)
     if a.json:
         emit_json(res.to_dict())

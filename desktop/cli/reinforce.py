@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from desktop.cli.common import open_store
 from desktop.cli.output import emit_json
 from memory.errors import NotFoundError
 
@@ -9,9 +10,8 @@ from memory.errors import NotFoundError
 def cmd_reinforce(a) -> int:
     """Reinforce (or with --show, only report) the given memories; unknown ids fail the command."""
     from memory.graph.reinforcement import reinforce, usage_of
-    from memory.store.core import Store
 
-    store = Store()
+    store = open_store()
     if a.show:
         rows = usage_of(store, a.ids, scopes=a.scope)
         missing = [i for i in a.ids if i not in {r["id"] for r in rows}]

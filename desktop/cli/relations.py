@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 
 REL_HELP = "BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES or MENTIONS (read as 'SRC REL DST')"
-
-
-def _open():
-    from memory.store.core import Store
-
-    return Store()
 
 
 def cmd_relate(a) -> int:
     """Add the edge SRC REL DST (idempotent)."""
     from memory.graph.relations import add_relation
 
-    edge = add_relation(_open(), a.src, a.relation, a.dst, actor="person", provenance=a.evidence or [],
+    edge = add_relation(open_store(), a.src, a.relation, a.dst, actor="person", provenance=a.evidence or [],
                         confidence=a.confidence, scopes=a.scope)
     if a.json:
         emit_json(edge)
@@ -31,7 +26,7 @@ def cmd_related(a) -> int:
     """List a memory's relations."""
     from memory.graph.relations import related
 
-    edges = related(_open(), a.id, a.relation, a.direction, scopes=a.scope, statuses=[] if a.all else None,
+    edges = related(open_store(), a.id, a.relation, a.direction, scopes=a.scope, statuses=[] if a.all else None,
                     limit=a.limit)
     if a.json:
         emit_json({"id": a.id, "relations": edges})
@@ -48,7 +43,7 @@ def cmd_chain(a) -> int:
     """Follow causes or consequences of a memory."""
     from memory.graph.relations import chain
 
-    res = chain(_open(), a.id, a.direction, a.relation, a.depth, scopes=a.scope, statuses=[] if a.all else None)
+    res = chain(open_store(), a.id, a.direction, a.relation, a.depth, scopes=a.scope, statuses=[] if a.all else None)
     if a.json:
         emit_json(res)
         return 0
@@ -70,9 +65,9 @@ def cmd_unrelate(a) -> int:
 
     parts = a.edge
     if len(parts) == 1:
-        edge = remove_relation(_open(), parts[0], actor="person", scopes=a.scope)
+        edge = remove_relation(open_store(), parts[0], actor="person", scopes=a.scope)
     elif len(parts) == 3:
-        edge = remove_relation(_open(), src=parts[0], relation=parts[1], dst=parts[2], actor="person", scopes=a.scope)
+        edge = remove_relation(open_store(), src=parts[0], relation=parts[1], dst=parts[2], actor="person", scopes=a.scope)
     else:
         raise InputError("give an edge id (rel_…) or SRC REL DST — list them with `mirador related ID`")
     if a.json:
