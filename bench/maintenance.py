@@ -36,7 +36,7 @@ class _Direct:
     """What optimize_table needs of a Store: run each commit (one writer here, so no retries)."""
 
     @staticmethod
-    def _commit(fn):
+    def commit(fn):
         return fn()
 
 

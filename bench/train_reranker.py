@@ -99,9 +99,9 @@ def fold_embedder(delta: Path):
 
 
 def dia_of(store, id_: str) -> str | None:
-    from memory.store.rows import sql_literal_id
+    from memory.scopes import sql_literal
 
-    rows = store.evidence.search().where(f"id = {sql_literal_id(id_)}").select(["meta"]).limit(1).to_list()
+    rows = store.evidence.search().where(f"id = {sql_literal(id_)}").select(["meta"]).limit(1).to_list()
     return json.loads(rows[0]["meta"]).get("dia_id") if rows else None
 
 

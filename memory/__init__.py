@@ -28,6 +28,11 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+# The graph's erasure cascades (edges and use counts go with a forgotten memory) hook into the store
+# when memory.graph is imported; importing it here installs them in every process that has a store.
+# It is cheap: the graph's modules load only when a cascade runs.
+import memory.graph  # noqa: E402,F401  isort: skip
+
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)

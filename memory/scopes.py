@@ -26,9 +26,15 @@ def validate_scope(scope: str) -> str:
     return s
 
 
-def sql_literal(value: str) -> str:
-    """Quote a string for a LanceDB SQL predicate."""
-    return "'" + value.replace("'", "''") + "'"
+def sql_literal(value: object) -> str:
+    """Quote a string (an id, a scope, any plain value) for a LanceDB SQL predicate: the one quoting
+    helper every filter uses."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def sql_list(values: Iterable[object]) -> str:
+    """A parenthesised, quoted list for `IN`: "('a', 'b')"."""
+    return "(" + ", ".join(sql_literal(v) for v in values) + ")"
 
 
 def scope_filter(scopes: Iterable[str] | None, column: str = "scope") -> str | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from enum import StrEnum
 from typing import Any
 
@@ -13,6 +13,11 @@ from memory.errors import InputError
 MAX_MEMORY_CHARS = 10_000  # a memory is a distilled statement; longer input belongs in evidence
 MAX_EVIDENCE_CHARS = 100_000  # one screen of OCR text or a long transcript fits comfortably
 MAX_LABEL_CHARS = 200
+
+
+def utcnow() -> datetime:
+    """Naive UTC now, the form every timestamp column (and every time Mirador compares) holds."""
+    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 class MemoryType(StrEnum):

@@ -7,9 +7,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from memory.store.audit import utcnow
-from memory.store.rows import kind_of, public_evidence, public_memory, public_vault, sql_literal_id
+from memory.store.rows import kind_of, public_evidence, public_memory, public_vault
 from memory.scopes import sql_literal
-from memory.store.core import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
 
 SEARCH_LIMIT = 200
 TIME_RANGES = {  # label -> how far back; None = any time
@@ -53,7 +52,7 @@ def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
     if not (f.sources or f.apps):
         return None
     where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps)
-    return [r["id"] for r in store._rows(store.evidence, where, ["id"], limit=None)]
+    return [r["id"] for r in store.rows(store.evidence, where, ["id"], limit=None)]
 
 
 def vault_view(row: dict) -> dict:
@@ -90,10 +89,10 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
         if ev_ids is not None:
             prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
             where = f"{where} AND {prov}" if where else prov
-        keys = store._scan(store.memories, where, ["id", "updated_at"])
+        keys = store.scan(store.memories, where, ["id", "updated_at"])
         pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
     if _with_vault(f):
-        keys = store._scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
+        keys = store.scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
                            ["id", "updated_at"])
         pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
     pairs.sort(key=lambda p: (p[1] is not None, p[1]), reverse=True)
@@ -109,15 +108,13 @@ def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
         return []
     if kind == "memory":
         vault = [i for i in ids if kind_of(i) == "vault"]
-        parts = [(store.memories, _MEMORY_COLS, public_memory, [i for i in ids if kind_of(i) != "vault"]),
-                 (store.vault, _VAULT_COLS, lambda r: vault_view(public_vault(r)), vault)]
+        parts = [("memory", public_memory, [i for i in ids if kind_of(i) != "vault"]),
+                 ("vault", lambda r: vault_view(public_vault(r)), vault)]
     else:
-        parts = [(store.evidence, _EVIDENCE_COLS, public_evidence, ids)]
+        parts = [("evidence", public_evidence, ids)]
     rows: dict[str, dict] = {}
-    for table, cols, conv, some in parts:
-        if some:
-            where = "id IN (" + ", ".join(sql_literal_id(i) for i in some) + ")"
-            rows.update((r["id"], conv(r)) for r in store._rows(table, where, cols, len(some)))
+    for table, conv, some in parts:
+        rows.update((i, conv(r)) for i, r in store.get_many(table, some).items())
     return [rows[i] for i in ids if i in rows]
 
 
@@ -156,7 +153,7 @@ def evidence_keys(store, *, day: datetime | None = None, app: str | None = None,
     """Evidence ids for one local day (naive UTC bounds given) and/or app, newest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
     where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    keys = store._scan(store.evidence, where, ["id", "captured_at"])
+    keys = store.scan(store.evidence, where, ["id", "captured_at"])
     pairs = sorted(zip(keys["id"].to_pylist(), keys["captured_at"].to_pylist(), strict=True),
                    key=lambda p: p[1], reverse=True)
     return KeyList([i for i, _ in pairs])
@@ -164,7 +161,7 @@ def evidence_keys(store, *, day: datetime | None = None, app: str | None = None,
 
 def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
     """(local day 'YYYY-MM-DD', app, count) for all evidence, newest day first."""
-    t = store._scan(store.evidence, store.where("evidence", scopes=scopes), ["captured_at", "app"])
+    t = store.scan(store.evidence, store.where("evidence", scopes=scopes), ["captured_at", "app"])
     counts: dict[tuple[str, str], int] = {}
     for at, app in zip(t["captured_at"].to_pylist(), t["app"].to_pylist(), strict=True):
         local = at.replace(tzinfo=timezone.utc).astimezone()

@@ -29,12 +29,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from memory.store import tables as T
+from memory.store.atomic import write_atomic
 from memory.store.audit import audit_row, utcnow
 from memory.errors import InputError, NotFoundError
 from memory.consolidation.rules import find_commands
 from memory.store.fingerprint import fingerprint
-from memory.store.rows import parse_time, sql_literal_id, to_arrow, ts_literal
-from memory.scopes import sql_literal
+from memory.store.rows import parse_time, sql_id_list, to_arrow, ts_literal
+from memory.scopes import scope_filter, sql_literal
 from memory.store.core import MemorySpec
 from memory.consolidation.write_policy import (blocked_derivations, neighbours, neighbours_many, record_derivations, subject_key,
                                  tombstoned_fps)
@@ -116,11 +117,9 @@ def load_checkpoint(store, key: str = "checkpoint") -> datetime | None:
 
 
 def _save_checkpoint(store, until: datetime | None, plan: DreamPlan, decayed_to: datetime | None = None) -> None:
-    p = state_path(store)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"checkpoint": _iso_us(until), "decayed_to": _iso_us(decayed_to or until),
-                               "last_counts": plan.counts()}, indent=1), encoding="utf-8")
-    tmp.replace(p)  # atomic: a crash never leaves half a checkpoint
+    # Atomic: a crash never leaves half a checkpoint.
+    write_atomic(state_path(store), json.dumps({"checkpoint": _iso_us(until), "decayed_to": _iso_us(decayed_to or until),
+                                                "last_counts": plan.counts()}, indent=1))
 
 
 class _Stopped(Exception):
@@ -141,15 +140,14 @@ def _changed(store, since: datetime | None, until: datetime) -> list[dict]:
     where = f"status IN ('candidate', 'active') AND updated_at <= {ts_literal(until)}"
     if since:
         where += f" AND updated_at > {ts_literal(since)}"
-    return store._rows(store.memories, where, _COLS, None)
+    return store.rows(store.memories, where, _COLS, None)
 
 
 def _by_ids(store, ids) -> dict[str, dict]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    return {r["id"]: r for r in store._rows(store.memories, where, _COLS[:-1], None)}
+    return store.get_many("memory", ids, _COLS[:-1])
 
 
 def _protected(row: dict) -> bool:
@@ -276,7 +274,7 @@ def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Ste
                 break
             where = (f"type = {sql_literal(mtype)} AND status IN ('candidate', 'active') AND pinned = false AND "
                      + _crossing("created_at", since, until, k * hl))
-            rows = store._rows(store.memories, where, ["id", "scope"], None)
+            rows = store.rows(store.memories, where, ["id", "scope"], None)
             if rows:
                 steps.append(Step("decay", "apply", rows[0]["scope"], f"{mtype}: half-life {k}",
                                   ids=[r["id"] for r in rows]))
@@ -288,16 +286,16 @@ def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[S
     where = ("status = 'candidate' AND pinned = false AND user_edited = false AND "
              + _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
     return [Step("archive", "propose", r["scope"], f"unreviewed for {cfg.candidate_retention_days:g} days", r["id"])
-            for r in store._rows(store.memories, where, ["id", "scope"], None)]
+            for r in store.rows(store.memories, where, ["id", "scope"], None)]
 
 
 def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
     targets = sorted({s.target_id for s in steps if s.action == "propose"})
     if not targets:
         return set()
-    table = store.db.open_table(T.PROPOSALS)
-    where = "target_id IN (" + ", ".join(sql_literal_id(t) for t in targets) + ")"
-    return {(r["kind"], r["target_id"], r["other_id"]) for r in store._rows(table, where, ["kind", "target_id", "other_id"], None)}
+    table = store.table(T.PROPOSALS)
+    where = f"target_id IN {sql_id_list(targets)}"
+    return {(r["kind"], r["target_id"], r["other_id"]) for r in store.rows(table, where, ["kind", "target_id", "other_id"], None)}
 
 
 def plan_dream(store, now: datetime | None = None, stop=None) -> DreamPlan:
@@ -362,9 +360,9 @@ def _apply_provenance(store, step: Step) -> None:
 
 
 def _apply_decay(store, step: Step) -> None:
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in step.ids) + ") AND pinned = false"
-    store._commit(lambda: store.memories.update(where=where, values_sql={"salience": "salience * 0.5"}))
-    store._audit([audit_row(ACTOR, "decay", "memory", step.ids[0] if len(step.ids) == 1 else f"batch:{len(step.ids)}",
+    where = f"id IN {sql_id_list(step.ids)} AND pinned = false"
+    store.commit(lambda: store.memories.update(where=where, values_sql={"salience": "salience * 0.5"}))
+    store.write_audit([audit_row(ACTOR, "decay", "memory", step.ids[0] if len(step.ids) == 1 else f"batch:{len(step.ids)}",
                             step.scope, after={"ids": step.ids, "salience": "x0.5", "reason": step.reason})])
 
 
@@ -377,13 +375,13 @@ def _apply_crystallise(store, step: Step) -> None:
 
 
 def _apply_proposal(store, step: Step) -> None:
-    table = store.db.open_table(T.PROPOSALS)
+    table = store.table(T.PROPOSALS)
     row = {"id": "prp_" + uuid.uuid4().hex[:24], "kind": step.kind, "target_id": step.target_id,
            "other_id": step.other_id, "scope": step.scope, "reason": step.reason, "status": "open",
            "created_at": utcnow(), "decided_at": None}
     data = to_arrow([row], T.proposals_schema())
-    store._commit(lambda: table.add(data))
-    store._audit([audit_row(ACTOR, "propose", "memory", step.target_id, step.scope,
+    store.commit(lambda: table.add(data))
+    store.write_audit([audit_row(ACTOR, "propose", "memory", step.target_id, step.scope,
                             after={"proposal": row["id"], "kind": step.kind, "other": step.other_id})])
 
 
@@ -393,10 +391,8 @@ _APPLY = {"provenance": _apply_provenance, "decay": _apply_decay, "crystallise":
 
 def list_proposals(store, status: str | None = "open", scopes=None) -> list[dict]:
     """Proposals for review, newest first (status None = all)."""
-    from memory.scopes import scope_filter
-
     parts = [p for p in (f"status = {sql_literal(status)}" if status else None, scope_filter(scopes)) if p]
-    rows = store._rows(store.db.open_table(T.PROPOSALS), " AND ".join(parts) or None,
+    rows = store.rows(store.table(T.PROPOSALS), " AND ".join(parts) or None,
                        [f.name for f in T.proposals_schema()], None)
     return sorted(rows, key=lambda r: r["created_at"], reverse=True)
 
@@ -407,23 +403,23 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
 
     if actor in ACTORS_AUTOMATED:
         raise InputError(f"{actor} may propose but not decide; a person accepts or dismisses proposals")
-    table = store.db.open_table(T.PROPOSALS)
-    rows = store._rows(table, f"id = {sql_literal_id(proposal_id)}", [f.name for f in T.proposals_schema()])
+    table = store.table(T.PROPOSALS)
+    rows = store.rows(table, f"id = {sql_literal(proposal_id)}", [f.name for f in T.proposals_schema()], 1)
     if not rows or rows[0]["status"] != "open":
         raise NotFoundError(f"no open proposal {proposal_id} — list them with `mirador dream --proposals`")
     p = rows[0]
     if accept:
         store.set_status(p["target_id"], "rejected" if p["kind"] == "archive" else "superseded", actor=actor)
         if p["kind"] != "archive" and p["other_id"]:  # keep the chain: what replaced it
-            where = f"id = {sql_literal_id(p['target_id'])}"
-            store._commit(lambda: store.memories.update(where=where, values={"superseded_by": p["other_id"]}))
+            where = f"id = {sql_literal(p['target_id'])}"
+            store.commit(lambda: store.memories.update(where=where, values={"superseded_by": p["other_id"]}))
         if p["kind"] == "supersede" and p["other_id"]:
             from memory.graph.relations import UPDATES, add_relation
 
             add_relation(store, p["other_id"], UPDATES, p["target_id"], actor=actor, confidence=0.9, origin="dream")
     status = "accepted" if accept else "dismissed"
     now = utcnow()
-    store._commit(lambda: table.update(where=f"id = {sql_literal_id(proposal_id)}",
+    store.commit(lambda: table.update(where=f"id = {sql_literal(proposal_id)}",
                                        values={"status": status, "decided_at": now}))
-    store._audit([audit_row(actor, status, "memory", p["target_id"], p["scope"], after={"proposal": proposal_id})])
+    store.write_audit([audit_row(actor, status, "memory", p["target_id"], p["scope"], after={"proposal": proposal_id})])
     return {**p, "status": status, "decided_at": now}

@@ -20,7 +20,7 @@ from pathlib import Path
 from memory.store.audit import utcnow
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
-from memory.store.rows import sql_literal_id
+from memory.store.rows import sql_id_list
 from memory.consolidation.write_policy import WritePolicy
 
 log = logging.getLogger(__name__)
@@ -152,17 +152,13 @@ def load_evidence(store, all_evidence: bool, limit: int | None) -> list[dict]:
     if limit:
         # After a large import most rows are pending: choose the oldest by id and time alone, then read
         # the full rows of those only, instead of every pending row's text.
-        keys = store._scan(store.evidence, where, ["id", "captured_at"]).to_pylist()
+        keys = store.scan(store.evidence, where, ["id", "captured_at"]).to_pylist()
         keys.sort(key=lambda r: (r["captured_at"], r["id"]))
         ids = [r["id"] for r in keys[:limit]]
-        rows = []
-        for start in range(0, len(ids), 500):
-            chunk = "id IN (" + ", ".join(sql_literal_id(i) for i in ids[start:start + 500]) + ")"
-            # Still under the filter: a row another process extracted meanwhile is not taken twice.
-            rows += store._rows(store.evidence, f"({where}) AND {chunk}" if where else chunk, _EV_COLS,
-                                len(ids[start:start + 500]))
+        # Still under the filter: a row another process extracted meanwhile is not taken twice.
+        rows = list(store.get_many("evidence", ids, _EV_COLS, where=where).values())
     else:
-        rows = store._rows(store.evidence, where, _EV_COLS, None)
+        rows = store.rows(store.evidence, where, _EV_COLS, None)
     rows.sort(key=lambda r: (r["captured_at"], r["id"]))
     return rows
 
@@ -190,8 +186,8 @@ def mark_extracted(store, ids: list[str]) -> None:
     if not ids:
         return
     now = utcnow()
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    store._commit(lambda: store.evidence.update(where=where, values={"extracted_at": now}))
+    where = f"id IN {sql_id_list(ids)}"
+    store.commit(lambda: store.evidence.update(where=where, values={"extracted_at": now}))
 
 
 def run_extraction(store, *, all_evidence: bool = False, extractor: Extractor | None = None,

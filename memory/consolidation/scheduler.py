@@ -24,7 +24,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from memory.store.atomic import write_atomic
 from memory.store.rows import iso, parse_time
+from memory.types import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +53,14 @@ class JobState:
 
     def record(self, job: str, ok: bool, detail: str = "") -> None:
         """Store the outcome of a run (atomically)."""
-        now = datetime.now(timezone.utc).replace(tzinfo=None)
+        now = utcnow()
         with self._lock:
             entry = self.data.setdefault(job, {})
             entry["last_attempt"] = iso(now)
             entry["last_result"] = "ok" if ok else f"error: {detail}"[:500]
             if ok:
                 entry["last_run"] = iso(now)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self.path)
+            write_atomic(self.path, json.dumps(self.data, indent=1, sort_keys=True))
 
 
 class JobCancelled(Exception):
@@ -141,9 +141,9 @@ def job_purge(store, stopping: threading.Event | None = None) -> str:
     days = store.config.scheduler.evidence_retention_days
     removed = 0
     if days > 0:
-        cutoff = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=days)
+        cutoff = utcnow() - timedelta(days=days)
         # By id, evidence only: forget_where(until=...) without an app would take memories and vault too.
-        ids = [r["id"] for r in store._rows(store.evidence, f"captured_at < {ts_literal(cutoff)}", ["id"], None)]
+        ids = [r["id"] for r in store.rows(store.evidence, f"captured_at < {ts_literal(cutoff)}", ["id"], None)]
         for i in range(0, len(ids), 500):
             _unless_stopping(stopping, f"{removed} evidence rows past retention removed")
             removed += forget(store, ids[i:i + 500], actor="retention", purge_now=False)["deleted"]
@@ -179,7 +179,7 @@ def enforce_storage_cap(store, max_rounds: int = 20, stop: threading.Event | Non
     for _ in range(max_rounds):
         if cap <= 0 or (stop is not None and stop.is_set()) or evidence_bytes(store) <= cap:
             break
-        rows = store._rows(store.evidence, None, ["id", "captured_at"], None)
+        rows = store.rows(store.evidence, None, ["id", "captured_at"], None)
         if not rows:
             break
         rows.sort(key=lambda r: r["captured_at"])

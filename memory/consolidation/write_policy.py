@@ -66,12 +66,12 @@ def blocked_derivations(store, evidence_ids: list[str]) -> set[tuple[str, str]]:
     """(evidence id, type) pairs whose derived memory the person deleted."""
     if not evidence_ids or T.DERIVATIONS not in store.db.table_names():
         return set()
-    ledger = store.db.open_table(T.DERIVATIONS)
-    rows = store._rows(ledger, f"evidence_id IN {sql_id_list(evidence_ids)}", ["memory_id", "evidence_id", "type"], None)
+    ledger = store.table(T.DERIVATIONS)
+    rows = store.rows(ledger, f"evidence_id IN {sql_id_list(evidence_ids)}", ["memory_id", "evidence_id", "type"], None)
     if not rows:
         return set()
     mem_ids = sorted({r["memory_id"] for r in rows})
-    dead = {r["id"] for r in store._rows(store.tombstones, f"id IN {sql_id_list(mem_ids)}", ["id"], None)}
+    dead = set(store.get_many(T.TOMBSTONES, mem_ids, ["id"]))
     return {(r["evidence_id"], r["type"]) for r in rows if r["memory_id"] in dead}
 
 
@@ -81,16 +81,16 @@ def record_derivations(store, pairs: list[tuple[str, str, str]], actor: str) -> 
         return
     now = utcnow()
     rows = [{"memory_id": m, "evidence_id": e, "type": t, "actor": actor, "created_at": now} for m, e, t in pairs]
-    ledger = store.db.open_table(T.DERIVATIONS)
+    ledger = store.table(T.DERIVATIONS)
     data = to_arrow(rows, T.derivations_schema())
-    store._commit(lambda: ledger.add(data))
+    store.commit(lambda: ledger.add(data))
 
 
 def tombstoned_fps(store, fps: list[str]) -> set[str]:
     """Which of these fingerprints belong to something the person deleted (one query)."""
     if not fps:
         return set()
-    rows = store._rows(store.tombstones, f"fingerprint IN {sql_id_list(sorted(set(fps)))}", ["fingerprint"], None)
+    rows = store.rows(store.tombstones, f"fingerprint IN {sql_id_list(sorted(set(fps)))}", ["fingerprint"], None)
     return {r["fingerprint"] for r in rows}
 
 
@@ -198,7 +198,7 @@ class WritePolicy:
         # Re-read just before writing: evidence the person deleted meanwhile must not be cited.
         if not ids:
             return set()
-        return {r["id"] for r in self.store._rows(self.store.evidence, f"id IN {sql_id_list(ids)}", ["id"], None)}
+        return set(self.store.get_many("evidence", ids, ["id"]))
 
     def _skip_reason(self, d: Draft, dead_fps: set[str], blocked: set[tuple[str, str]]) -> str | None:
         if d.type == "vault":

@@ -30,7 +30,6 @@ from datetime import datetime
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
 from memory.store.rows import iso, kind_of, sql_id_list, to_arrow
-from memory.scopes import scope_filter
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +39,7 @@ NOT_MEMORY = "not a memory id (mem_…): only memories are reinforced"
 
 
 def _table(store):
-    # Opened once per store: opening costs a manifest read, and this runs inside every search.
-    # The store connects with read_consistency_interval=0, so a kept handle still sees new writes.
-    t = store.__dict__.get("_usage_table")
-    if t is None:
-        t = store.__dict__["_usage_table"] = store.db.open_table(T.USAGE)
-    return t
+    return store.usage  # the store keeps the handle open: this runs inside every search
 
 
 def strength_at(strength: float, last_used_at: datetime | None, mtype: str, now: datetime, cfg) -> float:
@@ -74,7 +68,7 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     if not ids:
         return {}
     cols = [f.name for f in T.usage_schema()]
-    rows = store._rows(_table(store), f"memory_id IN {sql_id_list(ids)}", cols, len(ids))
+    rows = store.rows(_table(store), f"memory_id IN {sql_id_list(ids)}", cols, len(ids))
     return {r["memory_id"]: r for r in rows}
 
 
@@ -87,7 +81,7 @@ def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
     """
     cols = [f.name for f in T.usage_schema()]
     return store.versioned("_usage_snapshot", _table(store),
-                           lambda t: {r["memory_id"]: r for r in store._rows(t, None, cols, None)}, version)
+                           lambda t: {r["memory_id"]: r for r in store.rows(t, None, cols, None)}, version)
 
 
 def rank_factors(store, ids: Iterable[str], now: datetime | None = None,
@@ -124,12 +118,8 @@ def boost_scores(store, scores: dict[str, float], now: datetime | None = None,
 
 
 def _visible(store, ids: list[str], scopes) -> dict[str, dict]:
-    where = f"id IN {sql_id_list(ids)}"
-    sf = scope_filter(scopes)
-    if sf:
-        where += f" AND {sf}"  # the scope check runs inside the query (principle 5)
-    rows = store._rows(store.memories, where, ["id", "type", "scope", "salience", "status"], len(ids))
-    return {r["id"]: r for r in rows}
+    # The scope check runs inside the query (principle 5).
+    return store.get_many("memory", ids, ["id", "type", "scope", "salience", "status"], scopes=scopes)
 
 
 def _split_ids(ids: Iterable[str]) -> tuple[list[str], list[dict]]:
@@ -179,11 +169,11 @@ def reinforce(store, ids: Iterable[str], actor: str = "person", scopes=None, now
                     "last_used_at": iso(now)})
     data = to_arrow(rows, T.usage_schema())
     table = _table(store)
-    store._commit(lambda: table.merge_insert("memory_id").when_matched_update_all()
+    store.commit(lambda: table.merge_insert("memory_id").when_matched_update_all()
                   .when_not_matched_insert_all().execute(data))
     scopes_seen = ",".join(sorted({r["scope"] for r in rows}))
     entity = rows[0]["memory_id"] if len(rows) == 1 else f"batch:{len(rows)}"
-    store._audit([audit_row(actor, action, "memory", entity, scopes_seen,
+    store.write_audit([audit_row(actor, action, "memory", entity, scopes_seen,
                             after={"ids": [r["memory_id"] for r in rows], "uses": {r["memory_id"]: r["uses"] for r in rows},
                                    "step": step})])
     log.info("%s: %s %d memories (%d not found)", actor, action, len(rows), len(not_found))
@@ -232,4 +222,4 @@ def forget_usage(store, ids: Iterable[str]) -> None:
     table = _table(store)
     for start in range(0, len(ids), 500):
         chunk = sql_id_list(ids[start:start + 500])
-        store._commit(lambda c=chunk: table.delete(f"memory_id IN {c}"))
+        store.commit(lambda c=chunk: table.delete(f"memory_id IN {c}"))

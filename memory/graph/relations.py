@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
 from memory.errors import InputError, NotFoundError
-from memory.store.rows import iso, kind_of, sql_id_list, sql_literal_id, to_arrow
-from memory.scopes import scope_filter, sql_literal
+from memory.store.rows import iso, kind_of, sql_id_list, to_arrow
+from memory.scopes import scope_filter, sql_list, sql_literal
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ CAUSE_AT = {BECAUSE: "dst", TRIGGERED: "src", RESOLVES: "dst", UPDATES: "dst"}
 MAX_DEPTH = 6
 MAX_HOPS = 200
 EDGE_LIMIT = 5000  # rows one read asks for; a fixed limit spares the count query `limit=None` costs
-_EDGE_COLS = [f.name for f in T.relations_schema()]
+_EDGE_COLS = T.RELATION_COLS
 _END_COLS = ["id", "type", "scope", "title", "text", "status", "confidence"]
 
 
@@ -59,13 +59,8 @@ class EdgeSpec:
 
 
 def table(store):
-    """The relations table (created by migration m005_relations)."""
-    # Opened once per store: opening costs a manifest read, and this runs inside every search.
-    # The store connects with read_consistency_interval=0, so a kept handle still sees new writes.
-    t = store.__dict__.get("_relations_table")
-    if t is None:
-        t = store.__dict__["_relations_table"] = store.db.open_table(T.RELATIONS)
-    return t
+    """The relations table (created by migration m005_relations); the store keeps the handle open."""
+    return store.relations
 
 
 def parse_relation(name: str) -> str:
@@ -106,8 +101,7 @@ def memory_rows(store, ids: Iterable[str], scopes=None, statuses=None, cols=None
     ids = sorted(set(ids))
     if not ids:
         return {}
-    where = _and(f"id IN {sql_id_list(ids)}", store.where("memory", scopes=scopes, statuses=statuses))
-    return {r["id"]: r for r in store._rows(store.memories, where, cols or _END_COLS, len(ids))}
+    return store.get_many("memory", ids, cols or _END_COLS, where=store.where("memory", scopes=scopes, statuses=statuses))
 
 
 def brief(row: dict) -> dict:
@@ -119,7 +113,7 @@ def brief(row: dict) -> dict:
 
 def export_edges(store, scopes=None) -> list[dict]:
     """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
-    rows = store._rows(table(store), _both_ends(scopes), _EDGE_COLS, None)
+    rows = store.rows(table(store), _both_ends(scopes), _EDGE_COLS, None)
     return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
 
 
@@ -164,7 +158,7 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
-    old = {r["id"]: r for r in store._rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
+    old = {r["id"]: r for r in store.rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
     now, rows, audits, out = utcnow(), {}, [], []
     for s, eid in zip(specs, ids, strict=True):
         prev = rows.get(eid) or old.get(eid)
@@ -178,9 +172,9 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if rows:
         data = to_arrow(list(rows.values()), T.relations_schema())
         t = table(store)
-        store._commit(
+        store.commit(
             lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
-        store._audit(audits)
+        store.write_audit(audits)
     return out
 
 
@@ -204,8 +198,7 @@ def _check_evidence(store, ids: list[str], scopes) -> None:
             raise InputError(f"{i} is not an evidence id (evd_…); an edge's provenance lists evidence")
     if not ids:
         return
-    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
-    found = {r["id"] for r in store._rows(store.evidence, where, ["id"], len(ids))}
+    found = set(store.get_many("evidence", ids, ["id"], scopes=scopes))
     if set(ids) - found:
         raise NotFoundError(f"no evidence with id {sorted(set(ids) - found)[0]} in your scopes — nothing was related")
 
@@ -216,9 +209,9 @@ def rescope(store, memory_id: str, scope: str) -> None:
     Reads filter edges by those columns inside the query: left stale, an edge into a scope the
     reader can see would stay hidden (never shown where it should not be: the other end is read
     through the memories table under the same filter)."""
-    t, lit = table(store), sql_literal_id(memory_id)
-    store._commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
-    store._commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
+    t, lit = table(store), sql_literal(memory_id)
+    store.commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
+    store.commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
 
 
 def remove_relation(store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
@@ -230,14 +223,14 @@ def remove_relation(store, edge: str | None = None, *, src: str | None = None, r
         edge = edge_id(src, parse_relation(relation), dst)
     if not str(edge).startswith("rel_"):
         raise InputError(f"{edge!r} is not a relation id (rel_…); list them with `mirador related ID`")
-    where = _and(f"id = {sql_literal_id(edge)}", _both_ends(scopes))
-    rows = store._rows(table(store), where, _EDGE_COLS)
+    where = _and(f"id = {sql_literal(edge)}", _both_ends(scopes))
+    rows = store.rows(table(store), where, _EDGE_COLS, 1)
     if not rows:
         raise NotFoundError(f"no relation {edge} in your scopes (never existed or already removed) — "
                             "list a memory's relations with `mirador related ID`")
     t = table(store)
-    store._commit(lambda: t.delete(f"id = {sql_literal_id(edge)}"))
-    store._audit([audit_row(actor, "delete", "relation", edge, rows[0]["scope"], public_edge(rows[0]))])
+    store.commit(lambda: t.delete(f"id = {sql_literal(edge)}"))
+    store.write_audit([audit_row(actor, "delete", "relation", edge, rows[0]["scope"], public_edge(rows[0]))])
     return public_edge(rows[0])
 
 
@@ -250,13 +243,13 @@ def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
     for start in range(0, len(memory_ids), 200):
         chunk = sql_id_list(memory_ids[start:start + 200])
         where = f"src IN {chunk} OR dst IN {chunk}"
-        rows = store._rows(t, where, ["id", "scope"], None)
+        rows = store.rows(t, where, ["id", "scope"], None)
         if rows:
             # Delete by edge id: LanceDB keeps a delete's predicate in its transaction files, and the
             # memory id must not outlive the memory there.
             edges = sql_id_list(r["id"] for r in rows)
-            store._commit(lambda e=edges: t.delete(f"id IN {e}"))
-            store._audit([audit_row(actor, "delete", "relation", r["id"], r["scope"]) for r in rows])
+            store.commit(lambda e=edges: t.delete(f"id IN {e}"))
+            store.write_audit([audit_row(actor, "delete", "relation", r["id"], r["scope"]) for r in rows])
             dropped += len(rows)
     _scrub_audit(store, memory_ids)
     return dropped
@@ -269,7 +262,7 @@ def _scrub_audit(store, memory_ids: list[str]) -> None:
                             if kind_of(i) == "memory" and "'" not in i)
         if likes:
             where = f"entity_kind = 'relation' AND ({likes})"
-            store._commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
+            store.commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
 
 
 # ---- reads ----------------------------------------------------------------------------------------
@@ -288,7 +281,7 @@ def _anchor(store, id_: str, scopes) -> dict:
 def _rel_filter(relations) -> str | None:
     if not relations:
         return None
-    return "relation IN (" + ", ".join(sql_literal(parse_relation(r)) for r in relations) + ")"
+    return "relation IN " + sql_list(parse_relation(r) for r in relations)
 
 
 def related(store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
@@ -301,10 +294,10 @@ def related(store, id_: str, relations: Iterable[str] | None = None, direction: 
     if direction not in ("out", "in", "both"):
         raise InputError(f"direction must be out, in or both, not {direction!r}")
     _anchor(store, id_, scopes)
-    lit = sql_literal_id(id_)
+    lit = sql_literal(id_)
     touch = {"out": f"src = {lit}", "in": f"dst = {lit}", "both": f"src = {lit} OR dst = {lit}"}[direction]
     where = _and(touch, _rel_filter(relations), _both_ends(scopes))
-    edges = store._rows(table(store), where, _EDGE_COLS, EDGE_LIMIT)
+    edges = store.rows(table(store), where, _EDGE_COLS, EDGE_LIMIT)
     others = memory_rows(store, [e["dst"] if e["src"] == id_ else e["src"] for e in edges], scopes, statuses)
     out = []
     for e in sorted(edges, key=lambda e: e["created_at"], reverse=True):
@@ -374,7 +367,7 @@ def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -
     if back:
         parts.append(f"(dst IN {ids} AND {_rel_filter(back)})")
     where = _and(" OR ".join(parts), _both_ends(scopes))
-    rows = sorted(store._rows(table(store), where, _EDGE_COLS, EDGE_LIMIT), key=lambda e: (-e["confidence"], e["id"]))
+    rows = sorted(store.rows(table(store), where, _EDGE_COLS, EDGE_LIMIT), key=lambda e: (-e["confidence"], e["id"]))
     inside = set(frontier)
     out = []
     for e in rows:
@@ -389,9 +382,8 @@ def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
     ids = sorted(set(ids))
     if not ids:
         return {}
-    where = _and(f"id IN {sql_id_list(ids)}", scope_filter(scopes))
     cols = ["id", "source", "app", "window", "scope", "captured_at", "text"]
-    rows = store._rows(store.evidence, where, cols, len(ids))
+    rows = store.get_many("evidence", ids, cols, scopes=scopes).values()
     return {r["id"]: {**r, "captured_at": iso(r["captured_at"]),
                       "text": r["text"] if len(r["text"]) <= 400 else r["text"][:399] + "…"} for r in rows}
 
@@ -405,7 +397,7 @@ def _because_sources(store) -> frozenset[str]:
     """
     where = f"relation = {sql_literal(BECAUSE)}"
     return store.versioned("_because_sources", table(store),
-                           lambda t: frozenset(r["src"] for r in store._rows(t, where, ["src"], None)))
+                           lambda t: frozenset(r["src"] for r in store.rows(t, where, ["src"], None)))
 
 
 def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
@@ -416,7 +408,7 @@ def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, lis
     if not ids:
         return {}
     where = _and(f"src IN {sql_id_list(ids)}", f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes))
-    edges = sorted(store._rows(table(store), where, ["src", "dst", "confidence"], EDGE_LIMIT),
+    edges = sorted(store.rows(table(store), where, ["src", "dst", "confidence"], EDGE_LIMIT),
                    key=lambda e: -e["confidence"])
     cols = ["id", "type", "scope", "title", "text", "status", "provenance", "origin", "valid_from", "created_at",
             "updated_at", "confidence"]

@@ -93,12 +93,10 @@ def load_state(home: Path, session_id: str) -> dict:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    from memory.store.atomic import write_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    write_atomic(path, text, mode=0o600)  # session state: only its owner may read it
 
 
 def _word_hash(word: str) -> str:
@@ -292,8 +290,6 @@ def stop(home: Path, payload: dict, now: datetime | None = None) -> dict:
 def _reinforce_used(home: Path, injected: list[str], reply: str, prompt_hashes: set[str], now) -> dict:
     from memory.config import load_config
     from memory.graph.reinforcement import reinforce
-    from memory.store.rows import sql_literal_id
-    from memory.scopes import scope_filter
     from memory.store.core import Store
 
     if not reply.strip():
@@ -301,9 +297,7 @@ def _reinforce_used(home: Path, injected: list[str], reply: str, prompt_hashes: 
     cfg = load_config(home)
     scopes = list(cfg.hooks.allowed_scopes)
     store = Store(home, config=cfg)
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in injected) + ")"
-    sf = scope_filter(scopes)
-    rows = store._rows(store.memories, f"{where} AND {sf}" if sf else where, ["id", "title", "text"], len(injected))
+    rows = store.get_many("memory", injected, ["id", "title", "text"], scopes=scopes).values()
     why = {r["id"]: used(r["id"], r["text"], reply, prompt_hashes, cfg.hooks) for r in rows}
     hit = {k: v for k, v in why.items() if v}
     if hit:

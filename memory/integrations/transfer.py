@@ -15,7 +15,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import InputError
-from memory.store.rows import kind_of, parse_time, sql_literal_id
+from memory.store.rows import kind_of, parse_time
 from memory.store.core import EvidenceSpec, MemorySpec
 from memory.types import MemoryType, parse_type
 
@@ -202,13 +202,13 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
         else:
             mem_specs.append(_to_memory_spec(it))
     # Validate all rows (types, sizes, scopes) before the first write.
-    from memory.store.audit import utcnow
+    from memory.types import utcnow
 
     now = utcnow()
     for s in mem_specs:
-        (store._vault_row if parse_type(s.type) == MemoryType.VAULT else store._memory_row)(s, now)
+        (store.vault_row if parse_type(s.type) == MemoryType.VAULT else store.memory_row)(s, now)
     for s in ev_specs:
-        store._evidence_row(s, now)
+        store.evidence_row(s, now)
     existing = _existing_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
     forgotten = _forgotten_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
     skip = existing | forgotten
@@ -255,12 +255,7 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
 
 def ids_present(store, table, ids: list[str]) -> set[str]:
     """Which of these ids the table holds: `id IN (...)` queries of 500, never a scan of the table."""
-    out: set[str] = set()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        where = "id IN (" + ", ".join(sql_literal_id(i) for i in chunk) + ")"
-        out |= {r["id"] for r in store._rows(table, where, ["id"], limit=len(chunk))}
-    return out
+    return set(store.get_many(table, ids, ["id"]))
 
 
 def _existing_ids(store, ids: list[str]) -> set[str]:

@@ -19,8 +19,8 @@ from memory.store.audit import utcnow
 from memory.errors import InputError, NotFoundError
 from memory.store.fingerprint import fingerprint
 from memory.mcp.auth import Principal
-from memory.store.rows import iso, jsonable, kind_of, parse_time, sql_literal_id
-from memory.scopes import in_scopes, scope_filter, validate_scope
+from memory.store.rows import iso, jsonable, kind_of, parse_time
+from memory.scopes import in_scopes, scope_filter, sql_literal, validate_scope
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +223,7 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
     _check_details(details)
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
-    where = f"fingerprint = {sql_literal_id(fingerprint(text))} AND {scope_filter(list(p.read))}"
+    where = f"fingerprint = {sql_literal(fingerprint(text))} AND {scope_filter(list(p.read))}"
     if store.tombstones.count_rows(where) > 0:
         raise InputError("the person deleted a memory with this content earlier; do not store it again "
                          "unless the person asks you to in this conversation and adds it themselves")
@@ -282,7 +282,7 @@ def memory_forget(store, p: Principal, ids: list[str]) -> dict:
 def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
     if _kind(id, SEARCH_HINT) != "memory":
         raise InputError(f"{id} is not a memory id (mem_…); relations link memories only")
-    if not store.memories.count_rows(f"id = {sql_literal_id(id)} AND {scope_filter(scopes)}"):
+    if not store.memories.count_rows(f"id = {sql_literal(id)} AND {scope_filter(scopes)}"):
         raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
 
 
@@ -371,7 +371,7 @@ def timeline(store, p: Principal, since: str, until: str | None = None, scope: s
         raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
     scopes = read_scopes(p, scope)
     where = store.where("evidence", scopes=scopes, apps=apps or None, since=start, until=end)
-    rows = store._rows(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
+    rows = store.rows(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
     rows.sort(key=lambda r: r["captured_at"])
     by_app: dict[str, list[dict]] = {}
     for r in rows:
@@ -388,7 +388,7 @@ def timeline(store, p: Principal, since: str, until: str | None = None, scope: s
                         for i in _spread([r["id"] for r in group], samples_per_app)],
         })
     mwhere = store.where("memory", scopes=scopes, types=["episodic"], since=start, until=end)
-    episodes = store._rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
+    episodes = store.rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
     return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": len(rows),
             "capped": len(rows) >= TIMELINE_MAX_ROWS, "apps": groups,
             "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
@@ -402,10 +402,7 @@ def _spread(ids: list[str], n: int) -> list[str]:
 
 
 def _texts(store, ids: list[str]) -> dict[str, str]:
-    if not ids:
-        return {}
-    where = "id IN (" + ", ".join(sql_literal_id(i) for i in ids) + ")"
-    return {r["id"]: r["text"] for r in store._rows(store.evidence, where, ["id", "text"], len(ids))}
+    return {i: r["text"] for i, r in store.get_many("evidence", ids, ["id", "text"]).items()}
 
 
 # ---- status and profile -----------------------------------------------------------------------
@@ -416,7 +413,7 @@ def status(store, p: Principal) -> dict:
     mwhere = store.where("memory", scopes=list(p.read))
     ewhere = store.where("evidence", scopes=list(p.read))
     vwhere = store.where("vault", scopes=list(p.read))
-    last = store._rows(store.evidence, ewhere, ["captured_at"], None) if store.evidence.count_rows(ewhere) <= 50_000 else []
+    last = store.rows(store.evidence, ewhere, ["captured_at"], None) if store.evidence.count_rows(ewhere) <= 50_000 else []
     newest = max((r["captured_at"] for r in last), default=None)
     return {
         "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": list(p.read),

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 
 from memory.retrieval.query import QueryPlan, analyze
+from memory.store.reads import fetch_rows
 from memory.store.rowcache import COLUMNS
 from memory.store.rows import ts_literal
 
@@ -80,9 +81,9 @@ def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
         legs += [(replace(leg, where=w), cfg.w_window) for leg, _ in legs[:2]]
     rows: dict[str, dict] = {}
     lists: list[tuple[list[tuple[str, float]], float]] = []
-    for found, (_, w) in zip(store.reader.run(*(leg for leg, _ in legs)), legs, strict=True):
+    for found, (_, weight) in zip(store.reader.run(*(leg for leg, _ in legs)), legs, strict=True):
         # Similarity, higher is better: BM25 scores as they are, cosine distance turned around.
-        lists.append(([(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in found], w))
+        lists.append(([(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in found], weight))
         for r in found:
             rows.setdefault(r["id"], r)
     return lists, rows
@@ -250,8 +251,6 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
 
 def fetch_head(store, stage, n: int, where: str | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
     """The first stage's top n that still match `where`, and their rows holding `cols` (by id)."""
-    from memory.retrieval.search import fetch_rows
-
     head = stage.ranked[:n]
     full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in head], where, cols,
                       {id_: row["_rowid"] for id_, _, row in head}, have=stage.rows)

@@ -8,14 +8,16 @@ from datetime import datetime
 
 from memory.store import tables as T
 from memory.errors import InputError
-from memory.store.reads import Leg
-from memory.store.rows import public_evidence, public_memory, public_vault, sql_literal_id
+from memory.store.reads import Leg, fetch_rows
+from memory.store.rows import public_evidence, public_memory, public_vault
+from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 from memory.scopes import in_scopes
 from memory.graph.reinforcement import boost_scores
-from memory.store.core import _EVIDENCE_COLS, _MEMORY_COLS, _VAULT_COLS
+
+__all__ = ["Hit", "check_query", "fetch_rows", "rrf", "search_evidence", "search_memories", "search_vault"]
 
 # What a memory hit carries: public_memory drops the index text, so it is never read for one.
-_MEMORY_HIT_COLS = [c for c in _MEMORY_COLS if c != "search_text"]
+_MEMORY_HIT_COLS = [c for c in MEMORY_COLS if c != "search_text"]
 
 MAX_QUERY_CHARS = 2_000
 RRF_K = 60
@@ -62,60 +64,10 @@ def rrf(ranked_lists: Iterable[list[str]], k: int = RRF_K, weights: Iterable[flo
     return scores
 
 
-def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
-               addresses: dict[str, int] | None = None, have: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
-
-    For legs that selected only ids: materialising every column of 50-120 candidates per leg costs
-    more than the search itself at 100k rows, and most candidates are thrown away by the fusion.
-    addresses: the `_rowid` the legs returned per id. Taken by address, the rows are those the legs
-    filtered (a row at an address never changes), 4-5 ms faster than an `id IN` filter at 100k rows;
-    a row rewritten or compacted since then has no row there, and is looked up by id under the filter.
-    have: the rows the legs returned per id (with "id"): columns they hold are not read again, for
-    the address names the same row version (each column costs ~0.5 ms of a 40-row take at 100k).
-    """
-    if not ids:
-        return {}
-    out: dict[str, dict] = {}
-    known = [i for i in ids if addresses and i in addresses]
-    if known and store.reader.covers(table.name, ["id", *cols]):
-        # Every column is in the row cache (memories, recall's columns): the table is read only for
-        # rows written since the cache was built. A cached row is the version the legs just found, as
-        # a leg that reads the columns itself returns it.
-        found, _ = store.reader.cached(table.name, [addresses[i] for i in known], ["id", *cols])
-        for i in known:
-            row = found.get(addresses[i])
-            if row is not None:
-                out[i] = row
-        known = [i for i in known if i not in out]
-    if known:
-        held = [c for c in dict.fromkeys(["id", *cols]) if have and all(c in have.get(i, ()) for i in known)]
-        if "id" in held:
-            read = tuple(c for c in cols if c not in held) or ("id",)  # the take still checks the row is there
-            rows = store.reader.run(Leg(table.name, None, read, len(known), row_ids=True,
-                                        take=tuple(addresses[i] for i in known)))[0]
-            by_address = {addresses[i]: i for i in known}
-            for r in rows:
-                id_ = by_address.get(r.pop("_rowid"))
-                if id_ is not None:
-                    out[id_] = {**{c: have[id_][c] for c in held}, **r}
-        else:
-            rows = store.reader.run(Leg(table.name, None, tuple(dict.fromkeys(["id", *cols])), len(known),
-                                        take=tuple(addresses[i] for i in known)))[0]
-            wanted = set(known)
-            out.update((r["id"], r) for r in rows if r["id"] in wanted)
-    missing = [i for i in ids if i not in out]
-    if missing:
-        f = "id IN (" + ", ".join(sql_literal_id(i) for i in missing) + ")"
-        rows = store.reader.run(Leg(table.name, f"({where}) AND {f}" if where else f, tuple(cols), len(missing)))[0]
-        out.update((r["id"], r) for r in rows)
-    return out
-
-
 def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
     # Labels only (values are never indexed), and the whole row at once: vault tables are small and
     # a label search returns few rows, so a second fetch would cost more than it saves.
-    return Leg(store.vault.name, store.where("vault", scopes=scopes), (*_VAULT_COLS, "_score"), limit,
+    return Leg(store.vault.name, store.where("vault", scopes=scopes), (*VAULT_COLS, "_score"), limit,
                text=query, fts_column="label")
 
 
@@ -123,7 +75,7 @@ def _vault_in_scope(store, scopes, version: int | None = None) -> bool:
     """Whether any vault entry lies in these scopes. A label search costs CPU at every call, also on
     an empty vault; the set of scopes in use is kept until the vault table changes."""
     present = store.versioned("_vault_scopes", store.vault,
-                              lambda t: frozenset(r["scope"] for r in store._rows(t, None, ["scope"], None)),
+                              lambda t: frozenset(r["scope"] for r in store.rows(t, None, ["scope"], None)),
                               version)
     return any(in_scopes(s, scopes) for s in present)
 
@@ -220,7 +172,7 @@ def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, 
     query = check_query(query)
     limit = _check_limit(limit)
     where = store.where("evidence", scopes=scopes, sources=sources, apps=apps, since=since, until=until)
-    ranked = rank_evidence(store, query, where, cols or _EVIDENCE_COLS, limit, now=now, cfg=rank)
+    ranked = rank_evidence(store, query, where, cols or EVIDENCE_COLS, limit, now=now, cfg=rank)
     hits = []
     for id_, s, row in ranked:
         e = public_evidence(row)

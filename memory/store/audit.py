@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timezone
 from typing import Any
 
+from memory.types import utcnow
+
+__all__ = ["ACTORS_AUTOMATED", "audit_row", "diff", "utcnow"]
+
 ACTORS_AUTOMATED = ("extractor", "dream")
-
-
-def utcnow() -> datetime:
-    """Naive UTC now, the form every timestamp column holds."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def _dump(value: Any) -> str | None:

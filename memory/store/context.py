@@ -146,9 +146,9 @@ def _intervals(removed: list[dict], reach: timedelta) -> list[tuple[dict, dateti
 def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = None) -> int:
     """Re-index the rows that had a removed row as a neighbour, so none of its words stay in their vector
     or search_text (principle 3). Call after the removed rows are deleted; returns rows re-indexed."""
-    from memory.store.rows import to_arrow, ts_literal
     from memory.scopes import sql_literal
-    from memory.store.core import _EVIDENCE_COLS
+    from memory.store.rows import to_arrow, ts_literal
+    from memory.store.tables import EVIDENCE_COLS
 
     cfg = cfg or DEFAULT
     # At least one: rows written by versions (or configs) that indexed neighbours still carry the
@@ -161,7 +161,7 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
     for r, start, end, times in _intervals(removed, near + cfg.max_gap):
         stream = " AND ".join(f"{c} = {sql_literal(r.get(c) or '')}" for c in ("scope", "source", "app", "window"))
         where = f"{stream} AND captured_at >= {ts_literal(start)} AND captured_at <= {ts_literal(end)}"
-        rows = store._rows(store.evidence, where, _EVIDENCE_COLS, None)
+        rows = store.rows(store.evidence, where, EVIDENCE_COLS, None)
         affected = [i for i, row in enumerate(rows) if any(abs(row["captured_at"] - t) <= near for t in times)]
         if not affected:
             continue
@@ -171,5 +171,5 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
             touched[rows[i]["id"]] = {**rows[i], "search_text": fts[i], "vector": vec}
     if touched:
         data = to_arrow(list(touched.values()), store.evidence.schema)
-        store._commit(lambda: store.evidence.merge_insert("id").when_matched_update_all().execute(data))
+        store.commit(lambda: store.evidence.merge_insert("id").when_matched_update_all().execute(data))
     return len(touched)

@@ -13,8 +13,9 @@ from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.errors import InputError, NotFoundError
 from memory.store.fingerprint import fingerprint
 from memory.store.indexes import ensure_fts
-from memory.store.rows import kind_of, sql_id_list, to_arrow
-from memory.scopes import validate_scope
+from memory.store.lifecycle import memories_forgotten
+from memory.store.rows import kind_of, sql_id_list
+from memory.scopes import scope_filter, validate_scope
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +38,12 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     for i in ids:
         by_kind.setdefault(kind_of(i), []).append(i)
     found: dict[str, list[dict]] = {}
-    from memory.scopes import scope_filter
-
     sf = scope_filter(scopes)
     for kind, kids in by_kind.items():
         table_name, cols = _KIND_COLS[kind]
         table = getattr(store, table_name)
         where = f"id IN {sql_id_list(kids)}" + (f" AND {sf}" if sf else "")
-        rows = store._rows(table, where, cols, limit=len(kids))
+        rows = store.rows(table, where, cols, limit=len(kids))
         missing = set(kids) - {r["id"] for r in rows}
         if missing:
             raise NotFoundError(
@@ -63,12 +62,12 @@ def forget_where(store, *, scope: str | None = None, app: str | None = None, sin
     found: dict[str, list[dict]] = {}
     scopes = [validate_scope(scope)] if scope else None
     ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    found["evidence"] = store._rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
+    found["evidence"] = store.rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
     if not app:  # memories and vault entries have no app; an app filter targets captured evidence
         mem_where = store.where("memory", scopes=scopes, statuses=[], since=since, until=until)
-        found["memory"] = store._rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        found["memory"] = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
         v_where = store.where("vault", scopes=scopes, since=since, until=until)
-        found["vault"] = store._rows(store.vault, v_where, _KIND_COLS["vault"][1], limit=None)
+        found["vault"] = store.rows(store.vault, v_where, _KIND_COLS["vault"][1], limit=None)
     found = {k: v for k, v in found.items() if v}
     return _erase(store, found, actor, purge_now)
 
@@ -86,30 +85,26 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
     if not stones:
         return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False}
     # Tombstones first: if we crash between steps, a half-deleted row is still never re-extracted.
-    store._append(store.tombstones, stones, T.tombstones_schema())
+    store.append(store.tombstones, stones, T.tombstones_schema())
     for kind, rows in found.items():
         table = getattr(store, _KIND_COLS[kind][0])
         ids = [r["id"] for r in rows]
         for start in range(0, len(ids), 500):
             chunk = sql_id_list(ids[start:start + 500])
-            store._commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
+            store.commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
             # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
-            store._commit(lambda c=chunk: store.audit.update(
+            store.commit(lambda c=chunk: store.audit.update(
                 where=f"entity_id IN {c}", values={"before": None, "after": None}))
     store.reader.forget_cached()  # search keeps ids by row address (memory/store/rowcache.py): drop theirs too
     from memory.store.reembed import forget_staged
 
     # A re-embed in progress (or stopped) holds a new vector of each row: derived from its text, so it goes.
     staged = forget_staged(store, [r["id"] for kind in ("memory", "evidence") for r in found.get(kind, [])])
-    store._audit(audits)
+    store.write_audit(audits)
     if found.get("memory"):
-        from memory.graph.relations import drop_for_memories
-
-        # An edge is a fact about both ends: it goes with either of them.
-        drop_for_memories(store, [r["id"] for r in found["memory"]], actor)
-        from memory.graph.reinforcement import forget_usage
-
-        forget_usage(store, [r["id"] for r in found["memory"]])  # use counts of a memory that is gone
+        # What hangs off a memory elsewhere goes with it: its edges (an edge is a fact about both ends)
+        # and its use counts (memory/graph registers both in memory/store/lifecycle.py).
+        memories_forgotten(store, [r["id"] for r in found["memory"]], actor)
     if found.get("evidence"):
         from memory.store.context import refresh_neighbours
 
@@ -166,7 +161,7 @@ def _rewrite_fragments_with_deletions(store, table) -> int:
         m = ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=_ANY_DELETION)
         return m.fragments_removed
 
-    return store._commit(compact)
+    return store.commit(compact)
 
 
 def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
@@ -178,7 +173,7 @@ def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
     from memory.store.indexes import ensure_vector_index, vector_index_rows
 
     fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
-    with store._lock, warnings.catch_warnings():
+    with store.write_lock, warnings.catch_warnings():
         # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
         # manifest references yet are kept (delete_unverified=False): they may be another writer's
         # in-flight commit, and deleted content only ever lives in files that old versions referenced.
@@ -195,21 +190,17 @@ def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
             if name == T.REEMBED_STAGING and name not in store.db.table_names():
                 continue  # a re-embed finished meanwhile and dropped it
             table = store.db.open_table(name)
-            store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             if _rewrite_fragments_with_deletions(store, table):
-                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+                store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             cols = [c for c in fts.get(name, []) if c in table.schema.names]
             for col in cols:
                 # An inverted index keeps the tokens of deleted rows until it is rebuilt.
                 ensure_fts(table, col, replace=True)
             if "vector" in table.schema.names and vector_index_rows(table) is not None:
                 # Likewise the quantised vectors of deleted rows stay in the IVF index until retrained.
-                store._commit(lambda t=table: ensure_vector_index(t, force=True))
+                store.commit(lambda t=table: ensure_vector_index(t, force=True))
             if cols or "vector" in table.schema.names:
-                store._commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
-    store.memories = store.db.open_table(T.MEMORIES)
-    store.evidence = store.db.open_table(T.EVIDENCE)
-    store.vault = store.db.open_table(T.VAULT)
-    store.audit = store.db.open_table(T.AUDIT)
-    store.tombstones = store.db.open_table(T.TOMBSTONES)
+                store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+    store.reopen_tables()
     return done

@@ -210,11 +210,11 @@ def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop
         if "vector" in names and (train or force_vector):
             report["_at"] = f"in {name}, before its vector index"
             _check(stop)
-            entry["vector"] = store._commit(lambda tb=table: ensure_vector_index(tb, force=force_vector))
+            entry["vector"] = store.commit(lambda tb=table: ensure_vector_index(tb, force=force_vector))
         if name in SCALAR_INDEXES and (train or force_vector):
             report["_at"] = f"in {name}, before its scalar indexes"
             _check(stop)
-            entry["scalar"] = store._commit(lambda tb=table, n=name: ensure_scalar_indexes(
+            entry["scalar"] = store.commit(lambda tb=table, n=name: ensure_scalar_indexes(
                 tb, SCALAR_INDEXES[n], force=force_vector))
         # Compacts fragments and folds rows added since the last build into every index.
         report["_at"] = f"in {name}, before compaction"
@@ -246,7 +246,7 @@ def optimize_table(store, table, stop=None, mark=None) -> dict:
         # A build without it (a bundle that missed the module) still maintains, the way LanceDB does.
         log.warning("pylance is missing (%s): maintenance falls back to LanceDB's optimize(), whose vector "
                     "index deltas slow searches until the scheduled retrain; reinstall Mirador", e)
-        store._commit(table.optimize)
+        store.commit(table.optimize)
         return {**out, "fallback": "lancedb optimize", "vector_segments": vector_index_segments(table)}
 
     def compact() -> None:
@@ -277,5 +277,5 @@ def optimize_table(store, table, stop=None, mark=None) -> dict:
         if mark is not None:
             mark(at)  # where maintain() reports it stopped
         _check(stop)
-        store._commit(step)
+        store.commit(step)
     return out

@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
 
 import pyarrow as pa
 
 from memory.store import tables as T
+from memory.types import utcnow
+
 log = logging.getLogger(__name__)
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
 
 
 def m001_initial(db, dim: int) -> str:
@@ -121,7 +118,7 @@ def apply_migrations(db, dim: int) -> list[str]:
         if name in done:
             continue
         note = fn(db, dim)
-        log_table.add([{"name": name, "applied_at": _now(), "note": note}])
+        log_table.add([{"name": name, "applied_at": utcnow(), "note": note}])
         log.info("migration %s applied: %s", name, note)
         applied.append(name)
     return applied

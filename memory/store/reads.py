@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
+from memory.store.rows import sql_id_list
 from memory.store.rowcache import BASE_MAX_BYTES, BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, SIZE_SAMPLE_ROWS, RowCache
 
 log = logging.getLogger(__name__)
@@ -256,3 +257,53 @@ class Reader:
         if leg.row_ids:
             q = q.with_row_id()
         return q.select(list(leg.cols)).limit(leg.limit)
+
+
+def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
+               addresses: dict[str, int] | None = None, have: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
+
+    For legs that selected only ids: materialising every column of every candidate of a leg costs more
+    than the search itself on a large table, and most candidates are thrown away by the fusion.
+    addresses: the `_rowid` the legs returned per id. Taken by address, the rows are those the legs
+    filtered (a row at an address never changes), which is faster than an `id IN` filter on a large
+    table; a row rewritten or compacted since then has no row there, and is looked up by id under the
+    filter. have: the rows the legs returned per id (with "id"): columns they hold are not read again,
+    for the address names the same row version.
+    """
+    if not ids:
+        return {}
+    out: dict[str, dict] = {}
+    known = [i for i in ids if addresses and i in addresses]
+    if known and store.reader.covers(table.name, ["id", *cols]):
+        # Every column is in the row cache (memories, recall's columns): the table is read only for
+        # rows written since the cache was built. A cached row is the version the legs just found, as
+        # a leg that reads the columns itself returns it.
+        found, _ = store.reader.cached(table.name, [addresses[i] for i in known], ["id", *cols])
+        for i in known:
+            row = found.get(addresses[i])
+            if row is not None:
+                out[i] = row
+        known = [i for i in known if i not in out]
+    if known:
+        held = [c for c in dict.fromkeys(["id", *cols]) if have and all(c in have.get(i, ()) for i in known)]
+        if "id" in held:
+            read = tuple(c for c in cols if c not in held) or ("id",)  # the take still checks the row is there
+            rows = store.reader.run(Leg(table.name, None, read, len(known), row_ids=True,
+                                        take=tuple(addresses[i] for i in known)))[0]
+            by_address = {addresses[i]: i for i in known}
+            for r in rows:
+                id_ = by_address.get(r.pop("_rowid"))
+                if id_ is not None:
+                    out[id_] = {**{c: have[id_][c] for c in held}, **r}
+        else:
+            rows = store.reader.run(Leg(table.name, None, tuple(dict.fromkeys(["id", *cols])), len(known),
+                                        take=tuple(addresses[i] for i in known)))[0]
+            wanted = set(known)
+            out.update((r["id"], r) for r in rows if r["id"] in wanted)
+    missing = [i for i in ids if i not in out]
+    if missing:
+        f = f"id IN {sql_id_list(missing)}"
+        rows = store.reader.run(Leg(table.name, f"({where}) AND {f}" if where else f, tuple(cols), len(missing)))[0]
+        out.update((r["id"], r) for r in rows)
+    return out

@@ -123,7 +123,7 @@ def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> d
     report["freed_bytes"] = _release_earlier(store, before, emb)
     report["indexes"] = _retrain(store)
     report["seconds"] = round(time.perf_counter() - t0, 2)
-    store._audit([audit_row(actor, "reembed", "store", "embedder", "", before=_without_marks(before),
+    store.write_audit([audit_row(actor, "reembed", "store", "embedder", "", before=_without_marks(before),
                             after={k: report[k] for k in ("embedder", "memories", "evidence", "skipped")})])
     log.info("re-embedded %d memories and %d evidence rows with %s in %.1fs (searches on mixed vectors for "
              "%.1fs)", report["memories"], report["evidence"], emb.name, report["seconds"], report["switch_seconds"])
@@ -169,9 +169,7 @@ def _key(name: str) -> tuple[str, list[str]]:
     """(column that was embedded, columns to read) per table. A memory's search_text changes when it
     is edited; an evidence row's text never does (ingest embeds it with its speaker and dates,
     memory/store/context.py), so its embedded text is rebuilt from the row."""
-    from memory.store.core import _EVIDENCE_COLS
-
-    return ("text", _EVIDENCE_COLS) if name == "evidence" else ("search_text", ["id", "search_text"])
+    return ("text", T.EVIDENCE_COLS) if name == "evidence" else ("search_text", ["id", "search_text"])
 
 
 def _embedded_texts(name: str, rows: list[dict]) -> list[str]:
@@ -183,7 +181,7 @@ def _in(ids) -> str:
 
 
 def _staged(store: Store, staging, name: str) -> dict[str, str]:
-    rows = store._scan(staging, f"tbl = '{name}'", ["id", "made_from"]).to_pylist()
+    rows = store.scan(staging, f"tbl = '{name}'", ["id", "made_from"]).to_pylist()
     return {r["id"]: r["made_from"] for r in rows}
 
 
@@ -192,13 +190,13 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
     many already had one."""
     table = getattr(store, name)
     staged = _staged(store, staging, name)
-    ids = store._scan(table, None, ["id"])["id"].to_pylist()
+    ids = store.scan(table, None, ["id"])["id"].to_pylist()
     gone = sorted(set(staged) - set(ids))
     for start in range(0, len(gone), BATCH):  # forgotten while their batch was being embedded
-        store._commit(lambda c=gone[start: start + BATCH]: staging.delete(f"tbl = '{name}' AND {_in(c)}"))
+        store.commit(lambda c=gone[start: start + BATCH]: staging.delete(f"tbl = '{name}' AND {_in(c)}"))
     reused = 0
     for start in range(0, len(ids), batch):
-        rows = store._rows(table, _in(ids[start: start + batch]), _key(name)[1], None)
+        rows = store.rows(table, _in(ids[start: start + batch]), _key(name)[1], None)
         texts = _embedded_texts(name, rows)
         made_from = [_digest(t) for t in texts]
         todo = [k for k, (r, d) in enumerate(zip(rows, made_from, strict=True)) if staged.get(r["id"]) != d]
@@ -207,8 +205,8 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
             vecs = emb.embed([texts[k] for k in todo])
             again = [rows[k]["id"] for k in todo if rows[k]["id"] in staged]
             if again:  # edited since it was staged
-                store._commit(lambda a=again: staging.delete(f"tbl = '{name}' AND {_in(a)}"))
-            store._append(staging, [{"tbl": name, "id": rows[k]["id"], "made_from": made_from[k], "vector": v}
+                store.commit(lambda a=again: staging.delete(f"tbl = '{name}' AND {_in(a)}"))
+            store.append(staging, [{"tbl": name, "id": rows[k]["id"], "made_from": made_from[k], "vector": v}
                                     for k, v in zip(todo, vecs, strict=True)], staging.schema)
             staged.update((rows[k]["id"], made_from[k]) for k in todo)
         if progress:
@@ -227,14 +225,14 @@ def _switch(store: Store, staging, name: str, emb, report: dict, progress) -> No
                                                 batch_size=MERGE_BATCH):
         data = pa.table({"id": found.column("id"), "vector": found.column("vector").cast(vector_type)})
         # Only the vector column, and only rows still there: a row forgotten meanwhile stays gone.
-        store._commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
+        store.commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
         done += len(data)
         if progress:
             progress("switch", done, len(staged))
-    ids = store._scan(table, None, ["id"])["id"].to_pylist()
+    ids = store.scan(table, None, ["id"])["id"].to_pylist()
     stale = []
     for start in range(0, len(ids), BATCH):
-        rows = store._rows(table, _in(ids[start: start + BATCH]), _key(name)[1], None)
+        rows = store.rows(table, _in(ids[start: start + BATCH]), _key(name)[1], None)
         stale += [r["id"] for r, t in zip(rows, _embedded_texts(name, rows), strict=True)
                   if staged.get(r["id"]) != _digest(t)]
     left = 0
@@ -251,7 +249,7 @@ def forget_staged(store: Store, ids: list[str]) -> bool:
     try:
         staging = store.db.open_table(T.REEMBED_STAGING)
         for start in range(0, len(ids), 500):
-            store._commit(lambda c=ids[start: start + 500]: staging.delete(_in(c)))
+            store.commit(lambda c=ids[start: start + 500]: staging.delete(_in(c)))
     except Exception:
         if T.REEMBED_STAGING in store.db.table_names():
             raise
@@ -266,7 +264,7 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
     done: set[str] = set()
     todo = ids
     for _ in range(MAX_ROUNDS):
-        rows = store._rows(table, _in(todo), cols, None)
+        rows = store.rows(table, _in(todo), cols, None)
         if not rows:
             break
         vecs = emb.embed(_embedded_texts(name, rows))
@@ -274,9 +272,9 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
         # 0.40 panics on a conditional partial merge once the id column is indexed; checked after.)
         data = pa.table({"id": [r["id"] for r in rows],
                          "vector": pa.array([list(map(float, v)) for v in vecs], type=vector_type)})
-        store._commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
+        store.commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
         embedded = {r["id"]: r[key] for r in rows}
-        now = store._rows(table, _in(embedded), ["id", key], None)
+        now = store.rows(table, _in(embedded), ["id", key], None)
         # A row edited between the read and the merge got a vector of its old text: embed it again.
         todo = [r["id"] for r in now if r[key] != embedded[r["id"]]]
         done |= {r["id"] for r in now} - set(todo)
@@ -292,6 +290,6 @@ def _retrain(store: Store) -> dict:
     out = {}
     for name, table in (("memories", store.memories), ("evidence", store.evidence)):
         if _vector_stats(table) is not None:
-            out[name] = store._commit(lambda tb=table: ensure_vector_index(tb, force=True))
+            out[name] = store.commit(lambda tb=table: ensure_vector_index(tb, force=True))
     store.optimize()
     return out

@@ -4,15 +4,76 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 import pyarrow as pa
 
 from memory.errors import InputError
+from memory.scopes import sql_list
 
 PREFIX = {"memory": "mem_", "evidence": "evd_", "vault": "vlt_"}
+
+
+# Table rows as the store writes them (memory/store/builders.py) and reads them whole (Store.rows with
+# MEMORY_COLS / EVIDENCE_COLS / VAULT_COLS): times are naive-UTC datetimes, details and meta JSON text.
+class MemoryRow(TypedDict):
+    id: str
+    type: str
+    scope: str
+    title: str
+    text: str
+    details: str
+    search_text: str
+    status: str
+    confidence: float
+    salience: float
+    provenance: list[str]
+    supersedes: str | None
+    superseded_by: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    origin: str
+    user_edited: bool
+    pinned: bool
+    fingerprint: str
+    vector: NotRequired[Any]
+
+
+class EvidenceRow(TypedDict):
+    id: str
+    captured_at: datetime
+    source: str
+    app: str
+    window: str
+    speaker: str
+    scope: str
+    text: str
+    redactions: int
+    content_hash: str
+    frame_path: str | None
+    meta: str | None
+    extracted_at: datetime | None
+    search_text: NotRequired[str]
+    run_id: NotRequired[str | None]
+    run_pos: NotRequired[int | None]
+    vector: NotRequired[Any]
+
+
+class VaultRow(TypedDict):
+    id: str
+    label: str
+    value_enc: str
+    scope: str
+    provenance: list[str]
+    created_at: datetime
+    updated_at: datetime
+    origin: str
+    fingerprint: str
 
 
 def new_id(kind: str) -> str:
@@ -116,11 +177,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def sql_literal_id(value: str) -> str:
-    """Quote an id (or other plain string) for a SQL predicate."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def sql_id_list(ids) -> str:
-    """A parenthesised, quoted list of ids for `IN`: "('a', 'b')"."""
-    return "(" + ", ".join(sql_literal_id(i) for i in ids) + ")"
+def sql_id_list(ids: Iterable[object]) -> str:
+    """A parenthesised, quoted list of ids for `IN`: "('a', 'b')" (memory.scopes.sql_list)."""
+    return sql_list(ids)

@@ -169,3 +169,11 @@ def usage_schema() -> pa.Schema:
         ("first_used_at", TS),
         ("last_used_at", TS),
     ])
+
+
+# The columns a read selects for a whole row of each kind (every column but the vector); the public
+# column lists of the store's data-access API (Store.rows / Store.get_many).
+MEMORY_COLS = [f.name for f in memories_schema(1) if f.name != "vector"]
+EVIDENCE_COLS = [f.name for f in evidence_schema(1) if f.name != "vector"]
+VAULT_COLS = [f.name for f in vault_schema()]
+RELATION_COLS = [f.name for f in relations_schema()]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from desktop.cli.main import main
-from memory.integrations import hooks
 from memory.config import Config, HooksConfig, McpConfig, save_config
-from memory.integrations.hooks_install import count_ours
 from memory.graph.reinforcement import usage_rows
+from memory.integrations import hooks
+from memory.integrations.hooks_install import count_ours
 from tests.memory.mcp_support import ROOT, env_for, free_port, start_server, stop_server
 
 MIRADOR = ROOT / ".venv" / "bin" / "mirador"
@@ -202,7 +202,7 @@ def test_stop_hook_reinforces_the_used_memory_and_not_the_unused_one(hook_store,
     assert usage[hook_store["alpha"]]["uses"] == 1
     assert hook_store["beta"] not in usage and hook_store["personal"] not in usage
     assert hooks.load_state(mirador_home, "sess-2") == {}  # cleared
-    rows = store._rows(store.audit, "action = 'reinforce'", ["actor"], None)
+    rows = store.rows(store.audit, "action = 'reinforce'", ["actor"], None)
     assert [r["actor"] for r in rows] == [hooks.ACTOR]
 
 

@@ -92,7 +92,7 @@ def do_import(store, fmt, path, **opts):
 
 
 def evidence_rows(store):
-    return store._rows(store.evidence, None, ["id", "text", "speaker", "source", "app", "window", "scope",
+    return store.rows(store.evidence, None, ["id", "text", "speaker", "source", "app", "window", "scope",
                                               "captured_at", "meta", "extracted_at"], None)
 
 

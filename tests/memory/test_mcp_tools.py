@@ -104,7 +104,7 @@ def test_vault_value_only_for_tokens_that_allow_it(store, seeded):
     assert "hunter2" not in json.dumps(plain)
     vault_ok = call(store, make_principal("ops", ["work"], "work", allow_vault=True), steps)
     assert vault_ok["value"] == "hunter2-secret"
-    reveals = store._rows(store.audit, "action = 'reveal'", ["actor"], None)
+    reveals = store.rows(store.audit, "action = 'reveal'", ["actor"], None)
     assert [r["actor"] for r in reveals] == ["mcp:ops"]
 
 
@@ -122,7 +122,7 @@ def test_add_is_scoped_audited_and_bounded(store, seeded):
     row = store.get(added["created"]["id"])
     assert row["scope"] == "work" and row["origin"] == "mcp:tester" and row["title"] == "CI runner"
     assert store.get(sub["created"]["id"])["scope"] == "work/acme"
-    audit = store._rows(store.audit, f"entity_id = '{row['id']}'", ["actor", "action"], None)
+    audit = store.rows(store.audit, f"entity_id = '{row['id']}'", ["actor", "action"], None)
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
     assert other.isError and "only to scope 'work'" in text(other)
     assert vault.isError and long.isError and "10000" in text(long)
@@ -162,7 +162,7 @@ def test_update_text_status_and_refusals(store, seeded):
     assert nothing.isError and "nothing to change" in text(nothing)
     assert evid.isError and "evidence is never edited" in text(evid)
     assert bad_status.isError
-    actors = {r["actor"] for r in store._rows(store.audit, f"entity_id = '{seeded['tabs']}'", ["actor"], None)}
+    actors = {r["actor"] for r in store.rows(store.audit, f"entity_id = '{seeded['tabs']}'", ["actor"], None)}
     assert actors == {"person", "mcp:tester"}
 
 

@@ -131,7 +131,7 @@ def test_compaction_moves_addresses_and_the_cache_rebuilds(store, monkeypatch):
     store.reader.warm(T.EVIDENCE)
     cache = store.reader._caches[T.EVIDENCE]
     before = set(cache._addrs.tolist())
-    store._commit(lambda: store.evidence.optimize())  # compaction: the two fragments become one
+    store.commit(lambda: store.evidence.optimize())  # compaction: the two fragments become one
     hits = search_evidence(store, "lighthouse key bolts", scopes=["work"], limit=20, now=_NOW)
     assert {h.id for h in hits} == set(ids)  # every row found at its new address, by a take
     for _ in range(100):  # the lookup that missed most addresses asked for a rebuild, in the background
@@ -147,7 +147,7 @@ def test_a_row_deleted_between_its_leg_and_the_fill_is_dropped(store):
     leg = Leg(T.EVIDENCE, where, ("id", "speaker", "_distance"), 10,
               vector=store.embedder.embed_query("lighthouse"), row_ids=True)
     rows = Reader(store.home / "lancedb", row_cache=False).run(leg)[0]  # ids and addresses, as a leg saw them
-    store._commit(lambda: store.evidence.delete(f"id = '{ids[0]}'"))
+    store.commit(lambda: store.evidence.delete(f"id = '{ids[0]}'"))
     reader, out = store.reader, [[{k: r[k] for k in ("_rowid", "_distance")} for r in rows]]
     cache = reader._caches[T.EVIDENCE]
     asyncio.run_coroutine_threadsafe(reader._fill([leg], [cache], out), _event_loop()).result()
@@ -182,8 +182,8 @@ def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
     ids = [store.add_memory(f"Note {i} about the lighthouse.", scope="work")["id"] for i in range(4)]
     where = store.where("memory", scopes=["work"])
     before = _addresses(store, where)
-    store._commit(lambda: store.memories.update(where=f"id = '{ids[0]}'", values={"salience": 0.1}))
-    store._commit(lambda: store.memories.update(where=f"id = '{ids[1]}'", values_sql={"salience": "salience * 0.5"}))
+    store.commit(lambda: store.memories.update(where=f"id = '{ids[0]}'", values={"salience": 0.1}))
+    store.commit(lambda: store.memories.update(where=f"id = '{ids[1]}'", values_sql={"salience": "salience * 0.5"}))
     store.update_memory(ids[2], text="Note 2 about the lighthouse, edited.")  # merge_insert of the whole row
     after = _addresses(store, where)
     assert [before[i] != after[i] for i in ids] == [True, True, True, False]

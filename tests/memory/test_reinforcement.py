@@ -29,7 +29,7 @@ def _order(ids: list[str], *wanted: str) -> list[str]:
 
 
 def _audit(store, action: str) -> list[dict]:
-    return store._rows(store.audit, f"action = '{action}'", ["actor", "entity_id", "scope", "after"], None)
+    return store.rows(store.audit, f"action = '{action}'", ["actor", "entity_id", "scope", "after"], None)
 
 
 def test_reinforced_memory_ranks_above_an_equal_unreinforced_one(store):

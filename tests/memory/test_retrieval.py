@@ -165,10 +165,10 @@ def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_ho
         _ev("Yes, with my friend Quetzalcoatlus from the gym.", "Caro", t + timedelta(seconds=20), scope="chat"),
         _ev("Great, see you there!", "Mel", t + timedelta(seconds=40), scope="chat"),
     ], context=ContextConfig(neighbours_embed=1, neighbours_fts=1))
-    before = store._rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"])[0]
+    before = store.rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"], 1)[0]
     assert "Quetzalcoatlus" in before["search_text"]
     forget(store, [rows[1]["id"]])
-    after = store._rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"])[0]
+    after = store.rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"], 1)[0]
     assert after["vector"] != before["vector"]  # re-embedded without the forgotten turn
     assert "Quetzalcoatlus" not in after["search_text"]
     assert files_containing(mirador_home, "Quetzalcoatlus") == []
@@ -237,7 +237,7 @@ def test_migration_places_rows_written_before_runs(mirador_home):
     store.db.open_table(T.MIGRATIONS).delete("name = 'm007_evidence_runs'")
     again = Store(mirador_home)
     assert again.migrations_applied == ["m007_evidence_runs"]
-    got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again._rows(again.evidence, None, ["id", "run_id", "run_pos"], None)}
+    got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again.rows(again.evidence, None, ["id", "run_id", "run_pos"])}
     chat = [got[r["id"]] for r in rows[:3]]
     assert len({run for run, _ in chat}) == 1 and [pos for _, pos in chat] == [0, 1, 2]
     assert got[rows[3]["id"]][0] != chat[0][0]

@@ -1,0 +1,54 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half of either.
+
+Each writer gets its own temporary file (a unique name from `tempfile`, in the target's directory so
+that the final rename stays on one file system): two threads or two processes writing the same file
+at once each finish, and the last rename wins. A fixed temporary name (`x.tmp`, or `x.tmp-PID`, which
+threads of one process share) let one writer rename or truncate the other's half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+# What a plain open() would give a new file (mkstemp makes it 0600): read once, since reading the
+# umask means setting it.
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+NEW_FILE_MODE = 0o666 & ~_UMASK
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[Path]:
+    """Yield a fresh temporary path next to `path`; once the block has written it, it replaces `path`.
+
+    If the block raises, the temporary file is removed and `path` is left as it was. suffix: what the
+    temporary name ends with (a writer that picks a format by extension can pass the real one)."""
+    target = Path(path)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = NEW_FILE_MODE,
+                 fsync: bool = False) -> None:
+    """Write text (UTF-8) or bytes to `path` atomically. mode: the file's permission bits (default: what
+    open() would give a new file; 0o600 for a file only its owner may read). fsync: flush the data to
+    disk before the rename, for a file whose loss after a crash would cost the person something."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    with atomic_path(path) as tmp:
+        os.chmod(tmp, mode)
+        with open(tmp, "wb") as fh:
+            fh.write(raw)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
