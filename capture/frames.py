@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
+
+from memory.store.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,8 @@ def save_thumbnail(image, home: Path, when: datetime, name: str, width: int = 64
     rel = Path(FRAMES) / when.strftime("%Y-%m-%d") / f"{name}.webp"
     path = home / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    img.save(tmp, "WEBP", quality=60, method=2)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        img.save(tmp, "WEBP", quality=60, method=2)
     return rel.as_posix()
 
 

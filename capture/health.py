@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from memory.store.atomic import write_atomic
+
 log = logging.getLogger(__name__)
 
 HEALTH_FILE = "capture_health.json"
@@ -102,10 +104,8 @@ class Health:
         """Write the snapshot atomically to <home>/capture_health.json (read by another process)."""
         self.set(updated_at=time.time())
         path = home / HEALTH_FILE
-        tmp = path.with_name(f".{HEALTH_FILE}.{os.getpid()}.tmp")
         try:
-            tmp.write_text(json.dumps(self.snapshot()), encoding="utf-8")
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps(self.snapshot()))
         except OSError as e:
             log.warning("could not write %s: %s", path, e)
 

@@ -22,6 +22,7 @@ from capture.redact import Redactor
 from capture.screen import ScreenSource
 from capture.voice import VoiceSource
 from capture.writer import EvidenceWriter
+from memory.store.atomic import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,7 @@ def set_pause(home: Path, minutes: float | None = None, paused: bool = True) -> 
     doc = {"paused": paused, "paused_until": until, "at": time.time()}
     path = Path(home) / CONTROL_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc))
     return doc
 
 

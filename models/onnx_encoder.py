@@ -208,7 +208,7 @@ def export(st_model, target: Path) -> None:
     args = tuple(feats[k] for k in INPUTS)
     dyn = {k: {0: "batch", 1: "tokens"} for k in (*INPUTS, "hidden")}
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # unique per writer
     try:
         # The tracer warns about data-dependent Python branches it freezes; for fixed-shape-agnostic
         # BERT ops that is expected, and the probe in load_or_export checks the result anyway.

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -103,7 +104,8 @@ def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Pa
     for stale in out.parent.glob("*.tmp-*"):  # a merge cut off by a crash or a full disk
         if time.time() - stale.stat().st_mtime > _TMP_HOURS * 3600:
             shutil.rmtree(stale, ignore_errors=True)
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    # Unique per writer (process and thread): two merging the same copy at once each finish their own.
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(model_dir, tmp, ignore=shutil.ignore_patterns(WEIGHTS, "pytorch_model.bin", "*.onnx", "README.md"))
     weights = load_file(str(model_dir / WEIGHTS))

@@ -19,13 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 import shlex
 import shutil
 from copy import deepcopy
 from pathlib import Path
 
+from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.errors import InputError
 
@@ -127,14 +127,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
         path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600  # settings may hold env secrets
-    tmp = path.with_name(f".{path.name}.mirador-{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+    write_atomic(path, data, mode=mode, fsync=True)
 
 
 def _records(data_home: Path) -> dict:

@@ -11,7 +11,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import re
 import secrets
 import threading
@@ -19,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.errors import InputError
 from memory.store.rows import iso
@@ -141,16 +141,8 @@ class TokenStore:
 
     def _save(self, records: list[TokenRecord]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
         data = json.dumps({"version": 1, "tokens": [asdict(r) for r in records]}, indent=2).encode("utf-8")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, self.path)
+        write_atomic(self.path, data, mode=0o600, fsync=True)
         with self._lock:
             self._cache = None
 

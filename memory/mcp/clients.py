@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.errors import InputError
 
@@ -100,11 +101,6 @@ def merge_into(path: Path, client: str, url: str, token: str) -> dict:
     replaced = ENTRY in servers
     servers[ENTRY] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it holds a token
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2) + "\n", mode=0o600)  # it holds a token
     return {"path": str(path), "backup": str(backup) if backup else None, "replaced": replaced,
             "servers": sorted(servers)}
