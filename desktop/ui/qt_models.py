@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
@@ -259,4 +259,6 @@ def sort_proxy(model: LazyRowModel, parent=None) -> QSortFilterProxyModel:
 
 def now_utc() -> datetime:
     """Naive UTC now (what store timestamps hold)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    from memory.types import utcnow
+
+    return utcnow()
