@@ -101,7 +101,7 @@ def features(lists, fused: dict[str, float], first: list[str], top: list[str], r
         norm.append({i: (s - lo) / span if span > 0 else 1.0 for i, s in scores.items()})
         raw.append((scores, lo))
         rank.append({i: k for k, (i, _) in enumerate(found)})
-    fused_order = sorted(fused, key=fused.get, reverse=True)
+    fused_order = sorted(fused, key=lambda i: fused[i], reverse=True)
     fused_rank = {i: k for k, i in enumerate(fused_order)}
     first_rank = {i: k for k, i in enumerate(first)}
     runs: dict[str, dict[int, float]] = {}
@@ -129,7 +129,8 @@ def features(lists, fused: dict[str, float], first: list[str], top: list[str], r
             vec.get(i, vec_lo), 1.0 / (1 + rank[0][i]) if i in rank[0] else 0.0,
             fts.get(i, 0.0), 1.0 / (1 + rank[1][i]) if i in rank[1] else 0.0,
             fused[i], fused_rank[i], first_rank[i],
-            at.get(pos - 1, 0.0) if at else 0.0, at.get(pos + 1, 0.0) if at else 0.0,
+            at.get(pos - 1, 0.0) if at and pos is not None else 0.0,
+            at.get(pos + 1, 0.0) if at and pos is not None else 0.0,
             near(1), near(2), near(3), near(4),
             *stats,
             float(speaker_named(r)), float(bool(named)), float(any_window and in_window(r)), float(any_window),
@@ -158,7 +159,12 @@ class TreeEnsemble:
         self.sources = frozenset(sources)
         # Every tree's nodes in one set of arrays, so predict walks all trees at once: one NumPy step
         # per tree level for the whole ensemble, instead of one per level of every tree.
-        feat, thr, left, right, value, roots = [], [], [], [], [], []
+        feat: list[int] = []
+        thr: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        value: list[float] = []
+        roots: list[int] = []
         try:
             for t in spec["trees"]:
                 f, th, lc, rc, v = (list(t["feature"]), list(t["threshold"]), list(t["left"]), list(t["right"]),
@@ -244,7 +250,11 @@ def from_lightgbm(dump: dict, meta: dict | None = None) -> dict:
         raise ValueError(f"trained on {names}, not on memory.retrieval.rerank.FEATURES")
     trees = []
     for info in dump["tree_info"]:
-        feat, thr, left, right, value = [], [], [], [], []
+        feat: list[int] = []
+        thr: list[float] = []
+        left: list[int] = []
+        right: list[int] = []
+        value: list[float] = []
 
         def visit(node) -> int:
             if "leaf_value" in node:

@@ -85,7 +85,7 @@ class RowCache:
         cols = list(self.cols) if cols is None else [c for c in self.cols if c in set(cols)]
         out: dict[int, dict] = {}
         rest = addrs
-        if base is not None and len(found_addrs) and addrs:
+        if base is not None and found_addrs is not None and len(found_addrs) and addrs:
             q = np.asarray(addrs, dtype=np.uint64)
             at = np.searchsorted(found_addrs, q)
             at[at >= len(found_addrs)] = 0
@@ -157,7 +157,7 @@ class RowCache:
     def nbytes(self) -> int:
         """Memory held by the base (Arrow columns and addresses); the spill is not counted."""
         with self._lock:
-            return 0 if self._base is None else self._base.nbytes + self._addrs.nbytes
+            return 0 if self._base is None or self._addrs is None else self._base.nbytes + self._addrs.nbytes
 
     def size(self) -> int:
         """Rows held (base + spill)."""
