@@ -29,7 +29,7 @@ from memory.store.audit import utcnow
 from memory.consolidation.rules import Draft
 from memory.store.fingerprint import fingerprint, normalise
 from memory.store.rows import sql_id_list, to_arrow
-from memory.scopes import sql_literal
+from memory.scopes import sql_list, sql_literal
 from memory.store.core import MemorySpec
 
 log = logging.getLogger(__name__)
@@ -98,8 +98,7 @@ _ALL_STATUSES = ("candidate", "active", "superseded", "rejected")
 
 
 def _neighbour_filter(mtype: str, scope: str, statuses) -> str:
-    return (f"type = {sql_literal(mtype)} AND scope = {sql_literal(scope)} AND status IN ("
-            + ", ".join(sql_literal(s) for s in statuses) + ")")
+    return f"type = {sql_literal(mtype)} AND scope = {sql_literal(scope)} AND status IN {sql_list(statuses)}"
 
 
 def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:

@@ -25,11 +25,11 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from memory.errors import InputError, NotFoundError
+from memory.scopes import scope_filter, sql_list, sql_literal
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
-from memory.errors import InputError, NotFoundError
 from memory.store.rows import iso, kind_of, sql_id_list, to_arrow
-from memory.scopes import scope_filter, sql_list, sql_literal
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from memory.errors import InputError, NotFoundError
+from memory.scopes import scope_filter, validate_scope
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
-from memory.errors import InputError, NotFoundError
 from memory.store.fingerprint import fingerprint
 from memory.store.indexes import ensure_fts
 from memory.store.lifecycle import memories_forgotten
 from memory.store.rows import kind_of, sql_id_list
-from memory.scopes import scope_filter, validate_scope
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,15 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
+from memory.store.rowcache import (
+    BASE_MAX_BYTES,
+    BASE_MAX_ROWS,
+    BASE_MAX_ROWS_BY_TABLE,
+    COLUMNS,
+    SIZE_SAMPLE_ROWS,
+    RowCache,
+)
 from memory.store.rows import sql_id_list
-from memory.store.rowcache import BASE_MAX_BYTES, BASE_MAX_ROWS, BASE_MAX_ROWS_BY_TABLE, COLUMNS, SIZE_SAMPLE_ROWS, RowCache
 
 log = logging.getLogger(__name__)
 

@@ -29,13 +29,19 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from memory.errors import MiradorError
 from memory.store import tables as T
 from memory.store.audit import audit_row
 from memory.store.context import index_texts
-from memory.errors import MiradorError
+from memory.store.core import (
+    RECORD_CHECK_S,
+    Store,
+    configured_embedder,
+    embedder_record,
+    write_embedder_record,
+    write_record,
+)
 from memory.store.rows import sql_id_list
-from memory.store.core import (RECORD_CHECK_S, Store, configured_embedder, embedder_record, write_embedder_record,
-                          write_record)
 
 log = logging.getLogger(__name__)
 
