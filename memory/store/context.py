@@ -108,7 +108,7 @@ def place_in_runs(rows: list[dict], tails: dict[tuple, tuple[str, int, datetime]
     cfg = cfg or DEFAULT
     out: list[tuple[str, int]] = [("", 0)] * len(rows)
     for key, order in _groups(rows).items():
-        last = tails.get(key)
+        last: tuple[str, int, datetime] | None = tails.get(key)
         for i in order:
             t = rows[i]["captured_at"]
             if last is not None and timedelta(0) <= t - last[2] <= cfg.max_gap:
@@ -116,7 +116,8 @@ def place_in_runs(rows: list[dict], tails: dict[tuple, tuple[str, int, datetime]
             else:
                 last = ("run_" + uuid.uuid4().hex[:16], 0, t)
             out[i] = (last[0], last[1])
-        tails[key] = last
+        if last is not None:  # a group has at least one row
+            tails[key] = last
     return out
 
 
@@ -127,6 +128,8 @@ def _intervals(removed: list[dict], reach: timedelta) -> list[tuple[dict, dateti
     streams: dict[tuple, list[tuple[datetime, dict]]] = {}
     for r in removed:
         t = parse_time(r["captured_at"]) if isinstance(r["captured_at"], str) else r["captured_at"]
+        if t is None:  # never captured: in no stream, so no neighbour indexed it
+            continue
         key = tuple(r.get(c) or "" for c in ("scope", "source", "app", "window"))
         streams.setdefault(key, []).append((t, r))
     spans: list[tuple[dict, datetime, datetime, list[datetime]]] = []

@@ -102,6 +102,11 @@ def vector_index_segments(table, stats=None) -> int | None:
     stats = stats or _vector_stats(table)
     if stats is None:
         return None
+    return _segments(stats)
+
+
+def _segments(stats) -> int:
+    """Segments (the trained index plus its deltas) of the vector index these stats describe."""
     return int(getattr(stats, "num_indices", None) or 1)
 
 
@@ -133,7 +138,7 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     stats = _vector_stats(table)  # one stats read for both rules below
     if stats is not None and not force:
         trained = trained_rows(table)
-        if trained and n < RETRAIN_GROWTH * trained and vector_index_segments(table, stats) <= MAX_VECTOR_DELTAS:
+        if trained and n < RETRAIN_GROWTH * trained and _segments(stats) <= MAX_VECTOR_DELTAS:
             return None  # optimize() adds the new rows to the existing partitions, as a delta
         # Unrecorded: an index from an older version, of unknown shape. Retrained once, here.
     # The usual IVF shape, sqrt(n) partitions of sqrt(n) rows; queries probe memory.store.reads.NPROBES of them.

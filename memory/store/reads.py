@@ -21,6 +21,7 @@ import threading
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.store.rowcache import (
     BASE_MAX_BYTES,
@@ -31,6 +32,9 @@ from memory.store.rowcache import (
     RowCache,
 )
 from memory.store.rows import sql_id_list
+
+if TYPE_CHECKING:
+    from lancedb import AsyncConnection
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +83,7 @@ class Reader:
 
     def __init__(self, db_path: Path, row_cache: bool = True, forgets: str | None = None) -> None:
         self._path = str(db_path)
-        self._db = None
+        self._db: AsyncConnection | None = None  # opened by the first query, on the reads loop
         self._tables: dict[str, object] = {}
         self._caches: dict[str, RowCache] = {
             name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS), BASE_MAX_BYTES)
@@ -158,6 +162,8 @@ class Reader:
 
     async def _forgets_moved(self) -> bool:
         """Whether the forgets table changed since the last search looked (side by side with its legs)."""
+        if self._forgets is None:
+            return False
         try:
             version = await (await self._table(self._forgets)).version()
         except Exception as e:  # no such table (yet): nothing was forgotten through it
@@ -176,7 +182,8 @@ class Reader:
     async def _fill(self, legs, caches, out: list[list[dict]]) -> None:
         """Put the cached columns into the rows of cached legs; a row neither cached nor found by address
         now was deleted or moved since its leg read it, and is dropped (as a fetch by address drops it)."""
-        hits, missing = [], {}
+        hits: list[dict[int, dict]] = []
+        missing: dict[str, set[int]] = {}
         for leg, cache, rows in zip(legs, caches, out, strict=True):
             found, miss = cache.lookup([r["_rowid"] for r in rows], leg.cols) if cache else ({}, [])
             hits.append(found)
@@ -280,6 +287,7 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
     """
     if not ids:
         return {}
+    addresses, have = addresses or {}, have or {}
     out: dict[str, dict] = {}
     known = [i for i in ids if addresses and i in addresses]
     if known and store.reader.covers(table.name, ["id", *cols]):
