@@ -1,6 +1,12 @@
 """The store: LanceDB tables and their schemas, migrations, rows, scoped filters, audit, erasure,
 vault encryption, indexes and re-embedding. It imports no other memory subpackage.
 
+`Store` (core.py) is the data-access API every other package uses: rows / scan / get_many to read,
+commit / append / write_audit to write, table() for the tables beyond the three kinds, and the column
+lists in tables.py. The rest: specs.py (what a caller hands in), builders.py (spec -> row), filters.py
+(the SQL filters), embedder_record.py (which model made the vectors), lifecycle.py (listeners that
+packages above register for forget and rescope), atomic.py (file writes a reader never sees half of).
+
 See docs/architecture.md for the package map.
 """
 
