@@ -38,7 +38,7 @@ def average(deltas: list[Path], rank: int) -> tuple[dict, dict[str, tuple[np.nda
 
     read = [read_delta(p) for p in deltas]
     first = read[0][0]
-    for p, (meta, pairs) in zip(deltas[1:], read[1:], strict=True):
+    for p, (meta, _pairs) in zip(deltas[1:], read[1:], strict=True):
         for key in ("base_fingerprint", "trained_on", "weights"):
             if meta.get(key) != first.get(key):
                 raise SystemExit(f"{p} differs from {deltas[0]} in {key}: average deltas of one base, "
@@ -82,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"wrote": str(args.out), "rank": meta["rank"], "averaged": [str(p) for p in args.inputs]}))
         return 0
 
+    import train_embedder as T
     from sentence_transformers import SentenceTransformer
 
-    import train_embedder as T
     from models.locate import embedder_dir
     from models.tuning import tuned_dir
 

@@ -86,10 +86,10 @@ class HashedEmbedder:
 
 
 def bench_extraction(items: int) -> dict:
-    from memory.store.audit import utcnow
     from memory.consolidation.extraction import make_extractor, run_extraction
-    from memory.store.rows import parse_time
+    from memory.store.audit import utcnow
     from memory.store.core import EvidenceSpec, Store
+    from memory.store.rows import parse_time
 
     with tempfile.TemporaryDirectory() as home:
         store = Store(Path(home))
@@ -127,8 +127,8 @@ def _fact(i: int) -> str:
 
 
 def bench_dream(size: int, new: int, embedder) -> dict:
-    from memory.store.audit import utcnow
     from memory.consolidation.dream import run_dream, set_checkpoint
+    from memory.store.audit import utcnow
     from memory.store.core import MemorySpec, Store
 
     types = ["semantic", "episodic", "procedural", "resource", "semantic"]

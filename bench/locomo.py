@@ -156,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
     args = ap.parse_args(argv)
 
-    from memory.store import context as C
     from memory.retrieval import rank as R
+    from memory.store import context as C
     convs = json.loads(args.data.read_text())[: args.limit_convs]
     ctx = replace(C.DEFAULT, **json.loads(args.context))
     rank = replace(R.DEFAULT, **json.loads(args.rank))

@@ -135,10 +135,10 @@ class Corpus:
 def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_ratio: float, batch: int,
           rerank: bool = True) -> dict:
     """Fill a fresh store with `size` memories and size*evidence_ratio evidence rows; time the index build."""
-    from memory.store.audit import utcnow
     from memory.config import Config
-    from memory.store.indexes import maintain
+    from memory.store.audit import utcnow
     from memory.store.core import EvidenceSpec, MemorySpec, Store
+    from memory.store.indexes import maintain
 
     cfg = Config()
     cfg.store.optimize_after_writes = 10_000  # maintenance is timed separately below
@@ -206,10 +206,10 @@ def queries(n: int, seed: int) -> list[str]:
 
 def measure(store, size_tag: str, qs: list[str], budget: int) -> dict:
     """p50/p95 of hybrid searches (query vector cached) and recall() with fresh and cached queries."""
-    from memory.store import tables as T
     from memory.mcp.tools import EVIDENCE_BRIEF_COLS, MEMORY_BRIEF_COLS
     from memory.retrieval.recall import recall
     from memory.retrieval.search import search_evidence, search_memories
+    from memory.store import tables as T
 
     res: dict = {}
     half = len(qs) // 2

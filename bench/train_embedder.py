@@ -84,8 +84,8 @@ def observations(conv: dict) -> list[dict]:
 
 def conversation(conv: dict) -> tuple[list[tuple[str, str]], list[dict]]:
     """([(dia_id, embedded text)], [{vec, ev}]) — texts as ingest and the evidence search embed them."""
-    from memory.store.context import own_text
     from memory.retrieval.query import analyze
+    from memory.store.context import own_text
 
     turns = [(t["dia_id"], own_text({"text": locomo.turn_text(t), "speaker": t["speaker"], "captured_at": when}))
              for _, when, ts in locomo.sessions(conv) for t in ts if locomo.turn_text(t)]
@@ -107,7 +107,7 @@ def vector_recall(model, data) -> float:
     qs = [q for q in qs if q["scored"]]
     sims = encode(model, [q["vec"] for q in qs]) @ encode(model, [t for _, t in turns]).T
     got = [{turns[k][0] for k in np.argsort(-row)[:10]} for row in sims]
-    return float(np.mean([len(q["ev"] & g) / len(q["ev"]) for q, g in zip(qs, got)]))
+    return float(np.mean([len(q["ev"] & g) / len(q["ev"]) for q, g in zip(qs, got, strict=True)]))
 
 
 def examples(model, datas) -> list[tuple[str, list[str], list[str]]]:
@@ -117,7 +117,7 @@ def examples(model, datas) -> list[tuple[str, list[str], list[str]]]:
     for turns, qs in datas:
         sims = encode(model, [q["vec"] for q in qs]) @ encode(model, [t for _, t in turns]).T
         where = {d: k for k, (d, _) in enumerate(turns)}
-        for q, row in zip(qs, sims):
+        for q, row in zip(qs, sims, strict=True):
             pos = [turns[where[e]][1] for e in q["ev"] if e in where]
             if pos:
                 neg = [turns[k][1] for k in np.argsort(-row)[:2 * SETTINGS["pool"]] if turns[k][0] not in q["ev"]]
