@@ -118,7 +118,8 @@ def features(lists, fused: dict[str, float], first: list[str], top: list[str], r
         r = rows[i]
         at = runs.get(r.get("run_id") or "", {})
         pos = r.get("run_pos")
-        near = (lambda k: max(at.get(pos - k, 0.0), at.get(pos + k, 0.0))) if at and pos is not None \
+        near = (lambda k, at=at, pos=pos: max(at.get(pos - k, 0.0), at.get(pos + k, 0.0))) \
+            if at and pos is not None \
             else (lambda k: 0.0)
         stats = run_stats.get(r.get("run_id") or "", (fused[i], 1, fused[i]))
         text = texts.get(i) or ""
@@ -172,7 +173,7 @@ class TreeEnsemble:
                 if len({len(f), len(th), len(lc), len(rc)}) != 1 or not v:
                     raise ValueError("node arrays of different lengths")
                 n0, l0 = len(feat), len(value)
-                shift = lambda c: int(c) + n0 if c >= 0 else ~(~int(c) + l0)  # noqa: E731
+                shift = lambda c, n0=n0, l0=l0: int(c) + n0 if c >= 0 else ~(~int(c) + l0)  # noqa: E731
                 feat += [int(x) for x in f]
                 thr += [float(x) for x in th]
                 left += [shift(c) for c in lc]
@@ -248,32 +249,36 @@ def from_lightgbm(dump: dict, meta: dict | None = None) -> dict:
     names = dump.get("feature_names") or []
     if tuple(names) != FEATURES:
         raise ValueError(f"trained on {names}, not on memory.retrieval.rerank.FEATURES")
-    trees = []
-    for info in dump["tree_info"]:
-        feat: list[int] = []
-        thr: list[float] = []
-        left: list[int] = []
-        right: list[int] = []
-        value: list[float] = []
-
-        def visit(node) -> int:
-            if "leaf_value" in node:
-                value.append(float(node["leaf_value"]))
-                return ~(len(value) - 1)
-            if node.get("decision_type") != "<=" or node.get("missing_type") not in ("None", "NaN"):
-                raise ValueError(f"unsupported split {node.get('decision_type')} / missing {node.get('missing_type')}")
-            k = len(feat)
-            feat.append(int(node["split_feature"]))
-            thr.append(float(node["threshold"]))
-            left.append(0)
-            right.append(0)
-            left[k] = visit(node["left_child"])
-            right[k] = visit(node["right_child"])
-            return k
-
-        visit(info["tree_structure"])
-        trees.append({"feature": feat, "threshold": thr, "left": left, "right": right, "value": value})
+    trees = [_flat_tree(info["tree_structure"]) for info in dump["tree_info"]]
     return {"format": FORMAT, "features": list(FEATURES), "meta": meta or {}, "trees": trees}
+
+
+def _flat_tree(root: dict) -> dict:
+    """One LightGBM tree as flat node arrays: a split node is an index into feature/threshold/left/right,
+    a leaf is ~(its index into value)."""
+    feat: list[int] = []
+    thr: list[float] = []
+    left: list[int] = []
+    right: list[int] = []
+    value: list[float] = []
+
+    def visit(node) -> int:
+        if "leaf_value" in node:
+            value.append(float(node["leaf_value"]))
+            return ~(len(value) - 1)
+        if node.get("decision_type") != "<=" or node.get("missing_type") not in ("None", "NaN"):
+            raise ValueError(f"unsupported split {node.get('decision_type')} / missing {node.get('missing_type')}")
+        k = len(feat)
+        feat.append(int(node["split_feature"]))
+        thr.append(float(node["threshold"]))
+        left.append(0)
+        right.append(0)
+        left[k] = visit(node["left_child"])
+        right[k] = visit(node["right_child"])
+        return k
+
+    visit(root)
+    return {"feature": feat, "threshold": thr, "left": left, "right": right, "value": value}
 
 
 _warned: set[tuple[str, str]] = set()
