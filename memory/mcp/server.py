@@ -216,8 +216,8 @@ def _register_memory_writes(mcp: FastMCP) -> None:
         """Tell Mirador which memories your answer actually used (mem_ ids from memory_recall/memory_search).
 
         Call it once after answering, with only the memories you relied on — not everything you were shown.
-        Used memories rank higher later; unused ones slowly fade back. Ids outside your scopes, unknown or
-        forgotten ones are listed under not_found and nothing is recorded for them.
+        Used memories rank higher later; unused ones slowly fade back. It needs a token with a write scope;
+        ids outside that scope, unknown or forgotten ones are listed under not_found and nothing is recorded.
         """
         return await _call(ctx, T.memory_reinforce, ids=ids)
 

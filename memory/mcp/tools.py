@@ -15,12 +15,12 @@ from dataclasses import asdict, is_dataclass
 from datetime import timedelta
 from typing import Any
 
-from memory.store.audit import utcnow
 from memory.errors import InputError, NotFoundError
-from memory.store.fingerprint import fingerprint
 from memory.mcp.auth import Principal
-from memory.store.rows import iso, jsonable, kind_of, parse_time
 from memory.scopes import in_scopes, scope_filter, sql_literal, validate_scope
+from memory.store.audit import utcnow
+from memory.store.fingerprint import fingerprint
+from memory.store.rows import iso, jsonable, kind_of, parse_time
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +171,13 @@ def memory_reinforce(store, p: Principal, ids: list[str]) -> dict:
 
     if not ids:
         raise InputError(f"no ids given — pass the mem_ ids your answer used; {SEARCH_HINT}")
-    res = reinforce(store, ids, actor=p.actor, scopes=list(p.read))
+    # Reinforcing changes ranking, so it is a write: only in the client's write scope (reading changes nothing).
+    ws = write_scope(p, None)
+    res = reinforce(store, ids, actor=p.actor, scopes=[ws])
     if not res["reinforced"]:
         bad = ", ".join(n["id"] for n in res["not_found"])
-        raise NotFoundError(f"nothing was reinforced: {bad} — each must be a mem_ id visible to this client "
-                            f"(it never existed, is outside its scopes, or was forgotten); {SEARCH_HINT}")
+        raise NotFoundError(f"nothing was reinforced: {bad} — each must be a mem_ id in this client's write scope "
+                            f"{ws!r} (it never existed, is outside that scope, or was forgotten); {SEARCH_HINT}")
     out = {"reinforced": res["reinforced"], "not_found": res["not_found"], "actor": p.actor}
     if res["not_found"]:
         out["hint"] = "ids under not_found were not recorded; check them with memory_get"

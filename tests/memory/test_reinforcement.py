@@ -11,10 +11,10 @@ from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory.config import Config, ReinforcementConfig
 from memory.errors import InputError
-from memory.mcp.auth import TokenStore, make_principal
+from memory.graph.reinforcement import effective_salience, reinforce, strength_at, usage_of, usage_rows
+from memory.mcp.auth import Principal, TokenStore, make_principal
 from memory.mcp.server import build_server
 from memory.retrieval.recall import recall
-from memory.graph.reinforcement import effective_salience, reinforce, strength_at, usage_of, usage_rows
 from memory.retrieval.search import search_memories
 from tests.memory.mcp_support import free_port, http_session, start_server, stop_server
 
@@ -107,7 +107,7 @@ def test_memory_reinforce_over_http_with_a_real_client_session(tmp_path):
     home = tmp_path / "srv"
     store = Store(home)
     ids = _seed_scopes(store)
-    token, _ = TokenStore(home).add("assistant", ["work"], None)  # read-only may still say what it used
+    token, _ = TokenStore(home).add("assistant", ["work"], "work")  # reinforcing is a write: it needs a write scope
     port = free_port()
     proc = start_server(home, port, home / "serve.log")
 
@@ -140,6 +140,32 @@ def test_memory_reinforce_over_http_with_a_real_client_session(tmp_path):
     rows = _audit(store, "reinforce")
     assert len(rows) == 2 and {r["actor"] for r in rows} == {"mcp:assistant"}
     assert all(ids["personal"] not in (r["after"] or "") for r in rows)
+
+
+def test_a_read_only_token_cannot_reinforce_and_changes_nothing(tmp_path):
+    from memory.store.core import Store
+
+    store = Store(tmp_path / "h")
+    ids = _seed_scopes(store)
+    reader = Principal("reader", ("work",), None)
+    acme_writer = Principal("acme", ("work",), "work/acme")
+
+    async def steps(client):
+        return await client.call_tool("memory_reinforce", {"ids": [ids["work"]]})
+
+    read_only = _call(store, reader, steps)
+    assert read_only.isError and "read-only" in read_only.content[0].text
+    assert not usage_rows(store, ids.values())  # no use recorded, so ranking is unchanged
+    assert not _audit(store, "reinforce")
+
+    async def readable_not_writable(client):
+        return await client.call_tool("memory_reinforce", {"ids": [ids["work"], ids["acme"]]})
+
+    res = _call(store, acme_writer, readable_not_writable)
+    doc = json.loads(res.content[0].text)
+    assert [r["id"] for r in doc["reinforced"]] == [ids["acme"]]  # work is readable, not writable: not touched
+    assert [n["id"] for n in doc["not_found"]] == [ids["work"]]
+    assert set(usage_rows(store, ids.values())) == {ids["acme"]}
 
 
 def _call(store, principal, steps):
