@@ -36,7 +36,7 @@ INSTRUCTIONS = (
     "plus the raw captured evidence (screen text, transcripts). Start a task with memory_recall; look things "
     "up with memory_search or evidence_search; use timeline for 'what was I doing between X and Y'. Store "
     "durable facts, preferences and procedures with memory_add (short, one fact each). After answering, "
-    "call memory_reinforce with the ids of the memories your answer used. Ids start with mem_, "
+    "call memory_reinforce with the ids of the memories your answer used (tokens with a write scope). Ids start with mem_, "
     "evd_ or vlt_; get them from search results. The core profile is the resource " + PROFILE_URI + "."
 )
 
