@@ -25,8 +25,8 @@ from capture.redact import Redactor
 from capture.regions import Plan, gray_of, plan
 from capture.window import WindowInfo, WindowProbe, default_probe
 from memory.store.audit import utcnow
-from memory.store.rows import new_id
 from memory.store.core import EvidenceSpec
+from memory.store.rows import new_id
 
 log = logging.getLogger(__name__)
 

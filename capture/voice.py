@@ -21,8 +21,8 @@ from capture.health import Health
 from capture.queues import DropOldestQueue
 from capture.redact import Redactor
 from memory.store.audit import utcnow
-from memory.store.rows import new_id
 from memory.store.core import EvidenceSpec
+from memory.store.rows import new_id
 from models.asr import SAMPLE_RATE, VAD_WINDOW
 
 log = logging.getLogger(__name__)

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from memory.scopes import sql_literal
 from memory.store.audit import utcnow
 from memory.store.rows import kind_of, public_evidence, public_memory, public_vault
-from memory.scopes import sql_literal
 
 SEARCH_LIMIT = 200
 TIME_RANGES = {  # label -> how far back; None = any time

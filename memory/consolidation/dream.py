@@ -28,17 +28,23 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from memory.consolidation.rules import find_commands
+from memory.consolidation.write_policy import (
+    blocked_derivations,
+    neighbours,
+    neighbours_many,
+    record_derivations,
+    subject_key,
+    tombstoned_fps,
+)
+from memory.errors import InputError, NotFoundError
+from memory.scopes import scope_filter, sql_literal
 from memory.store import tables as T
 from memory.store.atomic import write_atomic
 from memory.store.audit import audit_row, utcnow
-from memory.errors import InputError, NotFoundError
-from memory.consolidation.rules import find_commands
+from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint
 from memory.store.rows import parse_time, sql_id_list, to_arrow, ts_literal
-from memory.scopes import scope_filter, sql_literal
-from memory.store.core import MemorySpec
-from memory.consolidation.write_policy import (blocked_derivations, neighbours, neighbours_many, record_derivations, subject_key,
-                                 tombstoned_fps)
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from memory.store.audit import utcnow
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
-from memory.store.rows import sql_id_list
 from memory.consolidation.write_policy import WritePolicy
+from memory.store.audit import utcnow
+from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 

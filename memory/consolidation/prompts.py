@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from memory.errors import InputError
 from memory.consolidation.rules import Draft, find_commands, find_paths, find_people, find_urls, resolve_date
+from memory.errors import InputError
 from memory.store.fingerprint import fingerprint
 from memory.types import MemoryType, build_details
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from memory.consolidation.rules import Draft
+from memory.scopes import sql_list, sql_literal
 from memory.store import tables as T
 from memory.store.audit import utcnow
-from memory.consolidation.rules import Draft
+from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint, normalise
 from memory.store.rows import sql_id_list, to_arrow
-from memory.scopes import sql_list, sql_literal
-from memory.store.core import MemorySpec
 
 log = logging.getLogger(__name__)
 

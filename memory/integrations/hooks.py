@@ -259,8 +259,8 @@ def _recall_for(home: Path, cfg, prompt: str, now) -> tuple[str, list[str], str]
     if remote is not None:  # the server already counted appearances, if configured, as its token's client
         ids = [i["id"] for i in remote.get("items") or [] if i.get("kind") == "memory"]
         return remote.get("text") or "", ids, "server"
-    from memory.retrieval.recall import recall
     from memory.graph.reinforcement import note_appearances
+    from memory.retrieval.recall import recall
     from memory.store.core import Store
 
     store = Store(home, config=cfg)

@@ -25,9 +25,9 @@ import shutil
 from copy import deepcopy
 from pathlib import Path
 
+from memory.errors import InputError
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
-from memory.errors import InputError
 
 log = logging.getLogger(__name__)
 

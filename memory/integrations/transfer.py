@@ -15,8 +15,8 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import InputError
-from memory.store.rows import kind_of, parse_time
 from memory.store.core import EvidenceSpec, MemorySpec
+from memory.store.rows import kind_of, parse_time
 from memory.types import MemoryType, parse_type
 
 

@@ -18,11 +18,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from memory.errors import InputError
+from memory.scopes import in_scopes, validate_scope
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
-from memory.errors import InputError
 from memory.store.rows import iso
-from memory.scopes import in_scopes, validate_scope
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from memory.errors import InputError
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
-from memory.errors import InputError
 
 Client = Literal["claude-code", "claude-desktop", "cursor", "vscode"]
 CLIENTS: tuple[str, ...] = ("claude-code", "claude-desktop", "cursor", "vscode")

@@ -23,8 +23,8 @@ from mcp.server.fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from memory.mcp import tools as T
 from memory.errors import MiradorError
+from memory.mcp import tools as T
 from memory.mcp.auth import Principal
 
 log = logging.getLogger(__name__)

@@ -13,20 +13,20 @@ import logging
 import math
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from memory.store.audit import utcnow
 from memory.errors import InputError
-from memory.store.rows import parse_time
 from memory.retrieval.rank import embedded_text
 from memory.retrieval.search import check_query, search_evidence, search_memories
 from memory.retrieval.snippets import SEGMENT_END as _SENTENCE_END
 from memory.retrieval.snippets import focused, past_chrome, stems
 from memory.retrieval.tokens import CONSTANT as TOKEN_CONSTANT
 from memory.retrieval.tokens import count_joined, count_tokens, truncate_to_tokens
+from memory.store.audit import utcnow
+from memory.store.rows import parse_time
 from memory.types import MemoryType, parse_type
 
 log = logging.getLogger(__name__)

@@ -6,13 +6,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from memory.store import tables as T
 from memory.errors import InputError
+from memory.graph.reinforcement import boost_scores
+from memory.scopes import in_scopes
+from memory.store import tables as T
 from memory.store.reads import Leg, fetch_rows
 from memory.store.rows import public_evidence, public_memory, public_vault
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
-from memory.scopes import in_scopes
-from memory.graph.reinforcement import boost_scores
 
 __all__ = ["Hit", "check_query", "fetch_rows", "rrf", "search_evidence", "search_memories", "search_vault"]
 

@@ -6,11 +6,11 @@ from datetime import timedelta
 
 import pytest
 
+from memory.consolidation.dream import decide_proposal, list_proposals, load_checkpoint, run_dream, state_path
+from memory.errors import InputError
 from memory.store import tables as T
 from memory.store.audit import utcnow
-from memory.consolidation.dream import decide_proposal, list_proposals, load_checkpoint, run_dream, state_path
 from memory.store.erasure import forget
-from memory.errors import InputError
 
 
 def all_memories(store) -> list[dict]:

@@ -6,10 +6,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from memory.store.erasure import forget, forget_where
 from memory.errors import NotFoundError
 from memory.retrieval.search import search_evidence, search_memories
 from memory.store.core import Store
+from memory.store.erasure import forget, forget_where
 from tests.conftest import files_containing
 
 PHRASE = "zanzibar-quokka-7731 ledger migration"

@@ -8,12 +8,12 @@ from datetime import timedelta
 
 import pytest
 
-from memory.store.audit import utcnow
-from memory.store.erasure import forget
-from memory.consolidation.prompts import SCHEMA
 from memory.consolidation.extraction import Extractor, batches, pending_count, run_extraction
-from memory.store.fingerprint import fingerprint
+from memory.consolidation.prompts import SCHEMA
+from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
+from memory.store.erasure import forget
+from memory.store.fingerprint import fingerprint
 from memory.types import build_details, parse_type
 from models.llm import Completion
 

@@ -460,8 +460,8 @@ def test_an_import_embeds_with_the_bulk_threads_and_gives_them_back(store, tmp_p
     assert torch.get_num_threads() == 1
 
     # Mirador's own export, read back into another store: the same.
-    from memory.store.core import Store
     from memory.integrations.transfer import import_jsonl, write_export
+    from memory.store.core import Store
 
     out = tmp_path / "all.jsonl"
     with out.open("w") as fh:

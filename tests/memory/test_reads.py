@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 import pyarrow as pa
 import pytest
 
+from memory.retrieval.search import fetch_rows, search_evidence, search_memories
 from memory.store import rowcache
 from memory.store import tables as T
+from memory.store.core import EvidenceSpec
 from memory.store.erasure import forget
 from memory.store.reads import Leg, Reader, _event_loop
-from memory.retrieval.search import fetch_rows, search_evidence, search_memories
-from memory.store.core import EvidenceSpec
 
 
 def _addresses(store, where):

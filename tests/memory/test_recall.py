@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from memory.store.audit import utcnow
 from memory.errors import InputError
 from memory.retrieval.recall import recall
-from memory.store.core import EvidenceSpec, MemorySpec
 from memory.retrieval.tokens import count_tokens
+from memory.store.audit import utcnow
+from memory.store.core import EvidenceSpec, MemorySpec
 
 LONG_SCREEN = " ".join(
     f"Line {i}: the release checklist item {i} for the billing service is owned by Sam and due before the freeze."

@@ -12,10 +12,10 @@ import pytest
 
 import memory.store.core as store_mod
 from desktop.cli.main import main
-from memory.store import reembed as R
-from memory.store.erasure import forget
 from memory.retrieval.search import search_evidence, search_memories
+from memory.store import reembed as R
 from memory.store.core import EvidenceSpec, Store
+from memory.store.erasure import forget
 
 TEXTS = ["Sam said the release moves to Friday", "We picked PostgreSQL for the ledger service",
          "Lunch was good today", "The deploy failed because the token expired"]

@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from memory.graph import relations as R
-from memory.store.erasure import forget, forget_where
-from memory.errors import InputError, NotFoundError
-from memory.consolidation.prompts import SCHEMA
 from memory.consolidation.extraction import Extractor, run_extraction
+from memory.consolidation.prompts import SCHEMA
+from memory.errors import InputError, NotFoundError
+from memory.graph import relations as R
 from memory.mcp.auth import make_principal
 from memory.retrieval.recall import recall
+from memory.store.erasure import forget, forget_where
 from models.llm import Completion
 from tests.conftest import files_containing
 from tests.memory.mcp_support import call
@@ -320,8 +320,8 @@ def test_recall_pulls_in_the_reason_within_budget_and_never_a_hidden_one(store):
 
 
 def test_export_carries_relations_and_import_restores_them_once(store, tmp_path):
-    from memory.store.core import Store
     from memory.integrations.transfer import import_jsonl, write_export
+    from memory.store.core import Store
 
     a = store.add_memory("Release is frozen", scope="work")["id"]
     b = store.add_memory("QA found a blocker", scope="work")["id"]

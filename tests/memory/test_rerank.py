@@ -6,17 +6,18 @@ import json
 import logging
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memory.retrieval import rerank
 from memory.config import Config
-from memory.store.erasure import forget
 from memory.errors import ConfigError
+from memory.retrieval import rerank
 from memory.retrieval.rank import DEFAULT
 from memory.retrieval.search import search_evidence
 from memory.store.core import EvidenceSpec, Store
+from memory.store.erasure import forget
 
 T0 = datetime(2024, 5, 2, 9, 0)
 

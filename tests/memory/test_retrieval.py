@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from memory.store.context import ContextConfig, index_texts
 from memory.retrieval.query import analyze
 from memory.retrieval.search import search_evidence
+from memory.store.context import ContextConfig, index_texts
 from memory.store.core import EvidenceSpec
 from memory.store.timeparse import find_windows
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from memory.errors import InputError, NotFoundError
-from memory.scopes import in_scopes, scope_filter, validate_scope
 from memory.retrieval.search import search_evidence, search_memories, search_vault
+from memory.scopes import in_scopes, scope_filter, validate_scope
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from memory.store.erasure import purge
 from memory.consolidation.scheduler import evidence_bytes, job_purge
 from memory.store.core import EvidenceSpec
+from memory.store.erasure import purge
 from tests.conftest import StopAfter, files_containing
 
 

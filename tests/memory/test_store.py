@@ -165,9 +165,16 @@ def test_maintenance_keeps_one_vector_delta_one_segment_per_other_index_and_few_
     searches, and leaves a fragment per pass. Maintenance merges the deltas (the trained base plus at
     most one delta, the base never rewritten), keeps full-text and scalar indexes whole, and compacts
     small fragments once MAX_SMALL_FRAGMENTS have piled up; every row stays findable."""
-    from memory.store.indexes import (MAX_SMALL_FRAGMENTS, SCALAR_INDEXES, ensure_scalar_indexes, ensure_vector_index,
-                                maintain, trained_rows, vector_index_segments)
     from memory.retrieval.search import search_evidence
+    from memory.store.indexes import (
+        MAX_SMALL_FRAGMENTS,
+        SCALAR_INDEXES,
+        ensure_scalar_indexes,
+        ensure_vector_index,
+        maintain,
+        trained_rows,
+        vector_index_segments,
+    )
 
     _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
@@ -199,8 +206,8 @@ def test_maintenance_keeps_one_vector_delta_one_segment_per_other_index_and_few_
 def test_vector_index_with_many_deltas_is_retrained_by_the_scheduled_pass(store):
     """A store that LanceDB's optimize() maintained (older versions) can hold many deltas: the scheduled
     maintenance retrains past MAX_VECTOR_DELTAS, back to one segment, and every row is still found."""
-    from memory.store.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, vector_index_segments
     from memory.retrieval.search import search_evidence
+    from memory.store.indexes import MAX_VECTOR_DELTAS, ensure_vector_index, vector_index_segments
 
     _add_screens(store, 200, 0)
     assert ensure_vector_index(store.evidence, min_rows=100) == "built"
@@ -247,9 +254,9 @@ def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
     lost, the report says where it stopped, and the next pass does the rest."""
     import threading
 
-    from memory.store.indexes import maintain
     from memory.consolidation.scheduler import job_optimize
     from memory.retrieval.search import search_evidence
+    from memory.store.indexes import maintain
 
     _add_screens(store, 30, 0)
     versions = {t.name: t.version for t in (store.memories, store.evidence, store.vault)}

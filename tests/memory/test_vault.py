@@ -54,8 +54,8 @@ def test_vault_needs_a_value_and_automated_actors_cannot_write(store):
 
 
 def test_label_search_runs_only_where_the_vault_has_entries(store, monkeypatch):
-    from memory.store.erasure import forget
     from memory.retrieval.search import search_vault
+    from memory.store.erasure import forget
 
     asked = []
     run = store.reader.run

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.integrations.importers.base import ImportBroken, Importer, ImportReport, Item, Skip, split_long, stable_key
-from memory.scopes import validate_scope
 from memory.integrations.transfer import ids_present
+from memory.scopes import validate_scope
 from memory.types import MAX_EVIDENCE_CHARS
 
 if TYPE_CHECKING:
