@@ -148,6 +148,21 @@ def breakdown(items: list[dict], memories: list[dict], ev_id_of: dict[str, str],
             for k, g in sorted(groups.items())}
 
 
+class _JobLog(logging.Handler):
+    """Counts what the extraction job logs: batches, and batches the LLM could not answer (rules used)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.batches = self.llm_fallbacks = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = str(record.msg)
+        if msg.startswith("extraction:") and record.args:
+            self.batches += int(record.args[1])
+        elif record.levelno >= logging.WARNING and "using rules" in msg:
+            self.llm_fallbacks += 1
+
+
 def run(items: list[dict], engine: str) -> dict:
     """Write the items as evidence in a temp store, run the scheduler's extraction job, score the result."""
     from memory.consolidation.extraction import shared_llm
@@ -173,9 +188,17 @@ def run(items: list[dict], engine: str) -> dict:
         rows = store.add_evidence_batch(specs)
         ev_id_of = {r["id"]: it["id"] for r, it in zip(rows, items, strict=True)}
         print(f"{len(items)} evidence items written; extracting with engine={engine} ...", file=sys.stderr)
+        joblog, xlog = _JobLog(), logging.getLogger("memory.consolidation.extraction")
+        xlog.addHandler(joblog)
+        level = xlog.level
+        xlog.setLevel(logging.INFO)
         t0 = time.monotonic()
-        detail = job_extract(store)
-        secs = time.monotonic() - t0
+        try:
+            detail = job_extract(store)
+        finally:
+            secs = time.monotonic() - t0
+            xlog.removeHandler(joblog)
+            xlog.setLevel(level)
         print(f"extraction: {detail} in {secs:.1f}s", file=sys.stderr)
         # Everything the report needs is read here, while the temp store exists.
         memories = store.list("memory", limit=1_000_000)
@@ -192,10 +215,12 @@ def run(items: list[dict], engine: str) -> dict:
            **{k: v for k, v in overall.items() if not k.startswith("_")},
            "items_per_min": round(len(items) / secs * 60, 2) if secs else None,
            "extraction_seconds": round(secs, 2), "model_load_seconds": round(load_s, 2), "job": detail,
+           "batches": joblog.batches, "llm_fallback_batches": joblog.llm_fallbacks,
            "memory_statuses": dict(statuses),
            "per_source": breakdown(items, memories, ev_id_of, "source"),
            "per_kind": breakdown(items, memories, ev_id_of, "kind"),
-           "examples": {"missed": overall["_missed"][:15], "unsupported": overall["_unsupported"][:10],
+           "examples": {"missed": [f"{m['id']}: {' | '.join(m['keys'])}" for m in overall["_missed"][:15]],
+                        "unsupported": [f"{u['text']}  [{', '.join(u['terms'])}]" for u in overall["_unsupported"][:10]],
                         "from_noise": overall["_noise"][:10]}}
     return out
 
