@@ -64,10 +64,12 @@ def rrf(ranked_lists: Iterable[list[str]], k: int = RRF_K, weights: Iterable[flo
     return scores
 
 
-def _vault_leg(store, query: str, scopes, limit: int) -> Leg:
+def _vault_leg(store, query: str, scopes, limit: int, since: datetime | None = None,
+               until: datetime | None = None) -> Leg:
     # Labels only (values are never indexed), and the whole row at once: vault tables are small and
     # a label search returns few rows, so a second fetch would cost more than it saves.
-    return Leg(store.vault.name, store.where("vault", scopes=scopes), (*VAULT_COLS, "_score"), limit,
+    return Leg(store.vault.name, store.where("vault", scopes=scopes, since=since, until=until), (*VAULT_COLS, "_score"),
+               limit,
                text=query, fts_column="label")
 
 
@@ -127,7 +129,7 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
                  Leg(store.memories.name, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
                      row_ids=by_address)]
     if want_vault:
-        legs.append(_vault_leg(store, query, scopes, pool))
+        legs.append(_vault_leg(store, query, scopes, pool, since, until))
     # Every leg in one hop, side by side (memory/store/reads.py).
     found = store.reader.run(*legs)
     scores: dict[str, float] = {}
