@@ -9,6 +9,7 @@ chosen on the command line. Nothing here prints: logs go to stderr through `logg
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -20,8 +21,9 @@ from typing import Annotated, Any, Literal
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
+from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import ConfigDict, Field, ValidationError
 
 from memory.errors import MiradorError
 from memory.mcp import tools as T
@@ -43,12 +45,38 @@ INSTRUCTIONS = (
 MemType = Literal["episodic", "semantic", "procedural", "resource", "core", "vault"]
 AddType = Literal["episodic", "semantic", "procedural", "resource", "core"]
 Source = Literal["screen", "audio", "manual", "import", "mcp"]
+SearchTypes = Annotated[list[MemType] | None, Field(description="only these memory types (vault: secret labels); "
+                                                    "omit for all")]
+# recall never hands out vault entries, so its schema does not offer them (memory_search finds them)
+RecallTypes = Annotated[list[AddType] | None, Field(description="only these memory types; omit for all but vault")]
 Query = Annotated[str, Field(min_length=1, max_length=2000, description="words or a question to search for")]
-Id = Annotated[str, Field(min_length=4, max_length=64, description="an id from a search result (mem_…, evd_…, vlt_…)")]
-ScopeArg = Annotated[str | None, Field(max_length=200, description="narrow to one scope you may read, e.g. work/acme; omit for all")]
-Time = Annotated[str | None, Field(max_length=40, description="ISO 8601 time, e.g. 2024-05-08T13:56 (local if no zone)")]
-Names = Annotated[list[Annotated[str, Field(max_length=200)]] | None, Field(max_length=20)]
+
+def _id(description: str) -> Any:
+    return Annotated[str, Field(min_length=4, max_length=64, description=description)]
+
+
+MemId = _id("a memory id (mem_…) from memory_search or memory_recall")
+GetId = _id("a memory id (mem_…) or vault entry id (vlt_…) from memory_search")
+EvdId = _id("an evidence id (evd_…) from evidence_search or timeline")
+SrcId = _id("the memory id (mem_…) the edge starts at; it must be in your write scope")
+DstId = _id("the memory id (mem_…) the edge points to")
+AnyId = _id("a memory (mem_…), evidence (evd_…) or vault entry (vlt_…) id")
+ScopeArg = Annotated[str | None, Field(min_length=1, max_length=200, description="narrow to one scope you may read, "
+                                       "e.g. work/acme; omit for all your scopes (an empty string is refused)")]
+WriteScopeArg = Annotated[str | None, Field(min_length=1, max_length=200, description="the scope to store it in: your "
+                                            "write scope (status shows it) or one below it, e.g. work/acme; omit for "
+                                            "your write scope (an empty string is refused)")]
+Since = Annotated[str | None, Field(max_length=40, description="only items at or after this ISO 8601 time, e.g. "
+                                    "2024-05-08T13:56 (local if no zone); omit for no lower bound")]
+Until = Annotated[str | None, Field(max_length=40, description="only items before this ISO 8601 time, e.g. "
+                                    "2024-05-08T18:00 (local if no zone); omit for no upper bound")]
+Names = Annotated[list[Annotated[str, Field(max_length=200)]] | None,
+                  Field(max_length=20, description="only these app names, e.g. [\"kitty\", \"firefox\"]; omit for all")]
 Details = Annotated[dict[str, Any] | None, Field(description="type-specific fields, e.g. {\"steps\": [...]} for procedural")]
+Limit = Annotated[int, Field(ge=1, le=50, description="at most this many results")]
+Inactive = Annotated[bool, Field(description="also return superseded and rejected memories")]
+Confidence = Annotated[float, Field(ge=0, le=1, description="how sure you are, 0 to 1")]
+Title = Annotated[str | None, Field(max_length=200, description="a short title; optional")]
 
 READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -120,12 +148,87 @@ def build_server(open_store: Callable[[], Any], principal: Principal | None = No
                   auth=AuthSettings(issuer_url=f"http://127.0.0.1:{port}", resource_server_url=None))
     mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, host="127.0.0.1", port=port,
                   log_level="WARNING", **kw)
+    mcp._mcp_server.version = mirador_version()  # else serverInfo.version is the SDK's own version
     _register_tools(mcp)
     _register_resources(mcp)
     for tool in mcp._tool_manager.list_tools():  # docstrings carry code indentation; models get clean text
         tool.description = inspect.cleandoc(tool.description or "")
+        _strict_arguments(tool)
     mcp.state = state  # type: ignore[attr-defined]  # the app reaches the shared store through it
     return mcp
+
+
+def mirador_version() -> str:
+    """Mirador's installed version (what serverInfo.version reports)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mirador")
+    except PackageNotFoundError:  # running from a checkout that was never installed
+        return "0+unknown"
+
+
+class _StrictMetadata(FuncMetadata):
+    """Validates a call's arguments itself, so a wrong one gets one line naming it and what to send
+    (pydantic's own text is several lines with links to its docs)."""
+
+    async def call_fn_with_arg_validation(self, fn, fn_is_async, arguments_to_validate, arguments_to_pass_directly):
+        try:
+            self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate))
+        except ValidationError as e:
+            raise ToolError(argument_error(e, self.arg_model.model_json_schema())) from None
+        return await super().call_fn_with_arg_validation(fn, fn_is_async, arguments_to_validate,
+                                                         arguments_to_pass_directly)
+
+
+def _strict_arguments(tool) -> None:
+    """Refuse unknown arguments (a misspelt one would otherwise be dropped silently) and word errors for a model."""
+    base = tool.fn_metadata.arg_model
+    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**base.model_config, extra="forbid"),
+                                           "__module__": base.__module__})
+    meta = tool.fn_metadata
+    tool.fn_metadata = _StrictMetadata(arg_model=strict, output_schema=meta.output_schema,
+                                       output_model=meta.output_model, wrap_output=meta.wrap_output)
+    tool.parameters = strict.model_json_schema(by_alias=True)
+
+
+def argument_error(e: ValidationError, schema: dict) -> str:
+    """One line: which argument was wrong, why, and what to send instead."""
+    props = schema.get("properties", {})
+    err = e.errors(include_url=False)[0]
+    name = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+    top = str(err["loc"][0]) if err.get("loc") else ""
+    if err["type"] == "extra_forbidden":
+        return f"unknown argument {top!r}: this tool takes only {', '.join(props) or 'no arguments'}"
+    if err["type"] == "missing":
+        return f"missing argument {top!r}: send {_expected(props.get(top, {}))}"
+    got = json.dumps(err.get("input"), default=str)
+    got = got if len(got) <= 60 else got[:57] + "..."
+    msg = err.get("msg", "invalid value").rstrip(".")
+    return f"argument {name!r} is wrong ({msg}; got {got}): send {_expected(props.get(top, {}))}"
+
+
+def _expected(prop: dict) -> str:
+    desc = prop.get("description")
+    kinds = [prop, *prop.get("anyOf", [])]
+    parts = []
+    for k in kinds:
+        if "enum" in k:
+            parts.append("one of " + ", ".join(json.dumps(v) for v in k["enum"]))
+        elif k.get("type") == "array" and "enum" in k.get("items", {}):
+            parts.append("a list of " + ", ".join(json.dumps(v) for v in k["items"]["enum"]))
+        elif k.get("type") in ("integer", "number"):
+            lo, hi = k.get("minimum"), k.get("maximum")
+            parts.append(f"a{'n integer' if k['type'] == 'integer' else ' number'}"
+                         + (f" from {lo} to {hi}" if lo is not None and hi is not None else ""))
+        elif k.get("type") == "string":
+            n = k.get("maxLength")
+            parts.append("a string" + (f" of {k.get('minLength', 0)}-{n} characters" if n else ""))
+        elif k.get("type") == "array":
+            n = k.get("maxItems")
+            parts.append("a list" + (f" of at most {n} items" if n else ""))
+    what = " or ".join(dict.fromkeys(parts)) or "a valid value"
+    return f"{what} ({desc})" if desc else what
 
 
 def _register_tools(mcp: FastMCP) -> None:
@@ -137,9 +240,9 @@ def _register_tools(mcp: FastMCP) -> None:
 
 def _register_memory_reads(mcp: FastMCP) -> None:
     @mcp.tool(annotations=READ)
-    async def memory_search(ctx: Context, query: Query, types: list[MemType] | None = None, scope: ScopeArg = None,
-                            since: Time = None, until: Time = None, include_inactive: bool = False,
-                            limit: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
+    async def memory_search(ctx: Context, query: Query, types: SearchTypes = None, scope: ScopeArg = None,
+                            since: Since = None, until: Until = None, include_inactive: Inactive = False,
+                            limit: Limit = 10) -> dict[str, Any]:
         """Search the person's memories (facts, preferences, procedures, events, resources) by meaning and words.
 
         Use it to answer "what do I know about X" or to find an id before memory_get, memory_update or
@@ -150,9 +253,12 @@ def _register_memory_reads(mcp: FastMCP) -> None:
                            include_inactive=include_inactive, limit=limit)
 
     @mcp.tool(annotations=READ)
-    async def memory_recall(ctx: Context, query: Query, budget_tokens: Annotated[int, Field(ge=50, le=8000)] = 1000,
-                            types: list[MemType] | None = None, scope: ScopeArg = None,
-                            include_evidence: bool = True) -> dict[str, Any]:
+    async def memory_recall(ctx: Context, query: Query,
+                            budget_tokens: Annotated[int, Field(ge=50, le=8000, description="the most tokens the "
+                                                                "returned text may use")] = 1000,
+                            types: RecallTypes = None, scope: ScopeArg = None,
+                            include_evidence: Annotated[bool, Field(description="also include captured evidence, "
+                                                                    "not only memories")] = True) -> dict[str, Any]:
         """Get ready-to-use context for a task: the most relevant memories (and evidence) within a token budget.
 
         Call this first when starting a task or answering a question about the person, their projects or
@@ -162,7 +268,7 @@ def _register_memory_reads(mcp: FastMCP) -> None:
                            include_evidence=include_evidence)
 
     @mcp.tool(annotations=READ)
-    async def memory_get(ctx: Context, id: Id) -> dict[str, Any]:
+    async def memory_get(ctx: Context, id: GetId) -> dict[str, Any]:
         """Read every field of one memory (mem_…) or vault entry (vlt_…): details, status, provenance evidence ids.
 
         Use after memory_search/memory_recall when you need the full record or its evidence ids.
@@ -172,11 +278,15 @@ def _register_memory_reads(mcp: FastMCP) -> None:
 
 def _register_memory_writes(mcp: FastMCP) -> None:
     @mcp.tool(annotations=WRITE)
-    async def memory_add(ctx: Context, text: Annotated[str, Field(min_length=1, max_length=10_000)],
-                         type: AddType = "semantic", title: Annotated[str | None, Field(max_length=200)] = None,
-                         details: Details = None, scope: ScopeArg = None,
-                         status: Literal["active", "candidate"] = "active",
-                         confidence: Annotated[float, Field(ge=0, le=1)] = 0.8) -> dict[str, Any]:
+    async def memory_add(ctx: Context, text: Annotated[str, Field(min_length=1, max_length=10_000, description="the "
+                                                                  "fact, preference or procedure, short and "
+                                                                  "self-contained")],
+                         type: Annotated[AddType, Field(description="semantic (fact), procedural, episodic, resource "
+                                                        "or core")] = "semantic",
+                         title: Title = None, details: Details = None, scope: WriteScopeArg = None,
+                         status: Annotated[Literal["active", "candidate"], Field(description="candidate if the person "
+                                                                                 "has not confirmed it")] = "active",
+                         confidence: Confidence = 0.8) -> dict[str, Any]:
         """Remember something durable the person told you or that you learned: one fact, preference or procedure.
 
         Use when the person says "remember…", states a preference, or you learn a stable fact about their
@@ -188,10 +298,16 @@ def _register_memory_writes(mcp: FastMCP) -> None:
                            status=status, confidence=confidence)
 
     @mcp.tool(annotations=WRITE)
-    async def memory_update(ctx: Context, id: Id, text: Annotated[str | None, Field(max_length=10_000)] = None,
-                            title: Annotated[str | None, Field(max_length=200)] = None, details: Details = None,
-                            confidence: Annotated[float | None, Field(ge=0, le=1)] = None,
-                            status: Literal["active", "candidate", "rejected", "superseded"] | None = None
+    async def memory_update(ctx: Context, id: MemId,
+                            text: Annotated[str | None, Field(max_length=10_000, description="the corrected text; "
+                                                              "omit to keep it")] = None,
+                            title: Annotated[str | None, Field(max_length=200, description="a new title; omit to "
+                                                               "keep it")] = None,
+                            details: Details = None,
+                            confidence: Annotated[float | None, Field(ge=0, le=1, description="a new confidence, 0 "
+                                                                      "to 1; omit to keep it")] = None,
+                            status: Annotated[Literal["active", "candidate", "rejected", "superseded"] | None,
+                                              Field(description="a new status; omit to keep it")] = None
                             ) -> dict[str, Any]:
         """Correct or confirm an existing memory: new text/title/details/confidence, or a status change.
 
@@ -202,7 +318,8 @@ def _register_memory_writes(mcp: FastMCP) -> None:
                            confidence=confidence, status=status)
 
     @mcp.tool(annotations=ERASE)
-    async def memory_forget(ctx: Context, ids: Annotated[list[Id], Field(min_length=1, max_length=50)]
+    async def memory_forget(ctx: Context, ids: Annotated[list[AnyId], Field(min_length=1, max_length=50,
+                                                                        description="the ids to erase")]
                             ) -> dict[str, Any]:
         """Erase memories or evidence for good (no undo). Only when the person explicitly asks to forget them.
 
@@ -211,7 +328,9 @@ def _register_memory_writes(mcp: FastMCP) -> None:
         return await _call(ctx, T.memory_forget, ids=ids)
 
     @mcp.tool(annotations=WRITE)
-    async def memory_reinforce(ctx: Context, ids: Annotated[list[Id], Field(min_length=1, max_length=50)]
+    async def memory_reinforce(ctx: Context, ids: Annotated[list[MemId], Field(min_length=1, max_length=50,
+                                                                           description="the mem_ ids your answer "
+                                                                           "used")]
                                ) -> dict[str, Any]:
         """Tell Mirador which memories your answer actually used (mem_ ids from memory_recall/memory_search).
 
@@ -224,9 +343,11 @@ def _register_memory_writes(mcp: FastMCP) -> None:
 
 def _register_evidence_tools(mcp: FastMCP) -> None:
     @mcp.tool(annotations=READ)
-    async def evidence_search(ctx: Context, query: Query, apps: Names = None, sources: list[Source] | None = None,
-                              scope: ScopeArg = None, since: Time = None, until: Time = None,
-                              limit: Annotated[int, Field(ge=1, le=50)] = 10) -> dict[str, Any]:
+    async def evidence_search(ctx: Context, query: Query, apps: Names = None,
+                              sources: Annotated[list[Source] | None, Field(description="only these capture "
+                                                                            "sources; omit for all")] = None,
+                              scope: ScopeArg = None, since: Since = None, until: Until = None,
+                              limit: Limit = 10) -> dict[str, Any]:
         """Search raw captured evidence: screen text (OCR), meeting transcripts, notes — exact words and meaning.
 
         Use when memories do not have the answer, to find where something was seen ("the error I saw in the
@@ -236,16 +357,26 @@ def _register_evidence_tools(mcp: FastMCP) -> None:
                            since=since, until=until, limit=limit)
 
     @mcp.tool(annotations=READ)
-    async def evidence_get(ctx: Context, id: Id, max_chars: Annotated[int, Field(ge=100, le=100_000)] = 20_000
+    async def evidence_get(ctx: Context, id: EvdId,
+                           max_chars: Annotated[int, Field(ge=100, le=100_000, description="cut the text to this "
+                                                           "many characters")] = 20_000
                            ) -> dict[str, Any]:
         """Read one captured evidence row (evd_…) in full: text, app, window, time, source."""
         return await _call(ctx, T.evidence_get, id=id, max_chars=max_chars)
 
     @mcp.tool(annotations=READ)
-    async def timeline(ctx: Context, since: Annotated[str, Field(min_length=4, max_length=40)], until: Time = None,
+    async def timeline(ctx: Context,
+                       since: Annotated[str | None, Field(min_length=4, max_length=40, description="start, ISO 8601 "
+                                                          "(local if no zone), e.g. 2024-05-08T09:00; omit for 24 "
+                                                          "hours before until")] = None,
+                       until: Annotated[str | None, Field(max_length=40, description="end, ISO 8601; omit for "
+                                                          "now")] = None,
                        scope: ScopeArg = None, apps: Names = None,
-                       samples_per_app: Annotated[int, Field(ge=0, le=20)] = 5) -> dict[str, Any]:
-        """What happened between two times (ISO; until defaults to now): captured activity grouped by app.
+                       samples_per_app: Annotated[int, Field(ge=0, le=20, description="sample evidence ids per "
+                                                             "app")] = 5) -> dict[str, Any]:
+        """What happened between two times (ISO; since defaults to 24 hours before until, until to now).
+
+        Captured activity grouped by app.
 
         Use for "what was I doing this morning", "summarise yesterday afternoon". Returns per app the count,
         first/last time, main windows and sample evidence ids, plus episodic memories from that span.
@@ -262,15 +393,18 @@ def _register_evidence_tools(mcp: FastMCP) -> None:
         return await _call(ctx, T.status)
 
 
-Relation = Literal["BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS"]
-Relations = Annotated[list[Relation] | None, Field(max_length=6, description="only these relation types; omit for all")]
+RelationName = Literal["BECAUSE", "TRIGGERED", "CONTRADICTS", "UPDATES", "RESOLVES", "MENTIONS"]
+Relation = Annotated[RelationName, Field(description="how src relates to dst: src RELATION dst")]
+Relations = Annotated[list[RelationName] | None, Field(max_length=6, description="only these relation types; omit for all")]
 
 
 def _register_relation_tools(mcp: FastMCP) -> None:
     @mcp.tool(annotations=READ)
-    async def memory_related(ctx: Context, id: Id, relations: Relations = None,
-                             direction: Literal["out", "in", "both"] = "both", scope: ScopeArg = None,
-                             include_inactive: bool = False, limit: Annotated[int, Field(ge=1, le=100)] = 20
+    async def memory_related(ctx: Context, id: MemId, relations: Relations = None,
+                             direction: Annotated[Literal["out", "in", "both"], Field(description="out: edges from "
+                                                  "this memory; in: edges to it")] = "both",
+                             scope: ScopeArg = None, include_inactive: Inactive = False,
+                             limit: Annotated[int, Field(ge=1, le=100, description="at most this many edges")] = 20
                              ) -> dict[str, Any]:
         """List a memory's neighbours by relation: why it holds (BECAUSE), what it triggered, fixed or replaced.
 
@@ -282,9 +416,12 @@ def _register_relation_tools(mcp: FastMCP) -> None:
                            include_inactive=include_inactive, limit=limit)
 
     @mcp.tool(annotations=READ)
-    async def memory_chain(ctx: Context, id: Id, direction: Literal["causes", "consequences"] = "causes",
-                           depth: Annotated[int, Field(ge=1, le=6)] = 3, relations: Relations = None,
-                           scope: ScopeArg = None, include_inactive: bool = False) -> dict[str, Any]:
+    async def memory_chain(ctx: Context, id: MemId,
+                           direction: Annotated[Literal["causes", "consequences"], Field(description="causes: why; "
+                                                "consequences: what followed")] = "causes",
+                           depth: Annotated[int, Field(ge=1, le=6, description="how many hops to follow")] = 3,
+                           relations: Relations = None, scope: ScopeArg = None,
+                           include_inactive: Inactive = False) -> dict[str, Any]:
         """Follow a memory's causes ("why was this decided?") or consequences ("what followed?") up to depth hops.
 
         Follows BECAUSE, TRIGGERED and RESOLVES unless relations says otherwise; each memory appears once,
@@ -294,10 +431,11 @@ def _register_relation_tools(mcp: FastMCP) -> None:
                            scope=scope, include_inactive=include_inactive)
 
     @mcp.tool(annotations=WRITE)
-    async def memory_relate(ctx: Context, src: Id, relation: Relation, dst: Id,
-                            evidence: Annotated[list[Id] | None, Field(max_length=20, description="evd_ ids the "
-                                                                       "edge rests on")] = None,
-                            confidence: Annotated[float, Field(ge=0, le=1)] = 0.8) -> dict[str, Any]:
+    async def memory_relate(ctx: Context, src: SrcId,
+                            relation: Relation, dst: DstId,
+                            evidence: Annotated[list[EvdId] | None, Field(max_length=20, description="evd_ ids the "
+                                                                          "edge rests on")] = None,
+                            confidence: Confidence = 0.8) -> dict[str, Any]:
         """Record how two memories relate, as "src RELATION dst" (e.g. a decision BECAUSE its reason).
 
         src must be in your write scope and dst readable by you. Adding the same edge again only merges its
@@ -354,6 +492,34 @@ def run_stdio(principal: Principal, home: Path | None = None) -> None:
     anyio.run(main)
 
 
+def _is_disconnect(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_is_disconnect(e) for e in exc.exceptions)
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream))
+
+
+class ClientGoneFilter(logging.Filter):
+    """Drops the SDK's ERROR tracebacks for a client that simply went away (its streams closed under a
+    writer, e.g. "Error in standalone SSE writer" / ClosedResourceError): ordinary disconnects, not faults."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None and _is_disconnect(exc):
+            log.debug("client disconnected: %s (%s)", record.getMessage(), type(exc).__name__)
+            return False
+        return True
+
+
+_CLIENT_GONE = ClientGoneFilter()
+
+
+def quiet_disconnects() -> None:
+    """Install ClientGoneFilter on the SDK's streamable HTTP logger (once)."""
+    sdk_log = logging.getLogger("mcp.server.streamable_http")
+    if _CLIENT_GONE not in sdk_log.filters:
+        sdk_log.addFilter(_CLIENT_GONE)
+
+
 def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
              extra_origins: list[str] | tuple = ()):
     """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → bearer auth → MCP endpoint."""
@@ -362,6 +528,7 @@ def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[]
     from memory.config import data_dir
     from memory.mcp.auth import HostOriginGuard, MiradorTokenVerifier, TokenStore
 
+    quiet_disconnects()
     home = Path(home) if home else data_dir()
     verifier = MiradorTokenVerifier(TokenStore(home))
     mcp = build_server(open_store or open_store_at(home), http=True, token_verifier=verifier, port=port)

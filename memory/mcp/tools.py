@@ -35,6 +35,8 @@ def for_model(message: str) -> str:
     """Reword CLI hints in store errors into the tool a model can call instead."""
     return (message.replace("`mirador search`", "memory_search").replace("`mirador list`", "memory_search")
             .replace("`mirador delete ID`", "memory_forget")
+            .replace("drop --type vault (use `mirador search --type vault`)",
+                     'leave vault out of types (memory_search with types=["vault"] finds vault entries)')
             .replace("`mirador search --type vault`", 'memory_search with types=["vault"]'))
 
 
@@ -43,8 +45,9 @@ def for_model(message: str) -> str:
 
 def read_scopes(p: Principal, scope: str | None) -> list[str]:
     """The scopes a read runs in: the client's, or the narrower one it asked for."""
-    if not scope:
+    if scope is None:
         return list(p.read)
+    _not_blank(scope)
     s = validate_scope(scope)
     if p.can_read(s):
         return [s]
@@ -60,12 +63,20 @@ def write_scope(p: Principal, scope: str | None) -> str:
     if p.write is None:
         raise InputError("this client's token is read-only: it may search and read but not add, change or forget. "
                          "Ask the person to issue a token with --write SCOPE (`mirador mcp token add`)")
-    if not scope:
+    if scope is None:
         return p.write
+    _not_blank(scope)
     s = validate_scope(scope)
     if not in_scopes(s, [p.write]):
         raise InputError(f"this client may write only to scope {p.write!r} and below, not {s!r}; omit scope")
     return s
+
+
+def _not_blank(scope: str) -> None:
+    # An empty scope is not "all scopes": a client that meant one and sent "" must hear about it.
+    if not scope.strip():
+        raise InputError("scope is empty: name one scope, e.g. work or work/acme, or leave scope out to use "
+                         "all of this client's scopes")
 
 
 # ---- shaping results --------------------------------------------------------------------------
@@ -134,10 +145,43 @@ def memory_search(store, p: Principal, query: str, types: list[str] | None = Non
     hits = search_memories(store, query, scopes=scopes, types=types or None, statuses=_statuses(include_inactive),
                            since=parse_time(since, "since"), until=parse_time(until, "until"), limit=limit,
                            cols=MEMORY_BRIEF_COLS)
+    hits = _relevant(store, query, hits)
     _appeared(store, p, [h.id for h in hits], scopes)
     return {"query": query, "scopes": scopes, "results": [_memory_brief(h.row, h.score) for h in hits],
             "hint": "call memory_get with an id for every field and its evidence ids" if hits
             else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
+
+
+# Fused ranks say only which memory is closest, not whether any is close: a query about something never
+# stored would still return the nearest memories. A hit is kept when it shares a word stem with the query
+# or its embedding is at least this similar (cosine). Measured with the bundled all-MiniLM-L6-v2 on the
+# MCP tests' seeds: the memory a query is about scores 0.5-0.8, unrelated pairs stay below 0.25 (so does
+# a loose paraphrase sharing no word; the word-stem test keeps every hit that shares one).
+RELEVANCE_FLOOR = 0.3
+
+
+def _relevant(store, query: str, hits: list) -> list:
+    from memory.retrieval.snippets import stems
+
+    mem = [h for h in hits if h.kind == "memory"]
+    if not mem:
+        return hits
+    q_stems = stems(query)
+    unsure = [h.id for h in mem if not (q_stems & stems(f"{h.row.get('title') or ''} {h.row.get('text') or ''}"))]
+    if not unsure:
+        return hits
+    qv = store.embedder.embed_query(query)
+    vecs = store.get_many("memory", unsure, ["id", "vector"])
+    drop = {i for i in unsure if i not in vecs or _cosine(qv, vecs[i]["vector"]) < RELEVANCE_FLOOR}
+    return [h for h in hits if h.id not in drop]
+
+
+def _cosine(a, b) -> float:
+    import numpy as np
+
+    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
+    n = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / n if n else 0.0
 
 
 def memory_recall(store, p: Principal, query: str, budget_tokens: int = 1000, types: list[str] | None = None,
@@ -225,10 +269,19 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
     _check_details(details)
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
-    where = f"fingerprint = {sql_literal(fingerprint(text))} AND {scope_filter(list(p.read))}"
+    fp = sql_literal(fingerprint(text))
+    where = f"fingerprint = {fp} AND {scope_filter(list(p.read))}"
     if store.tombstones.count_rows(where) > 0:
         raise InputError("the person deleted a memory with this content earlier; do not store it again "
                          "unless the person asks you to in this conversation and adds it themselves")
+    # The same text in the same scope is one memory: a retried or repeated add returns the first.
+    same = store.rows(store.memories, f"fingerprint = {fp} AND type = {sql_literal(type)} AND "
+                      f"{store.where('memory', scopes=[ws], statuses=['active', 'candidate'])}",
+                      MEMORY_BRIEF_COLS, 1)
+    if same:
+        return {"created": None, "existing": _memory_brief(same[0]), "actor": p.actor,
+                "hint": f"this text is already remembered as {same[0]['id']}; nothing was added — "
+                        "call memory_update with that id to change it"}
     row = store.add_memory(text, type=type, actor=p.actor, scope=ws, title=title, details=details, status=status,
                            confidence=confidence, origin=p.actor)
     return {"created": _memory_brief(row), "actor": p.actor}
@@ -364,11 +417,11 @@ def evidence_get(store, p: Principal, id: str, max_chars: int = 20_000) -> dict:
     return row
 
 
-def timeline(store, p: Principal, since: str, until: str | None = None, scope: str | None = None,
+def timeline(store, p: Principal, since: str | None = None, until: str | None = None, scope: str | None = None,
              apps: list[str] | None = None, samples_per_app: int = 5) -> dict:
     """What happened between two times: evidence grouped by app, plus episodic memories of that span."""
-    start = parse_time(since, "since")
     end = parse_time(until, "until") or utcnow() + timedelta(seconds=1)
+    start = parse_time(since, "since") if since is not None else end - timedelta(hours=24)
     if start is None or start >= end:
         raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
     scopes = read_scopes(p, scope)
@@ -415,8 +468,7 @@ def status(store, p: Principal) -> dict:
     mwhere = store.where("memory", scopes=list(p.read))
     ewhere = store.where("evidence", scopes=list(p.read))
     vwhere = store.where("vault", scopes=list(p.read))
-    last = store.rows(store.evidence, ewhere, ["captured_at"], None) if store.evidence.count_rows(ewhere) <= 50_000 else []
-    newest = max((r["captured_at"] for r in last), default=None)
+    newest = _newest_evidence(store, ewhere)
     return {
         "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": list(p.read),
         "write_scope": p.write, "can_write": p.write is not None, "vault_values": p.allow_vault,
@@ -426,6 +478,26 @@ def status(store, p: Principal) -> dict:
         "tools": "memory_recall for task context; memory_search/evidence_search to look things up; "
                  "timeline for a time range; memory_add to remember a durable fact",
     }
+
+
+# How far back status looks for the newest evidence, widening step by step: a capture that runs finds
+# it in the first window, reading only that window's rows (captured_at has a BTREE index).
+NEWEST_WINDOWS = (timedelta(hours=1), timedelta(days=1), timedelta(days=30), timedelta(days=366),
+                  timedelta(days=3660), timedelta(days=36600))
+
+
+def _newest_evidence(store, ewhere: str | None):
+    """The latest captured_at among the rows `ewhere` selects, reading only the most recent window that has any."""
+    from memory.store.filters import and_
+    from memory.store.rows import ts_literal
+
+    now = utcnow()
+    for back in NEWEST_WINDOWS:
+        where = and_(ewhere, f"captured_at >= {ts_literal(now - back)}")
+        n = store.evidence.count_rows(where)
+        if n:
+            return max(r["captured_at"] for r in store.rows(store.evidence, where, ["captured_at"], n))
+    return None
 
 
 def core_profile(store, p: Principal) -> str:

@@ -170,6 +170,44 @@ def test_mcp_inspector_cli_lists_tools_and_searches(server):
     assert "invalid_token" in denied.stdout + denied.stderr
 
 
+CLIENT = """
+import sys, anyio
+from tests.memory.mcp_support import http_session
+async def main():
+    async with http_session(sys.argv[1], sys.argv[2]) as s:
+        await s.call_tool("status", {})
+        print("ready", flush=True)
+        if sys.argv[3] == "hang":
+            await anyio.sleep(600)
+anyio.run(main)
+"""
+
+
+def test_client_disconnects_log_no_errors(server):
+    import sys
+    import time
+
+    from tests.memory.mcp_support import ROOT, env_for
+
+    log_path = server["home"] / "serve.log"
+    start = log_path.stat().st_size
+    args = [sys.executable, "-c", CLIENT, server["url"], server["tokens"]["worker"]]
+    for _ in range(2):  # killed mid-session: its sockets close under the server's open streams
+        c = subprocess.Popen([*args, "hang"], cwd=ROOT, env=env_for(server["home"]), stdout=subprocess.PIPE)
+        try:
+            assert c.stdout.readline().strip() == b"ready"
+        finally:
+            c.kill()
+            c.wait(timeout=30)
+            c.stdout.close()
+    for _ in range(2):  # an orderly close (DELETE) while the standalone SSE stream is open
+        subprocess.run([*args, "close"], cwd=ROOT, env=env_for(server["home"]), check=True, timeout=240,
+                       capture_output=True)
+    time.sleep(2)  # the server tears a gone session's streams down after the client has left; nothing to poll
+    tail = log_path.read_bytes()[start:].decode(errors="replace")
+    assert "ERROR" not in tail and "Traceback" not in tail, tail
+
+
 def _strings(args: dict) -> list[str]:
     out = []
     for v in args.values():

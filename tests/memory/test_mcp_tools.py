@@ -259,3 +259,148 @@ def test_evidence_search_shows_the_lines_that_match_a_long_capture(store):
     assert "certificate for api.acme.dev expired" in hit["text"] and len(hit["text"]) <= 400
     assert hit["text"].startswith("…") and "File Edit View" not in hit["text"]
     assert "match the query" in found["hint"]
+
+
+def test_search_time_range_applies_to_vault_entries(store, seeded):
+    async def steps(c):
+        future = data(await c.call_tool("memory_search", {"query": "staging db password", "since": "2100-01-01"}))
+        past = data(await c.call_tool("memory_search", {"query": "staging db password", "until": "2000-01-01"}))
+        now = data(await c.call_tool("memory_search", {"query": "staging db password", "types": ["vault"]}))
+        return future, past, now
+
+    future, past, now = call(store, WORK, steps)
+    assert seeded["vault"] not in json.dumps(future) and seeded["vault"] not in json.dumps(past)
+    assert [r["id"] for r in now["results"]] == [seeded["vault"]]
+
+
+def test_status_finds_the_newest_evidence_without_reading_every_row(store, seeded, monkeypatch):
+    from datetime import timedelta
+
+    from memory.mcp import tools as T
+    from memory.store.audit import utcnow
+
+    old = store.add_evidence("an old capture", app="kitty", scope="work", captured_at=utcnow() - timedelta(days=400))
+    assert old["id"]
+    read_limits = []
+    real_rows = store.rows
+    monkeypatch.setattr(store, "rows", lambda t, w, cols, limit=None: read_limits.append(limit) or
+                        real_rows(t, w, cols, limit))
+    newest = T._newest_evidence(store, store.where("evidence", scopes=["work"]))
+    assert newest == max(r["captured_at"] for r in real_rows(store.evidence, None, ["captured_at"], None))
+    assert read_limits == [2]  # only the last hour's rows, not the 400-day-old one
+    # Over 50,000 visible rows status used to answer null: pretend the plain count is that large.
+    real_count = store.evidence.count_rows
+    monkeypatch.setattr(store.evidence, "count_rows",
+                        lambda where=None: real_count(where) if where and "captured_at" in where else 60_000)
+
+    async def steps(c):
+        return data(await c.call_tool("status", {}))
+
+    assert call(store, WORK, steps)["last_evidence_at"] is not None
+
+
+def test_recall_does_not_offer_vault_and_words_errors_for_a_model(store, seeded):
+    async def steps(c):
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        asked = await c.call_tool("memory_recall", {"query": "x", "types": ["vault"]})
+        return tools, asked
+
+    tools, asked = call(store, WORK, steps)
+    items = tools["memory_recall"].inputSchema["properties"]["types"]["anyOf"][0]["items"]
+    assert "vault" not in items["enum"]
+    assert asked.isError and "--type" not in text(asked) and "types" in text(asked)
+    from memory.mcp.tools import for_model
+
+    assert "--type" not in for_model("recall never includes vault entries — drop --type vault "
+                                     "(use `mirador search --type vault`)")
+
+
+def test_empty_scope_and_unknown_arguments_are_refused(store, seeded):
+    async def steps(c):
+        return [await c.call_tool("memory_add", {"text": "empty scope", "scope": ""}),
+                await c.call_tool("memory_search", {"query": "tabs", "scope": ""}),
+                await c.call_tool("memory_search", {"query": "tabs", "scopes": "work"}),
+                await c.call_tool("status", {"verbose": True})]
+
+    add, search, typo, status = call(store, WORK, steps)
+    assert add.isError and "'scope'" in text(add) and store.memories.count_rows("text = 'empty scope'") == 0
+    assert search.isError and "'scope'" in text(search)
+    assert typo.isError and "unknown argument 'scopes'" in text(typo) and "scope" in text(typo)
+    assert status.isError and "unknown argument 'verbose'" in text(status)
+    from memory.mcp.tools import read_scopes, write_scope
+
+    for fn in (read_scopes, write_scope):
+        with pytest.raises(Exception, match="scope is empty"):
+            fn(WORK, " ")
+
+
+def test_validation_errors_are_one_line_naming_the_argument(store, seeded):
+    async def steps(c):
+        return [await c.call_tool("memory_search", {"query": "x", "limit": "many"}),
+                await c.call_tool("memory_search", {}),
+                await c.call_tool("memory_update", {"id": seeded["tabs"], "status": "deleted"})]
+
+    for r in call(store, WORK, steps):
+        assert r.isError and "\n" not in text(r) and "pydantic" not in text(r) and "http" not in text(r)
+    limit, missing, status = call(store, WORK, steps)
+    assert "'limit'" in text(limit) and "from 1 to 50" in text(limit)
+    assert "missing argument 'query'" in text(missing)
+    assert "'status'" in text(status) and '"superseded"' in text(status)
+
+
+def test_adding_the_same_text_twice_keeps_one_memory(store, seeded):
+    async def steps(c):
+        first = data(await c.call_tool("memory_add", {"text": "The CI runner is ci-7"}))
+        again = data(await c.call_tool("memory_add", {"text": "The CI runner is ci-7"}))
+        return first, again
+
+    first, again = call(store, WORK, steps)
+    assert again["created"] is None and again["existing"]["id"] == first["created"]["id"]
+    assert "already remembered" in again["hint"]
+    assert store.memories.count_rows("text = 'The CI runner is ci-7'") == 1
+
+
+def test_search_has_a_relevance_floor(store, seeded):
+    async def steps(c):
+        nothing = data(await c.call_tool("memory_search", {"query": "quantum chromodynamics lecture"}))
+        dentist = data(await c.call_tool("memory_search", {"query": "kubernetes cluster upgrade"}))
+        found = data(await c.call_tool("memory_search", {"query": "when do deploys happen"}))
+        return nothing, dentist, found
+
+    nothing, unrelated, found = call(store, WORK, steps)
+    assert nothing["results"] == [] and nothing["hint"].startswith("no match")
+    assert unrelated["results"] == []
+    assert found["results"][0]["id"] == seeded["pinned"]
+
+
+def test_schemas_describe_every_input_and_name_the_id_kind(store, seeded):
+    async def steps(c):
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        init = await c.call_tool("timeline", {})
+        return tools, init
+
+    tools, tl = call(store, WORK, steps)
+    for t in tools.values():
+        assert t.inputSchema.get("additionalProperties") is False, t.name
+        for name, prop in t.inputSchema["properties"].items():
+            assert prop.get("description"), f"{t.name}.{name} has no description"
+    props = {n: t.inputSchema["properties"] for n, t in tools.items()}
+    assert props["memory_add"]["scope"]["description"] != props["memory_search"]["scope"]["description"]
+    assert "write scope" in props["memory_add"]["scope"]["description"]
+    assert "evd_" in props["evidence_get"]["id"]["description"]
+    assert "mem_" not in props["evidence_get"]["id"]["description"]
+    for tool, arg in (("memory_update", "id"), ("memory_related", "id"), ("memory_chain", "id"),
+                      ("memory_relate", "src"), ("memory_relate", "dst")):
+        assert "mem_" in props[tool][arg]["description"] and "evd_" not in props[tool][arg]["description"], tool
+    assert "evd_" not in props["memory_get"]["id"]["description"]
+    assert "since" not in tools["timeline"].inputSchema.get("required", [])
+    assert props["timeline"]["since"]["description"]
+    assert not tl.isError and json.loads(text(tl))["evidence_rows"] == 2  # default: the last 24 hours
+
+
+def test_server_reports_miradors_version():
+    from importlib.metadata import version
+
+    from memory.mcp.server import build_server
+
+    assert build_server(lambda: None)._mcp_server.create_initialization_options().server_version == version("mirador")
