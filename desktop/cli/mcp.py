@@ -19,6 +19,7 @@ def register(cmd, as_json, scope) -> None:
     """Add the MCP commands to the `mirador` parser."""
     sp = cmd("serve", cmd_serve, "serve MCP over HTTP at http://127.0.0.1:PORT/mcp until stopped (needs a token)")
     sp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: [mcp] port in config.toml, 8765)")
+    sp.add_argument("--create", action="store_true", help="start an empty store if the data dir has none")
 
     sp = cmd("mcp", cmd_mcp_stdio, "run the MCP server over stdio for a client that starts it (see `token`, `config`)")
     sp.add_argument("--token", help=f"act as this token's client (or set ${TOKEN_ENV}); its scopes apply")
@@ -28,6 +29,7 @@ def register(cmd, as_json, scope) -> None:
     sp.add_argument("--read-only", action="store_true", help="with --scope: refuse every write")
     sp.add_argument("--name", default="stdio", help="with --scope: client name recorded on writes (default stdio)")
     sp.add_argument("--allow-vault", action="store_true", help="with --scope: let the client read vault values")
+    sp.add_argument("--create", action="store_true", help="start an empty store if the data dir has none")
     msub = sp.add_subparsers(metavar="ACTION")
 
     tp = msub.add_parser("token", help="per-client tokens: add, list, revoke")
@@ -53,11 +55,12 @@ def register(cmd, as_json, scope) -> None:
     cp.set_defaults(func=cmd_config)
     cp.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
     cp.add_argument("--token", default=os.environ.get(TOKEN_ENV),
-                    help="token to put in the snippet; default: create one named after the client")
+                    help="token to put in the snippet; default: the client's own token (named after it), "
+                         "reused from its config file or made anew with --read/--write-scope")
     cp.add_argument("--read", action="append", default=[], metavar="SCOPES",
-                    help="scopes of a newly created token (default: store.default_scope)")
-    cp.add_argument("--write-scope", metavar="SCOPE", help="write scope of a newly created token (default: "
-                    "store.default_scope; 'none' for read-only)")
+                    help="scopes the client's token may read, comma-separated or repeated")
+    cp.add_argument("--write-scope", metavar="SCOPE", help="the one scope the client's token may write to "
+                    "(omit, or 'none', for read-only)")
     cp.add_argument("--port", type=int, help="server port (default: [mcp] port in config.toml)")
     cp.add_argument("--write", action="store_true", help="merge into the client's config file (backs it up first)")
     cp.add_argument("--path", help="config file to merge into instead of the client's default")
@@ -68,6 +71,23 @@ def _home() -> Path:
     from memory.config import data_dir
 
     return data_dir()
+
+
+def _require_store(home: Path, create: bool) -> None:
+    """Refuse to serve a data dir without a store (a client started with the wrong or no MIRADOR_HOME
+    would otherwise get an empty store of its own), unless asked to create one."""
+    if not create and not has_store(home):
+        raise InputError(no_store_message(home))
+
+
+def has_store(home: Path) -> bool:
+    """True if the data dir holds a Mirador store (its memories table)."""
+    return (Path(home) / "lancedb" / "memories.lance").is_dir()
+
+
+def no_store_message(home: Path) -> str:
+    return (f"no Mirador store at {Path(home).expanduser().absolute()} — set MIRADOR_HOME to your data dir, "
+            "or pass --create to start an empty one")
 
 
 def _port(a) -> int:
@@ -85,7 +105,9 @@ def cmd_serve(a) -> int:
     from memory.mcp.server import HttpServer
 
     home = _home()
-    srv = HttpServer(home, _port(a), extra_origins=load_config(home).mcp.allowed_origins)
+    port = _port(a)
+    _require_store(home, a.create)
+    srv = HttpServer(home, port, extra_origins=load_config(home).mcp.allowed_origins)
     srv.warm()
     if not TokenStore(home).list():
         print("no MCP tokens yet — create one: mirador mcp token add NAME --read SCOPES --write SCOPE",
@@ -105,6 +127,9 @@ def cmd_mcp_stdio(a) -> int:
     token = a.token or (None if a.scope else os.environ.get(TOKEN_ENV))
     if token:
         rec = TokenStore(home).verify(token)
+        if rec is None and not has_store(home):
+            raise InputError(f"unknown or revoked token (from --token or ${TOKEN_ENV}), and "
+                             + no_store_message(home))
         if rec is None:
             raise InputError(f"unknown or revoked token (from --token or ${TOKEN_ENV}); see `mirador mcp token list`")
         principal = rec.principal()
@@ -114,6 +139,7 @@ def cmd_mcp_stdio(a) -> int:
     else:
         raise InputError(f"choose what this client may see: --token TOKEN (or ${TOKEN_ENV}), or --scope SCOPE "
                          "[--write SCOPE | --read-only]")
+    _require_store(home, a.create)
     log.info("MCP stdio server for %s (read %s, write %s)", principal.name, ",".join(principal.read), principal.write)
     run_stdio(principal, home)
     return 0
@@ -157,34 +183,67 @@ def cmd_token_revoke(a) -> int:
 
 
 def cmd_config(a) -> int:
-    from memory.mcp.clients import config_file, merge_into, snippet
+    from memory.mcp.clients import cli_line, config_file, merge_into, snippet
 
+    home = _home()
     port = _port(a)
     url = f"http://127.0.0.1:{port}/mcp"
-    token = a.token or _new_token(a)
-    out = {"client": a.client, "url": url, "snippet": snippet(a.client, url, token)}
+    path = Path(a.path).expanduser() if a.path else config_file(a.client)
+    token = a.token or _client_token(a, path)
+    out = {"client": a.client, "url": url, "snippet": snippet(a.client, url, token, home)}
+    line = cli_line(a.client, url, token)
+    if line:
+        out["cli"] = line
     if a.write:
-        path = Path(a.path).expanduser() if a.path else config_file(a.client)
-        out["written"] = merge_into(path, a.client, url, token)
+        out["written"] = merge_into(path, a.client, url, token, home)
     if a.json:
         emit_json(out)
-        return 0
-    print(out["snippet"])
+    else:
+        print(out["snippet"])  # stdout is pure JSON: it can be piped or pasted as is; hints go to stderr
+        if line:
+            print(f"or, with the Claude Code CLI:\n  {line}", file=sys.stderr)
     if a.write:
         w = out["written"]
-        print(f"\nmerged into {w['path']}" + (f" (backup: {w['backup']})" if w["backup"] else ""), file=sys.stderr)
-    if a.client != "claude-desktop":
-        print(f"\nthe client connects to {url}: keep `mirador serve` (or the app) running", file=sys.stderr)
+        print(f"merged into {w['path']}" + (f" (a link to {w['target']})" if w["target"] else "")
+              + (f" (backup: {w['backup']})" if w["backup"] else ""), file=sys.stderr)
+        if w["comments_dropped"]:
+            print(f"the comments in {w['path']} could not be kept where the entry goes; they are in the backup "
+                  f"{w['backup']}", file=sys.stderr)
+    if a.client == "claude-desktop":
+        if not has_store(home):
+            print(no_store_message(home) + " (the client's `mirador mcp` will refuse to start until there is one)",
+                  file=sys.stderr)
+    else:
+        print(f"the client connects to {url}: keep `mirador serve` (or the app) running", file=sys.stderr)
     return 0
 
 
-def _new_token(a) -> str:
-    from memory.config import load_config
-    from memory.mcp.auth import TokenStore
+def _client_token(a, path: Path) -> str:
+    """The client's own token (named after it): the one its config file already carries if still valid and
+    the grants asked for (if any) are its grants; otherwise a new one, replacing an older one of that name."""
+    from memory.mcp.auth import TokenStore, make_principal
+    from memory.mcp.clients import token_in
 
-    default = load_config(_home()).store.default_scope
-    write = None if (a.write_scope or "").lower() == "none" else (a.write_scope or default)
-    token, rec = TokenStore(_home()).add(a.client, a.read or [write or default], write)
-    print(f"created token {rec.name!r} (reads {', '.join(rec.read)}; writes {rec.write or 'nothing'}); "
-          "revoke with `mirador mcp token revoke " + rec.name + "`", file=sys.stderr)
+    tokens = TokenStore(_home())
+    write = None if (a.write_scope or "").lower() == "none" else a.write_scope
+    want = make_principal(a.client, a.read, write) if (a.read or write) else None
+    old = next((r for r in tokens.list() if r.name == a.client), None)
+    held = token_in(path, a.client)
+    rec = tokens.verify(held) if held else None
+    if rec is not None and rec.name == a.client and (want is None or (tuple(rec.read), rec.write) ==
+                                                      (want.read, want.write)):
+        print(f"reusing token {rec.name!r} from {path} (reads {', '.join(rec.read)}; writes {rec.write or 'nothing'})",
+              file=sys.stderr)
+        return held
+    if want is None and old is None:
+        raise InputError(f"say what {a.client} may see: pass --read SCOPES (comma-separated) and, to let it write, "
+                         "--write-scope SCOPE; or pass --token TOKEN from `mirador mcp token add`")
+    if want is None:  # rotate with the grants it had: the old token is not stored, so cannot be shown again
+        want = make_principal(a.client, old.read, old.write, old.allow_vault)
+    if old is not None:
+        tokens.revoke(old.name)
+    token, rec = tokens.add(a.client, want.read, want.write, want.allow_vault)
+    print(f"{'replaced' if old else 'created'} token {rec.name!r} (reads {', '.join(rec.read)}; writes "
+          f"{rec.write or 'nothing'}){'; the old one no longer works' if old else ''}; revoke with "
+          f"`mirador mcp token revoke {rec.name}`", file=sys.stderr)
     return token

@@ -53,18 +53,19 @@ def test_token_add_validates_names_and_scopes(capsys):
 
 @pytest.mark.parametrize("client,key", [("claude-code", "mcpServers"), ("cursor", "mcpServers"),
                                         ("vscode", "servers"), ("claude-desktop", "mcpServers")])
-def test_config_prints_the_exact_snippet(capsys, client, key):
-    code, out, _ = run(capsys, "mcp", "config", client, "--token", "mir_abc", "--port", "9123")
+def test_config_prints_the_exact_snippet(capsys, mirador_home, client, key):
+    code, out, err = run(capsys, "mcp", "config", client, "--token", "mir_abc", "--port", "9123")
     assert code == 0
-    doc = json.loads(out.split("\n\n#")[0])
+    doc = json.loads(out)  # stdout is the snippet alone; hints go to stderr
     entry = doc[key]["mirador"]
     if client == "claude-desktop":
-        assert entry["args"][-1] == "mcp" and entry["env"] == {"MIRADOR_MCP_TOKEN": "mir_abc"}
+        assert entry["args"][-1] == "mcp"
+        assert entry["env"] == {"MIRADOR_HOME": str(mirador_home.absolute()), "MIRADOR_MCP_TOKEN": "mir_abc"}
     else:
         assert entry["url"] == "http://127.0.0.1:9123/mcp"
         assert entry["headers"] == {"Authorization": "Bearer mir_abc"}
     if client == "claude-code":
-        assert "claude mcp add --transport http mirador http://127.0.0.1:9123/mcp" in out
+        assert "claude mcp add --transport http --scope user mirador http://127.0.0.1:9123/mcp" in err
 
 
 def test_config_without_token_creates_one_for_the_client(capsys, mirador_home):

@@ -44,7 +44,8 @@ def _reply(q: queue.Queue, want_id: int, seen: list, timeout: float = 240) -> di
 
 
 def test_stdout_carries_only_protocol_messages(mirador_home):
-    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "-v", "mcp", "--scope", "work", "--name", "t"],
+    proc = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "-v", "mcp", "--scope", "work", "--name", "t",
+                             "--create"],
                             cwd=ROOT, env=env_for(mirador_home), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     q, seen = _lines(proc), []
