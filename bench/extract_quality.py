@@ -10,7 +10,8 @@ their provenance (the evidence ids each derives from) and scored against the lab
 - typed_recall: the same, and the memory's type is one of the fact's acceptable types;
 - noise_memories: memories derived from a noise item (one labelled with no facts);
 - unsupported_rate: share of memories holding a number, date or capitalised proper name that is
-  absent from the text of the evidence they derive from (invented detail);
+  absent from the text of the evidence they derive from (invented detail); a capitalised word
+  that starts a sentence is not checked, since it may be an ordinary word;
 - memories_per_fact: memories derived from fact-bearing items / expected facts (duplication);
 - items_per_min: evidence items through the job per minute (model load excluded: the app keeps
   its model loaded), and the same figures per source and per kind.
@@ -50,6 +51,7 @@ _COMMON_CAPS = {
 }
 _NUM = re.compile(r"\d+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
+_DIGIT_SEP = re.compile(r"(?<=\d)[,.\s'’](?=\d{3}\b)")
 _SENT_START = re.compile(r"(^|[.!?:;\n•\-–—\"(\[]\s*)$")
 
 
@@ -84,16 +86,15 @@ def holds(memory_text: str, keys: list[str]) -> bool:
 def unsupported_terms(memory_text: str, evidence_text: str) -> list[str]:
     """Numbers, dates and capitalised names in the memory that its evidence does not contain."""
     ev = norm(evidence_text)
-    ev_nums = set(_NUM.findall(ev))
-    ev_words = {w.lower().strip("'’-") for w in _WORD.findall(ev)}
+    ev_nums = set(_NUM.findall(ev)) | set(_NUM.findall(_DIGIT_SEP.sub("", ev)))  # "1,240" also as "1240"
     out = [n for n in _NUM.findall(memory_text) if n not in ev_nums and n.lstrip("0") not in ev_nums]
     for m in _WORD.finditer(memory_text):
-        w = m.group(0).strip("'’-")
+        w = re.sub(r"['’]s$", "", m.group(0)).strip("'’-")  # "Priya's" names Priya
         if not w or not w[0].isupper() or w.lower() in _COMMON_CAPS:
             continue
         if _SENT_START.search(memory_text[: m.start()]):
             continue  # a capital at the start of a sentence names nothing by itself
-        if w.lower() not in ev_words and w.lower() not in ev:
+        if not re.search(rf"(?<![a-z0-9]){re.escape(w.lower())}(?![a-z0-9])", ev):
             out.append(w)
     return out
 

@@ -30,6 +30,10 @@ def test_unsupported_terms_flag_invented_numbers_and_names_only():
     assert unsupported_terms("The plumber, with Marco, comes Tuesday.", ev) == ["Marco"]
     # A capital at the start of a sentence, "I" or "The user" names nobody.
     assert unsupported_terms("Plumber coming. Boiler check. I need to be home.", ev) == []
+    # A possessive, or a number written without its thousands separator, is still supported;
+    # a name hidden inside a longer word is not.
+    assert unsupported_terms("Rafael's visit; rent is 1240 euros", "Rafael comes. Rent: 1,240 euros") == []
+    assert unsupported_terms("She met Ana and Al", "she met a banana, also") == ["Ana", "Al"]
 
 
 def _item(id_, facts, text="Dentist on the 14th at 10:30, Dr. Okafor.", source="audio", kind="voice_note"):
