@@ -51,6 +51,7 @@ _COMMON_CAPS = {
 }
 _NUM = re.compile(r"\d+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’\-]*")
+_TOKEN = re.compile(r"[^\s,;()\[\]\"]+")  # a word, or a URL / id / path as a whole
 _DIGIT_SEP = re.compile(r"(?<=\d)[,.\s'’](?=\d{3}\b)")
 _SENT_START = re.compile(r"(^|[.!?:;\n•\-–—\"(\[]\s*)$")
 
@@ -88,10 +89,10 @@ def unsupported_terms(memory_text: str, evidence_text: str) -> list[str]:
     ev = norm(evidence_text)
     ev_nums = set(_NUM.findall(ev)) | set(_NUM.findall(_DIGIT_SEP.sub("", ev)))  # "1,240" also as "1240"
     out = [n for n in _NUM.findall(memory_text) if n not in ev_nums and n.lstrip("0") not in ev_nums]
-    for m in _WORD.finditer(memory_text):
-        w = re.sub(r"['’]s$", "", m.group(0)).strip("'’-")  # "Priya's" names Priya
-        if not w or not w[0].isupper() or w.lower() in _COMMON_CAPS:
-            continue
+    for m in _TOKEN.finditer(memory_text):
+        w = re.sub(r"['’]s$", "", m.group(0).rstrip(".,;:!?)]\"'’")).strip("'’-")  # "Priya's" names Priya
+        if not _WORD.fullmatch(w) or not w[0].isupper() or w.lower() in _COMMON_CAPS:
+            continue  # not a name: a URL, an id, a path (their digits are checked above) or a common word
         if _SENT_START.search(memory_text[: m.start()]):
             continue  # a capital at the start of a sentence names nothing by itself
         if not re.search(rf"(?<![a-z0-9]){re.escape(w.lower())}(?![a-z0-9])", ev):

@@ -34,6 +34,9 @@ def test_unsupported_terms_flag_invented_numbers_and_names_only():
     # a name hidden inside a longer word is not.
     assert unsupported_terms("Rafael's visit; rent is 1240 euros", "Rafael comes. Rent: 1,240 euros") == []
     assert unsupported_terms("She met Ana and Al", "she met a banana, also") == ["Ana", "Al"]
+    # A URL, an id or a path is not a name (its digits are still checked).
+    assert unsupported_terms("Figma (https://figma.com/file/Tr3nLg0)", "Figma: https://figma.com/file/Tr3nLg0") == []
+    assert unsupported_terms("Logo in figma.com/file/Tr9nLg0", "Figma: https://figma.com/file/Tr3nLg0") == ["9"]
 
 
 def _item(id_, facts, text="Dentist on the 14th at 10:30, Dr. Okafor.", source="audio", kind="voice_note"):
