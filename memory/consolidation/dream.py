@@ -361,6 +361,28 @@ def run_dream(store, dry_run: bool = False, now: datetime | None = None, stop=No
     return plan
 
 
+def apply_steps(store, steps: list[Step]) -> tuple[int, int]:
+    """Apply planned steps outside a pass, e.g. one client's scope over MCP: (applied, proposed).
+
+    The checkpoint is left alone, so the next full pass still covers every scope; it finds these steps
+    already done. Decay is refused: halving salience is not idempotent, and only a pass records that an
+    interval's decay is done."""
+    if any(s.kind == "decay" for s in steps):
+        raise InputError("decay steps run only inside a dream pass (run_dream)")
+    applied = proposed = 0
+    for step in steps:
+        try:
+            _APPLY[step.kind](store, step)
+        except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
+            log.info("dream step %s on %s skipped: %s", step.kind, step.target_id, e)
+            continue
+        if step.action == "apply":
+            applied += 1
+        else:
+            proposed += 1
+    return applied, proposed
+
+
 def _apply_provenance(store, step: Step) -> None:
     store.update_memory(step.target_id, actor=ACTOR, provenance_add=step.ids)
 

@@ -20,7 +20,9 @@ from pathlib import Path
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
 from memory.consolidation.write_policy import WritePolicy
+from memory.scopes import scope_filter
 from memory.store.audit import utcnow
+from memory.store.filters import and_
 from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
@@ -146,9 +148,10 @@ def pending_count(store) -> int:
     return store.evidence.count_rows("extracted_at IS NULL")
 
 
-def load_evidence(store, all_evidence: bool, limit: int | None) -> list[dict]:
-    """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null)."""
-    where = None if all_evidence else "extracted_at IS NULL"
+def load_evidence(store, all_evidence: bool, limit: int | None, scopes=None) -> list[dict]:
+    """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null); scopes: only
+    rows in these scopes and below (None: every scope)."""
+    where = and_(None if all_evidence else "extracted_at IS NULL", scope_filter(scopes))
     if limit:
         # After a large import most rows are pending: choose the oldest by id and time alone, then read
         # the full rows of those only, instead of every pending row's text.
@@ -191,11 +194,11 @@ def mark_extracted(store, ids: list[str]) -> None:
 
 
 def run_extraction(store, *, all_evidence: bool = False, extractor: Extractor | None = None,
-                   limit: int | None = None) -> ExtractionReport:
-    """Extract memories from pending evidence (or all of it) and return what happened."""
+                   limit: int | None = None, scopes=None) -> ExtractionReport:
+    """Extract memories from pending evidence (or all of it; scopes: only in these) and return what happened."""
     x = store.config.extraction
     start = time.monotonic()
-    rows = load_evidence(store, all_evidence, None if all_evidence else (limit or x.max_items_per_run))
+    rows = load_evidence(store, all_evidence, None if all_evidence else (limit or x.max_items_per_run), scopes)
     report = ExtractionReport(evidence=len(rows))
     if not rows:
         return report
