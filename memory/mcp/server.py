@@ -23,7 +23,7 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import MiradorError
 from memory.mcp import tools as T
@@ -61,6 +61,7 @@ EvdId = _id("an evidence id (evd_…) from evidence_search or timeline")
 SrcId = _id("the memory id (mem_…) the edge starts at; it must be in your write scope")
 DstId = _id("the memory id (mem_…) the edge points to")
 AnyId = _id("a memory (mem_…), evidence (evd_…) or vault entry (vlt_…) id")
+RelId = _id("a relation id (rel_…) from memory_related or memory_chain")
 ScopeArg = Annotated[str | None, Field(min_length=1, max_length=200, description="narrow to one scope you may read, "
                                        "e.g. work/acme; omit for all your scopes (an empty string is refused)")]
 WriteScopeArg = Annotated[str | None, Field(min_length=1, max_length=200, description="the scope to store it in: your "
@@ -236,6 +237,7 @@ def _register_tools(mcp: FastMCP) -> None:
     _register_memory_writes(mcp)
     _register_evidence_tools(mcp)
     _register_relation_tools(mcp)
+    _register_peer_tools(mcp)
 
 
 def _register_memory_reads(mcp: FastMCP) -> None:
@@ -443,6 +445,160 @@ def _register_relation_tools(mcp: FastMCP) -> None:
         """
         return await _call(ctx, T.memory_relate, src=src, relation=relation, dst=dst, evidence=evidence,
                            confidence=confidence)
+
+
+# ---- evidence_add, memory_list, relation_remove, consolidate: their results have declared schemas --------
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")  # a field added later still reaches the client
+
+
+class EvidenceBrief(_Out):
+    id: str = Field(description="the new evidence id (evd_…)")
+    captured_at: str | None = Field(description="when it was seen or said, ISO 8601 UTC")
+    source: str = Field(description="always mcp for evidence added over MCP")
+    app: str | None = Field(description="the app it came from")
+    window: str | None = Field(description="the window or page title")
+    scope: str = Field(description="the scope it is stored in")
+    text: str = Field(description="the stored text, secrets replaced by [REDACTED:kind], cut to 400 characters")
+
+
+class EvidenceAdded(_Out):
+    created: EvidenceBrief
+    redactions: dict[str, int] = Field(description="secrets replaced before storing, per kind (e.g. aws_key)")
+    actor: str = Field(description="who the audit trail records as the writer")
+    hint: str
+
+
+class MemoryBrief(_Out):
+    id: str = Field(description="the memory id (mem_…)")
+    type: str
+    scope: str
+    title: str | None = None
+    text: str = Field(description="the memory's text, cut to 400 characters")
+    status: str | None = None
+    confidence: float | None = None
+    updated_at: str | None = Field(None, description="last change, ISO 8601 UTC")
+    evidence: int = Field(0, description="how many evidence rows it rests on")
+
+
+class MemoryPage(_Out):
+    scopes: list[str] = Field(description="the scopes listed")
+    types: list[str] | None = Field(description="the types listed; null: all but vault")
+    status: list[str] = Field(description="the statuses listed")
+    results: list[MemoryBrief] = Field(description="most recently changed first, then by id")
+    next_cursor: str | None = Field(description="pass as cursor for the next page; null when this is the last")
+    hint: str
+
+
+class RelationRemoved(_Out):
+    removed: dict[str, Any] = Field(description="the removed edge: id, src, relation, dst, provenance, confidence")
+    actor: str = Field(description="who the audit trail records as the remover")
+
+
+class PlanStep(_Out):
+    kind: str = Field(description="merge, provenance, supersede, decay, crystallise or archive")
+    action: str = Field(description="apply (done without asking) or 'propose to the person' (waits for review)")
+    scope: str
+    reason: str
+    target_id: str | None = None
+    other_id: str | None = None
+    text: str | None = Field(None, description="the text of a memory crystallise would create")
+
+
+class Consolidation(_Out):
+    dry_run: bool = Field(description="true: nothing was written, this is the plan")
+    pending_evidence: int = Field(description="evidence rows not yet extracted (in your scopes; after this call "
+                                  "when it ran)")
+    scopes: list[str] | None = Field(None, description="dry run: the scopes the plan covers")
+    would_extract: int | None = Field(None, description="dry run: evidence rows a run would extract now")
+    since: str | None = Field(None, description="dry run: changes after this time are consolidated")
+    until: str | None = Field(None, description="dry run: up to this time")
+    counts: dict[str, int] | None = Field(None, description="dry run: planned steps per kind:action")
+    steps: list[PlanStep] | None = Field(None, description="dry run: the planned steps (at most 100)")
+    steps_total: int | None = None
+    scope: str | None = Field(None, description="run: the write scope it ran in")
+    extraction: dict[str, Any] | None = Field(None, description="run: evidence read, memories created, "
+                                              "candidates, corroborated, skipped, engines used, memory_ids")
+    dream: dict[str, Any] | None = Field(None, description="run: dream steps applied and proposed, with the steps")
+    actor: str | None = None
+    hint: str
+
+
+def _register_peer_tools(mcp: FastMCP) -> None:
+    @mcp.tool(annotations=WRITE)
+    async def evidence_add(ctx: Context,
+                           text: Annotated[str, Field(min_length=1, max_length=T.EVIDENCE_MAX_CHARS,
+                                                      description="the raw text to keep as evidence: a note, a "
+                                                      "transcript, a page's text; secrets in it are redacted")],
+                           scope: WriteScopeArg = None,
+                           app: Annotated[str | None, Field(max_length=200, description="the app or source it came "
+                                                            "from, e.g. slack; omit for this client's name")] = None,
+                           window: Annotated[str | None, Field(max_length=500, description="a window, page or "
+                                                               "channel title; optional")] = None,
+                           captured_at: Annotated[str | None, Field(max_length=40, description="when it was seen or "
+                                                                    "said, ISO 8601 (local if no zone); omit for "
+                                                                    "now")] = None) -> EvidenceAdded:
+        """Keep raw text as evidence (source "mcp"), like captured screen text: searchable at once, and turned
+        into memories by extraction later.
+
+        Use for material the person shares that is not one distilled fact (a meeting's notes, a pasted thread);
+        for a single durable fact use memory_add. Secrets (keys, tokens, passwords, card numbers) are replaced
+        by [REDACTED:kind] before anything is stored. Needs a token with a write scope; stored in that scope
+        or the one you name below it.
+        """
+        return await _call(ctx, T.evidence_add, text=text, scope=scope, app=app, window=window,
+                           captured_at=captured_at)
+
+    @mcp.tool(annotations=READ)
+    async def memory_list(ctx: Context, scope: ScopeArg = None, types: RecallTypes = None,
+                          status: Annotated[list[Literal["active", "candidate", "superseded", "rejected"]] | None,
+                                            Field(max_length=4, description="only memories with these statuses; "
+                                                  "omit for active and candidate")] = None,
+                          limit: Annotated[int, Field(ge=1, le=100, description="at most this many memories per "
+                                                      "page")] = 20,
+                          cursor: Annotated[str | None, Field(min_length=1, max_length=500, description="next_cursor "
+                                                              "from the previous page (same filters); omit for the "
+                                                              "first page")] = None) -> MemoryPage:
+        """List the person's memories page by page, most recently changed first: browse without a query.
+
+        Filter by scope, types and status; pass next_cursor back as cursor for the next page (null: no more).
+        Use memory_search to find memories about something; this tool is for going through all of them.
+        """
+        return await _call(ctx, T.memory_list, scope=scope, types=types, status=status, limit=limit, cursor=cursor)
+
+    @mcp.tool(annotations=ERASE)
+    async def relation_remove(ctx: Context,
+                              id: RelId) -> RelationRemoved:
+        """Remove one relation between two memories (rel_… id), e.g. a BECAUSE that turned out wrong.
+
+        The memories stay. Needs a token whose write scope holds the relation's src memory. To record a
+        corrected link afterwards call memory_relate.
+        """
+        return await _call(ctx, T.relation_remove, id=id)
+
+    @mcp.tool(annotations=WRITE)
+    async def consolidate(ctx: Context,
+                          dry_run: Annotated[bool, Field(description="true: only return the plan (any token); "
+                                                         "false: run it (needs a write scope)")] = True,
+                          limit: Annotated[int, Field(ge=1, le=T.CONSOLIDATE_MAX_EVIDENCE, description="at most "
+                                                      "this many pending evidence rows to extract in this call")] = 20,
+                          scope: Annotated[str | None, Field(min_length=1, max_length=200, description="dry run: "
+                                                             "narrow the plan to one scope you may read; run: your "
+                                                             "write scope or one below it; omit for all your scopes "
+                                                             "(dry run) or your write scope (run)")] = None
+                          ) -> Consolidation:
+        """Consolidate memory now: extract memories from pending evidence, then a dream pass (merge duplicates,
+        supersede stale facts, crystallise repeated patterns).
+
+        dry_run=true (the default) changes nothing and shows the plan for your scopes: pending evidence and
+        the dream steps; any token may ask. dry_run=false needs a token with a write scope and works inside
+        it only: it extracts up to limit pending evidence rows (call again while pending_evidence > 0) and
+        applies the dream steps there. Merges and superseded facts become proposals the person reviews;
+        salience decay stays with Mirador's scheduled pass.
+        """
+        return await _call(ctx, T.consolidate, dry_run=dry_run, limit=limit, scope=scope)
 
 
 def _register_resources(mcp: FastMCP) -> None:

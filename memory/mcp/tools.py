@@ -520,6 +520,8 @@ def core_profile(store, p: Principal) -> str:
 
 
 def _kind(id_: str, hint: str) -> str:
+    if id_.startswith("rel_"):
+        raise InputError(f"{id_} is a relation id; call relation_remove to remove a relation")
     try:
         return kind_of(id_)
     except InputError:
@@ -529,3 +531,192 @@ def _kind(id_: str, hint: str) -> str:
 def _check_details(details: dict | None) -> None:
     if details is not None and len(json.dumps(details, default=str)) > MAX_DETAILS_CHARS:
         raise InputError(f"details is larger than {MAX_DETAILS_CHARS:,} characters as JSON; keep it to a few fields")
+
+
+# ---- what peers' servers offer too: adding evidence, paging memories, removing an edge, consolidating ----------
+
+EVIDENCE_MAX_CHARS = 100_000
+LIST_STATUSES = ["active", "candidate"]
+CONSOLIDATE_MAX_EVIDENCE = 100  # rows one consolidate call extracts: the LLM takes seconds per batch
+PLAN_MAX_STEPS = 100  # steps a consolidate result lists (counts cover them all)
+
+
+def evidence_add(store, p: Principal, text: str, scope: str | None = None, app: str | None = None,
+                 window: str | None = None, captured_at: str | None = None) -> dict:
+    """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does."""
+    from memory.redaction import Redactor
+
+    ws = write_scope(p, scope)
+    if not text.strip():
+        raise InputError("text is empty: send the text to keep as evidence (a note, a transcript, a page's text)")
+    at = parse_time(captured_at, "captured_at") if captured_at is not None else None
+    if at is not None and at > utcnow() + timedelta(minutes=5):
+        raise InputError(f"captured_at {captured_at!r} is in the future: send when the text was seen or said "
+                         "(ISO 8601), or omit it for now")
+    priv = store.config.privacy
+    redactor = Redactor(priv.redact_kinds, priv.redact)  # the person's redaction settings, as capture uses them
+    red = redactor.redact(text)
+    # A title or app name can quote a secret too (a window titled with a token); capture redacts both.
+    app_text = redactor.redact(app).text if app else p.name
+    window_text = redactor.redact(window).text if window else ""
+    row = store.add_evidence(red.text, actor=p.actor, source="mcp", app=app_text, window=window_text, scope=ws,
+                             captured_at=at, redactions=red.total)
+    out = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
+           "hint": "extraction turns it into memories later (consolidate runs it now); evidence_get reads it back"}
+    if red.total:
+        out["hint"] = (f"{red.total} secret(s) were replaced by [REDACTED:kind] markers before storing; "
+                       "secrets belong in the vault, which the person fills (`mirador add --type vault`)")
+    return out
+
+
+def _list_key(scopes: list[str], types: list[str] | None, statuses: list[str]) -> str:
+    import hashlib
+
+    basis = json.dumps([sorted(scopes), sorted(types or []), sorted(statuses)])
+    return hashlib.sha256(basis.encode()).hexdigest()[:12]
+
+
+_CURSOR_HELP = ("send next_cursor exactly as the previous memory_list call returned it, with the same scope, "
+                "types and status, or omit cursor to start from the most recently changed memory")
+
+
+def _encode_cursor(key: str, updated_at, id_: str) -> str:
+    import base64
+
+    raw = json.dumps({"k": key, "u": updated_at.isoformat(timespec="microseconds"), "i": id_})
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, key: str):
+    import base64
+    import binascii
+    from datetime import datetime
+
+    try:
+        raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        at, id_ = datetime.fromisoformat(raw["u"]), str(raw["i"])
+        if raw["k"] != key:
+            raise InputError(f"cursor belongs to a listing with other filters: {_CURSOR_HELP}")
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise InputError(f"cursor is not one memory_list returned: {_CURSOR_HELP}") from None
+    return at, id_
+
+
+def memory_list(store, p: Principal, scope: str | None = None, types: list[str] | None = None,
+                status: list[str] | None = None, limit: int = 20, cursor: str | None = None) -> dict:
+    """A page of the client's memories, most recently changed first (then by id), filtered; cursor pages on."""
+    from memory.store.filters import and_
+    from memory.store.rows import ts_literal
+
+    scopes = read_scopes(p, scope)
+    statuses = list(status) if status else list(LIST_STATUSES)
+    key = _list_key(scopes, types or None, statuses)
+    where = store.where("memory", scopes=scopes, types=types or None, statuses=statuses)
+    if cursor is not None:
+        at, last = _decode_cursor(cursor, key)
+        # Keyset paging: rows changed meanwhile move to the front and are not repeated on later pages.
+        where = and_(where, f"(updated_at < {ts_literal(at)} OR (updated_at = {ts_literal(at)} AND "
+                            f"id < {sql_literal(last)}))")
+    keys = store.scan(store.memories, where, ["id", "updated_at"]).to_pylist()
+    keys.sort(key=lambda r: (r["updated_at"], r["id"]), reverse=True)
+    page = keys[:limit]
+    rows = store.get_many("memory", [r["id"] for r in page], MEMORY_BRIEF_COLS)
+    results = []
+    for r in page:
+        if r["id"] in rows:
+            brief = _memory_brief(rows[r["id"]])
+            brief["updated_at"] = iso(r["updated_at"])
+            results.append(brief)
+    more = len(keys) > limit
+    return {"scopes": scopes, "types": types or None, "status": statuses, "results": results,
+            "next_cursor": _encode_cursor(key, page[-1]["updated_at"], page[-1]["id"]) if more else None,
+            "hint": "more memories: call memory_list again with cursor=next_cursor" if more
+            else ("that is all of them" if results else "no memories match these filters")}
+
+
+def relation_remove(store, p: Principal, id: str) -> dict:
+    """Remove the edge `id` (rel_…) whose src is in the client's write scope; audited as the client."""
+    from memory.graph.relations import remove_relation, table
+
+    ws = write_scope(p, None)
+    if not id.startswith("rel_") or len(id) <= 4:
+        raise InputError(f"{id!r} is not a relation id (rel_…): memory_related lists a memory's relations with "
+                         "their ids; memory_forget erases memories and evidence")
+    read = list(p.read)
+    where = f"id = {sql_literal(id)} AND {scope_filter(read, 'scope')} AND {scope_filter(read, 'dst_scope')}"
+    rows = store.rows(table(store), where, ["id", "scope"], 1)
+    if not rows:
+        raise NotFoundError(f"no relation {id} is visible to this client (it never existed, was removed, or an end "
+                            "is outside its scopes) — call memory_related on a memory to list its relations")
+    if not in_scopes(rows[0]["scope"], [ws]):
+        raise InputError(f"relation {id} starts at a memory in scope {rows[0]['scope']!r}; this client may remove "
+                         f"only relations whose src is in scope {ws!r} and below")
+    edge = remove_relation(store, id, actor=p.actor, scopes=read)
+    return {"removed": edge, "actor": p.actor}
+
+
+def _step(s) -> dict:
+    out = {"kind": s.kind, "action": "apply" if s.action == "apply" else "propose to the person",
+           "scope": s.scope, "reason": s.reason}
+    if s.target_id:
+        out["target_id"] = s.target_id
+    if s.other_id:
+        out["other_id"] = s.other_id
+    if s.ids:
+        out["ids"] = s.ids[:20]
+        out["count"] = len(s.ids)
+    if s.spec:
+        out["text"] = _snip(s.spec.get("text") or "", 200)
+    return out
+
+
+def _counts(steps) -> dict[str, int]:
+    out: Counter = Counter()
+    for s in steps:
+        out[f"{s.kind}:{s.action}"] += len(s.ids) if s.kind == "decay" else 1
+    return dict(out)
+
+
+def consolidate(store, p: Principal, dry_run: bool = True, limit: int = 20, scope: str | None = None) -> dict:
+    """Dry run: what extraction and a dream pass would do in the client's read scopes (or `scope`). Otherwise
+    extract up to `limit` pending evidence rows of the client's write scope (or `scope` below it) and apply
+    the dream steps inside it."""
+    from memory.consolidation.dream import apply_steps, plan_dream
+    from memory.store.filters import and_
+
+    limit = max(1, min(limit, CONSOLIDATE_MAX_EVIDENCE))
+    if dry_run:
+        scopes = read_scopes(p, scope)
+        pending = store.evidence.count_rows(and_("extracted_at IS NULL", scope_filter(scopes)))
+        plan = plan_dream(store)
+        steps = [s for s in plan.steps if in_scopes(s.scope, scopes)]
+        return {"dry_run": True, "scopes": scopes, "pending_evidence": pending,
+                "would_extract": min(pending, limit), "since": plan.since, "until": plan.until,
+                "counts": _counts(steps), "steps": [_step(s) for s in steps[:PLAN_MAX_STEPS]],
+                "steps_total": len(steps),
+                "hint": "nothing was written; consolidate with dry_run=false (a token with a write scope) runs "
+                        "extraction and the steps in that scope (decay stays with the scheduled pass)"}
+    ws = write_scope(p, scope)
+    from memory.consolidation.extraction import make_extractor, run_extraction
+    from memory.store.audit import audit_row
+
+    report = run_extraction(store, extractor=make_extractor(store), limit=limit, scopes=[ws])
+    plan = plan_dream(store)
+    # Decay is time-based housekeeping of every scope; the scheduled pass does it once per interval.
+    steps = [s for s in plan.steps if s.kind != "decay" and in_scopes(s.scope, [ws])]
+    applied, proposed = apply_steps(store, steps)
+    left = store.evidence.count_rows(and_("extracted_at IS NULL", scope_filter([ws])))
+    extraction = {"evidence": report.evidence, "created": report.created, "candidates": report.candidates,
+                  "corroborated": report.corroborated, "superseded": report.superseded,
+                  "relations": report.relations, "skipped": report.skipped, "engines": report.engines,
+                  "memory_ids": report.memory_ids[:50]}
+    store.write_audit([audit_row(p.actor, "consolidate", "memory", f"scope:{ws}", ws,
+                                 after={"extracted": report.evidence, "memory_ids": report.memory_ids[:50],
+                                        "applied": applied, "proposed": proposed})])
+    return {"dry_run": False, "scope": ws, "extraction": extraction, "pending_evidence": left,
+            "dream": {"applied": applied, "proposed": proposed, "counts": _counts(steps),
+                      "steps": [_step(s) for s in steps[:PLAN_MAX_STEPS]]},
+            "actor": p.actor,
+            "hint": (f"{left} evidence rows still wait; call consolidate again" if left else
+                     "done; proposals (merges, superseded facts) wait for the person to accept or dismiss "
+                     "in Mirador's review")}

@@ -20,13 +20,17 @@ PRINCIPALS = {
     "other": make_principal("outsider", ["personal"], "personal"),
 }
 READ_TOOLS = {"memory_search", "memory_recall", "memory_get", "evidence_search", "evidence_get", "timeline", "status",
-              "memory_related", "memory_chain"}
-WRITE_TOOLS = {"memory_add", "memory_update", "memory_forget", "memory_relate", "memory_reinforce"}
+              "memory_related", "memory_chain", "memory_list"}
+WRITE_TOOLS = {"memory_add", "memory_update", "memory_forget", "memory_relate", "memory_reinforce", "evidence_add",
+               "relation_remove", "consolidate"}
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 
 
 @pytest.fixture
 def seeded(store):
     from memory.graph.relations import add_relation
+
+    store.config.extraction.engine = "rules"  # consolidate runs extraction; no LLM in tests
 
     ids = {
         "a": store.add_memory("The billing service retries webhooks three times", scope="work")["id"],
@@ -37,7 +41,7 @@ def seeded(store):
         "personal": store.add_memory(f"My {MARK} passport is in the drawer", scope="personal")["id"],
         "pev": store.add_evidence(f"{MARK} chat about holidays", app="signal-desktop", scope="personal")["id"],
     }
-    add_relation(store, ids["a"], "BECAUSE", ids["b"], actor="person")
+    ids["rel"] = add_relation(store, ids["a"], "BECAUSE", ids["b"], actor="person")["id"]
     return ids
 
 
@@ -52,6 +56,7 @@ def read_calls(ids: dict) -> dict:
         "status": {},
         "memory_related": {"id": ids["a"]},
         "memory_chain": {"id": ids["a"]},
+        "memory_list": {"types": ["semantic"]},
     }
 
 
@@ -62,6 +67,9 @@ def write_calls(ids: dict) -> dict:
         "memory_forget": {"ids": [ids["c"]]},
         "memory_relate": {"src": ids["b"], "relation": "TRIGGERED", "dst": ids["a"]},
         "memory_reinforce": {"ids": [ids["a"]]},
+        "evidence_add": {"text": f"billing deploy key {AWS_KEY}", "app": "kitty", "scope": "work"},
+        "relation_remove": {"id": ids["rel"]},
+        "consolidate": {"dry_run": False, "scope": "work"},
     }
 
 
@@ -103,6 +111,8 @@ def test_readers_read_their_scope_and_nothing_else(store, seeded, who):
         for secret in (MARK, seeded["personal"], seeded["pev"], "signal-desktop", "sk-very-secret"):
             assert secret not in text, f"{name} leaked {secret!r}"
     assert seeded["a"] in body(out["memory_search"]) and seeded["evd"] in body(out["evidence_search"])
+    listed = [r["id"] for r in json.loads(out["memory_list"].content[0].text)["results"]]
+    assert set(listed) == {seeded["a"], seeded["b"], seeded["c"]}
     assert seeded["b"] in body(out["memory_related"])
     st = json.loads(out["status"].content[0].text)
     assert st["visible"] == {"memories": 3, "evidence": 1, "vault_entries": 1}
@@ -151,3 +161,19 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
     assert store.memories.count_rows("text = 'Billing alerts go to #billing-oncall' AND scope = 'work'") == 1
     actors = {r["actor"] for r in store.rows(store.audit, "actor LIKE 'mcp:%'", ["actor"], None)}
     assert actors == {"mcp:writer"}
+    added = store.rows(store.evidence, "source = 'mcp'", ["text", "scope"], None)
+    assert added == [{"text": "billing deploy key [REDACTED:aws_key]", "scope": "work"}]
+    assert store.relations.count_rows(f"id = '{seeded['rel']}'") == 0
+    assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'personal'") == 1  # only its own scope
+    assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'work'") == 0
+
+
+@pytest.mark.parametrize("who", ["none", "read_only", "read_write", "other"])
+def test_consolidate_dry_run_is_a_read_for_any_token(store, seeded, who):
+    before = snapshot(store)
+    out = run_all(store, PRINCIPALS[who], {"consolidate": {}})["consolidate"]
+    assert not out.isError, out.content[0].text
+    plan = json.loads(out.content[0].text)
+    assert plan["dry_run"] is True and plan["scopes"] == list(PRINCIPALS[who].read)
+    assert plan["pending_evidence"] == {"none": 0, "read_only": 1, "read_write": 1, "other": 1}[who]
+    assert snapshot(store) == before
