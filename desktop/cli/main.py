@@ -8,9 +8,12 @@ one line and an exit code. tests/desktop/test_cli_contract.py walks the contract
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
+import os
 import sys
+import threading
 from importlib.metadata import PackageNotFoundError, version
 
 from memory.errors import MiradorError
@@ -81,7 +84,70 @@ def _list_in_help_order(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `mirador` console script; returns the exit code."""
+    """Entry point of the `mirador` console script.
+
+    With `argv` (tests, in-process callers) it returns the exit code. Without it, it is the process's entry
+    point (console script, `python -m desktop.cli.main`, the installer's executable) and ends the process
+    with that code itself: see `_leave`.
+    """
+    if argv is not None:
+        return _dispatch(argv)
+    try:
+        code = _dispatch(None)
+    except SystemExit as e:  # argparse (--help, --version, usage errors) and any handler that exits
+        code = _exit_status(e)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # -v re-raises the unexpected error: show its traceback as the interpreter would
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    _leave(code)
+    return code  # not reached
+
+
+def _exit_status(e: SystemExit) -> int:
+    # What the interpreter makes of `sys.exit(x)`: None is 0, an int is itself, anything else is printed.
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _leave(code: int) -> None:
+    """End the process with `code` after what a normal exit runs, but without interpreter finalization.
+
+    LanceDB's native threads (a scanner's, its async runtime's) can still be releasing the GIL while the
+    interpreter finalizes, and CPython then aborts the process (SIGABRT, "PyGILState_Release: thread
+    state ... must be current when releasing"; lance-format/lance#4152) after the command has printed its
+    answer. So everything an ordinary exit does before finalizing is done here, in the same order: join
+    non-daemon threads (and run threading's exit hooks, which stop executors), run atexit handlers (log
+    handlers flush and close, multiprocessing stops its daemon children such as the LLM worker,
+    weakref.finalize callbacks stop the tesseract worker, temporary directories go), flush stdio; then
+    os._exit. Only the process entry point may do this, never library code.
+    """
+    try:
+        threading._shutdown()  # what Py_Finalize calls first; private, hence the fallback below
+    except Exception:
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing more can reach it
+            if code == 0 and stream is sys.stdout:
+                code = 1
+    os._exit(code)
+
+
+def _dispatch(argv: list[str] | None) -> int:
+    """Parse, run the command, and turn its errors into one line and an exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
@@ -96,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError as e:
+        if _stdout_gone():
+            return _stdout_closed()
+        print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
+        return 1
     except Exception as e:  # last line of defence: one line, not a traceback, for the person
         from models.locate import ModelNotFound
 
@@ -107,6 +178,32 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "verbose", False):
             raise
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader went away (a broken pipe elsewhere, e.g. to a child process, is a real error)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() (Windows) or no real stdout: trust the error
+        return True
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`mirador status | head -1`): stop quietly, exit 1.
+
+    Python docs, "Note on SIGPIPE": point stdout at devnull so that no later flush (at exit) raises again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
+        pass
+    return 1
 
 
 if __name__ == "__main__":
