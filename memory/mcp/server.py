@@ -39,7 +39,9 @@ INSTRUCTIONS = (
     "up with memory_search or evidence_search; use timeline for 'what was I doing between X and Y'. Store "
     "durable facts, preferences and procedures with memory_add (short, one fact each). After answering, "
     "call memory_reinforce with the ids of the memories your answer used (tokens with a write scope). Ids start with mem_, "
-    "evd_ or vlt_; get them from search results. The core profile is the resource " + PROFILE_URI + "."
+    "evd_, vlt_ or rel_ (relations); get them from search results. memory_list pages through memories without a "
+    "query; evidence_add keeps raw text the person shares (secrets redacted). The core profile is the resource "
+    + PROFILE_URI + "."
 )
 
 MemType = Literal["episodic", "semantic", "procedural", "resource", "core", "vault"]
