@@ -20,7 +20,7 @@ import pytest
 
 from tests.memory.mcp_support import INIT, ROOT, env_for
 
-RUNS = int(os.environ.get("MIRADOR_EXIT_RUNS", "16"))
+RUNS = int(os.environ.get("MIRADOR_EXIT_RUNS", "12"))
 CLI = [sys.executable, "-m", "desktop.cli.main"]
 
 
