@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is not None:
         return _dispatch(argv)
     try:
-        code = _dispatch(None)
+        code = _exit_status(SystemExit(_dispatch(None)))  # as sys.exit would read a handler's return value
     except SystemExit as e:  # argparse (--help, --version, usage errors) and any handler that exits
         code = _exit_status(e)
     except KeyboardInterrupt:

@@ -137,3 +137,19 @@ def test_stdio_server_exits_zero_when_the_client_closes(home):
         if proc.poll() is None:
             proc.kill()
     assert "result" in replies[2], replies
+
+
+def test_status_is_read_as_sys_exit_reads_it(mirador_home):
+    """A handler returning None exits 0; `sys.exit("message")` prints it and exits 1; an int is itself."""
+    script = ("import sys\nimport desktop.cli.main as m\nwhat = sys.argv[1]\n"
+              "def dispatch(_argv):\n"
+              "    if what == 'none':\n        return None\n"
+              "    if what == 'text':\n        sys.exit('stopped: why')\n"
+              "    return 2\n"
+              "m._dispatch = dispatch\nm.main()\n")
+    got = {}
+    for what in ("none", "text", "int"):
+        p = subprocess.run([sys.executable, "-c", script, what], cwd=ROOT, env=env_for(mirador_home),
+                           capture_output=True, text=True, timeout=120)
+        got[what] = (p.returncode, p.stderr.strip())
+    assert got == {"none": (0, ""), "text": (1, "stopped: why"), "int": (2, "")}
