@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.store.fingerprint import fingerprint
 from memory.store.indexes import ensure_fts
 from memory.store.lifecycle import memories_forgotten
-from memory.store.rows import kind_of, sql_id_list
+from memory.store.rows import PREFIX, kind_of, sql_id_list, to_arrow
+from memory.types import Status
 
 log = logging.getLogger(__name__)
 
@@ -54,22 +56,179 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     return _erase(store, found, actor, purge_now)
 
 
-def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
-                 until: datetime | None = None, actor: str = "person", purge_now: bool = True) -> dict:
-    """Bulk forget: everything in a scope (and below), all evidence from an app, or a time range."""
+@dataclass
+class ForgetPlan:
+    """What a bulk forget will do, worked out before anything is erased (the confirmation states it).
+
+    evidence: the captured rows that match; memories: rows erased with them (derived only from that
+    evidence, or, for a scope delete, everything in the scope); review: memories that also rest on
+    other evidence, which lose the erased ids from their provenance and go to review; vault: entries
+    erased (only by a scope delete); frames: frame files on disk that go with the evidence."""
+
+    evidence: list[dict] = field(default_factory=list)
+    memories: list[dict] = field(default_factory=list)
+    review: list[dict] = field(default_factory=list)
+    vault: list[dict] = field(default_factory=list)
+    frames: int = 0
+    scope_only: bool = False
+
+    def counts(self) -> dict[str, int]:
+        return {"evidence": len(self.evidence), "frames": self.frames, "memories": len(self.memories),
+                "review": len(self.review), "vault": len(self.vault)}
+
+    def empty(self) -> bool:
+        return not (self.evidence or self.memories or self.review or self.vault)
+
+    def describe(self) -> str:
+        """One plain sentence (or two) of what will be erased, with counts."""
+        if self.empty():
+            return "Nothing matches: nothing will be erased."
+        parts = [_n(len(self.evidence), "captured row") + " (screen text, transcripts, notes)"]
+        parts.append(_n(self.frames, "frame image"))
+        if self.scope_only:
+            parts.append(_n(len(self.memories), "memory", "memories") + " and "
+                         + _n(len(self.vault), "vault entry", "vault entries") + " in the scope")
+        else:
+            parts.append(_n(len(self.memories), "memory", "memories") + " derived only from them")
+        text = "Erases " + ", ".join(parts) + "."
+        if self.review:
+            text += (f" {_n(len(self.review), 'memory', 'memories')} that also rest on other evidence "
+                     "lose these sources and go to review.")
+        if not self.scope_only:
+            text += " Memories you wrote yourself and vault entries are kept."
+        return text
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def plan_forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+                      until: datetime | None = None) -> ForgetPlan:
+    """What `forget_where` with the same filters would erase and send to review; changes nothing.
+
+    An evidence delete (an app and/or a time range, optionally within a scope) takes the matching
+    evidence and the memories derived only from it; memories that also rest on other evidence that
+    survives go to review; memories without evidence provenance (written by hand) and vault entries
+    are never touched. A scope alone takes everything in the scope, as well as memories elsewhere
+    derived only from its evidence."""
     if not (scope or app or since or until):
         raise InputError("bulk forget needs --scope, --app, --since or --until; refusing to erase everything")
-    found: dict[str, list[dict]] = {}
     scopes = [validate_scope(scope)] if scope else None
+    scope_only = not (app or since or until)
+    plan = ForgetPlan(scope_only=scope_only)
     ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    found["evidence"] = store.rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
-    if not app:  # memories and vault entries have no app; an app filter targets captured evidence
-        mem_where = store.where("memory", scopes=scopes, statuses=[], since=since, until=until)
-        found["memory"] = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
-        v_where = store.where("vault", scopes=scopes, since=since, until=until)
-        found["vault"] = store.rows(store.vault, v_where, _KIND_COLS["vault"][1], limit=None)
-    found = {k: v for k, v in found.items() if v}
-    return _erase(store, found, actor, purge_now)
+    plan.evidence = store.rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
+    if scope_only:  # memories and vault entries carry a scope, not an app or a capture time
+        mem_where = store.where("memory", scopes=scopes, statuses=[])
+        plan.memories = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        plan.vault = store.rows(store.vault, store.where("vault", scopes=scopes), _KIND_COLS["vault"][1], limit=None)
+    erase, review = _derived_from(store, {r["id"] for r in plan.evidence}, {m["id"] for m in plan.memories})
+    plan.memories += erase
+    plan.review = review
+    paths = {r["frame_path"] for r in plan.evidence if r.get("frame_path")}
+    plan.frames = sum(1 for p in paths if _frame_file(store.home, p) is not None)
+    return plan
+
+
+def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], list[dict]]:
+    """Memories whose provenance names evidence in `gone` (their provenance column or the derivations
+    ledger), split into those resting only on it (erase) and those with surviving evidence too (review).
+    Memories already in `erased` are left out."""
+    if not gone:
+        return [], []
+    ids = sorted(gone)
+    cols = _KIND_COLS["memory"][1] + ["status", "provenance"]
+    hits: dict[str, dict] = {}
+    ledger: dict[str, set[str]] = {}
+    has_ledger = T.DERIVATIONS in store.db.table_names()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        listed = sql_id_list(chunk)[1:-1]  # "'a', 'b'"
+        for r in store.rows(store.memories, f"array_has_any(provenance, make_array({listed}))", cols, limit=None):
+            hits[r["id"]] = r
+        if has_ledger:
+            for d in store.rows(store.table(T.DERIVATIONS), f"evidence_id IN {sql_id_list(chunk)}",
+                                ["memory_id", "evidence_id"], limit=None):
+                ledger.setdefault(d["memory_id"], set()).add(d["evidence_id"])
+    missing = sorted(set(ledger) - set(hits))
+    for start in range(0, len(missing), 500):
+        for r in store.rows(store.memories, f"id IN {sql_id_list(missing[start:start + 500])}", cols, limit=None):
+            hits[r["id"]] = r
+    hits = {k: v for k, v in hits.items() if k not in erased}
+    # Evidence ids named besides the erased ones: they count only while that evidence still exists.
+    others = {e for r in hits.values() for e in (r["provenance"] or []) if e not in gone}
+    live = _existing_evidence(store, others)
+    erase, review = [], []
+    for r in hits.values():
+        rest = [e for e in (r["provenance"] or []) if e not in gone]
+        if any(e in live or not e.startswith(PREFIX["evidence"]) for e in rest):
+            review.append(r)
+        else:
+            erase.append({k: r[k] for k in _KIND_COLS["memory"][1]})
+    return erase, review
+
+
+def _existing_evidence(store, ids: set[str]) -> set[str]:
+    ev = sorted(e for e in ids if e.startswith(PREFIX["evidence"]))
+    found: set[str] = set()
+    for start in range(0, len(ev), 500):
+        chunk = ev[start:start + 500]
+        found |= {r["id"] for r in store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", ["id"], limit=len(chunk))}
+    return found
+
+
+def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+                 until: datetime | None = None, actor: str = "person", purge_now: bool = True) -> dict:
+    """Bulk forget (see plan_forget_where for what goes): everything in a scope (and below), or the
+    evidence from an app and/or a time range with the memories derived only from it."""
+    if actor in ACTORS_AUTOMATED:
+        raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
+    plan = plan_forget_where(store, scope=scope, app=app, since=since, until=until)
+    # Review first: should we stop part-way, no memory still cites evidence that is gone.
+    reviewed = _send_to_review(store, plan.review, {r["id"] for r in plan.evidence}, actor)
+    found = {"evidence": plan.evidence, "memory": plan.memories, "vault": plan.vault}
+    result = _erase(store, {k: v for k, v in found.items() if v}, actor, purge_now)
+    result["reviewed"] = reviewed
+    return result
+
+
+def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
+    """Drop the erased evidence ids from these memories' provenance; an active one becomes a candidate
+    again (the person decides whether it still holds). Superseded and rejected ones keep their status."""
+    if not rows:
+        return 0
+    now = utcnow()
+    full = []
+    audits = []
+    for start in range(0, len(rows), 500):
+        chunk = sql_id_list([r["id"] for r in rows[start:start + 500]])
+        full += store.rows(store.memories, f"id IN {chunk}", T.MEMORY_COLS + ["vector"], limit=None)
+    for r in full:
+        before = {"status": r["status"], "provenance": list(r["provenance"] or [])}
+        r["provenance"] = [e for e in before["provenance"] if e not in gone]
+        if r["status"] == Status.ACTIVE.value:
+            r["status"] = Status.CANDIDATE.value
+        r["updated_at"] = now
+        audits.append(audit_row(actor, "update", "memory", r["id"], r["scope"], before,
+                                {"status": r["status"], "provenance": r["provenance"]}))
+    data = to_arrow(full, store.memories.schema)
+    store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
+                 .when_not_matched_insert_all().execute(data))
+    store.write_audit(audits)
+    store.reader.forget_cached()
+    return len(full)
+
+
+def _frame_file(home: Path, path: str) -> Path | None:
+    p = Path(path)
+    if not p.is_absolute():
+        p = home / p
+    try:
+        p.resolve().relative_to(home.resolve())
+    except ValueError:
+        return None
+    return p if p.exists() else None
 
 
 def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> dict:

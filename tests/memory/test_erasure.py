@@ -128,3 +128,140 @@ def test_purge_after_a_forget_rebuilds_only_the_tables_it_changed(store, mirador
     forget(store, [ev["id"]])
     assert set(rebuilt) == {"evidence"}
     assert files_containing(mirador_home, "zanzibar-quokka-7731") == []
+
+
+# ---- evidence deletes: the provenance cascade (issue 30) -------------------------------------------
+
+def _last_hour():
+    from memory.store.audit import utcnow
+
+    return utcnow() - timedelta(hours=1)
+
+
+def test_last_hour_delete_keeps_hand_written_memories_and_the_vault(store, mirador_home):
+    from memory.store.erasure import plan_forget_where
+
+    checklist = store.add_memory("Release checklist: tag, build, sign, upload", scope="work")
+    dentist = store.add_memory("Dentist appointment Tuesday 3pm", type="episodic", scope="personal")
+    secret = store.add_memory("Staging database password", type="vault", value="hunter2-vault", scope="work")
+    ev = store.add_evidence(f"terminal shows {PHRASE}", source="screen", app="xterm")
+    derived = store.add_memory(f"The {PHRASE} is planned", provenance=[ev["id"]], origin="extractor",
+                               status="candidate")
+    before = store.memories.count_rows()
+
+    plan = plan_forget_where(store, since=_last_hour())
+    assert plan.counts() == {"evidence": 1, "frames": 0, "memories": 1, "review": 0, "vault": 0}
+    assert store.memories.count_rows() == before, "a plan changes nothing"
+    assert "1 memory derived only from them" in plan.describe()
+    assert "vault entries are kept" in plan.describe()
+
+    r = forget_where(store, since=_last_hour())
+    assert r["by_kind"] == {"evidence": 1, "memory": 1} and r["reviewed"] == 0
+    assert store.get(checklist["id"])["text"] == checklist["text"]
+    assert store.get(dentist["id"])["text"] == dentist["text"]
+    assert store.reveal(secret["id"]) == "hunter2-vault"
+    with pytest.raises(NotFoundError):
+        store.get(derived["id"])
+    assert files_containing(mirador_home, "zanzibar-quokka-7731") == []
+
+
+def test_app_delete_leaves_no_memory_derived_only_from_it_and_blocks_re_extraction(store, mirador_home):
+    from memory.consolidation.extraction import Extractor, run_extraction
+    from tests.memory.test_extraction import FakeLLM, mem
+
+    slack = "Slack: we agreed the quokka-harbour launch moves to Friday"
+    store.add_evidence(slack, source="screen", app="Slack")
+    run_extraction(store, extractor=Extractor(llm=FakeLLM([mem("semantic", "launch date",
+                                                                "The quokka-harbour launch moves to Friday.")]),
+                                              engine="llm"))
+    code = store.add_evidence("Code: the build uses Python 3.11", source="screen", app="Code")
+    run_extraction(store, extractor=Extractor(llm=FakeLLM([mem("semantic", "python", "The build uses Python 3.11.")]),
+                                              engine="llm"))
+    hand = store.add_memory("Call the quokka-harbour venue about parking")  # hand-made: no provenance
+    mems = store.list("memory", statuses=[])
+    assert len(mems) == 3 and any("Friday" in m["text"] for m in mems)
+
+    r = forget_where(store, app="Slack")
+    assert r["by_kind"] == {"evidence": 1, "memory": 1}
+    left = store.list("memory", statuses=[])
+    assert {m["text"] for m in left} == {"The build uses Python 3.11.", hand["text"]}
+    assert [m["provenance"] for m in left if m["text"].startswith("The build")] == [[code["id"]]]
+    assert files_containing(mirador_home, "moves to Friday") == []
+    # The same message captured again is not turned back into the memory the person erased.
+    store.add_evidence(slack, source="screen", app="Slack")
+    report = run_extraction(store, extractor=Extractor(
+        llm=FakeLLM([mem("semantic", "launch date", "The quokka-harbour launch moves to Friday.")]), engine="llm"))
+    assert report.skip_reasons.get("the person deleted this memory", 0) == 1
+    assert not [m for m in store.list("memory", statuses=[]) if "Friday" in m["text"]]
+
+
+def test_memory_resting_on_other_evidence_loses_the_deleted_source_and_goes_to_review(store, mirador_home):
+    from memory.store.erasure import plan_forget_where
+
+    a = store.add_evidence("Slack: the standup moves to 9:30", source="screen", app="Slack")
+    b = store.add_evidence("Calendar: standup 9:30 daily", source="screen", app="Calendar")
+    both = store.add_memory("The standup is at 9:30", provenance=[a["id"], b["id"]], origin="extractor")
+    # Provenance naming evidence that no longer exists does not keep a memory alive.
+    stale = store.add_memory("The standup room is Kestrel", provenance=[a["id"], "evd_000000000000000000000000"],
+                             origin="extractor")
+    assert store.get(both["id"])["status"] == "active"
+
+    plan = plan_forget_where(store, app="Slack")
+    assert plan.counts() == {"evidence": 1, "frames": 0, "memories": 1, "review": 1, "vault": 0}
+    assert "1 memory that also rest on other evidence" in plan.describe()
+    r = forget_where(store, app="Slack", actor="mcp:claude")
+    assert r["reviewed"] == 1 and r["by_kind"] == {"evidence": 1, "memory": 1}
+    kept = store.get(both["id"])
+    assert kept["status"] == "candidate" and kept["provenance"] == [b["id"]]
+    with pytest.raises(NotFoundError):
+        store.get(stale["id"])
+    audit = [x for x in store.audit.to_arrow().to_pylist() if x["entity_id"] == both["id"]]
+    assert audit[-1]["actor"] == "mcp:claude" and a["id"] not in audit[-1]["after"]
+    assert store.get(b["id"])["text"] == b["text"]
+    assert files_containing(mirador_home, "moves to 9:30") == []
+
+
+def test_evidence_delete_within_a_scope_leaves_other_scopes_alone(store):
+    w = store.add_evidence("Slack work note falconqx", source="screen", app="Slack", scope="work")
+    p = store.add_evidence("Slack family note heronqx", source="screen", app="Slack", scope="personal")
+    mw = store.add_memory("falconqx memory", provenance=[w["id"]], scope="work", origin="extractor")
+    mp = store.add_memory("heronqx memory", provenance=[p["id"]], scope="personal", origin="extractor")
+    r = forget_where(store, app="Slack", scope="work")
+    assert r["by_kind"] == {"evidence": 1, "memory": 1}
+    assert store.get(p["id"]) and store.get(mp["id"])
+    with pytest.raises(NotFoundError):
+        store.get(mw["id"])
+
+
+def test_scope_delete_still_erases_memories_vault_and_evidence_in_the_scope(store):
+    from memory.store.erasure import plan_forget_where
+
+    store.add_memory("work note ospreyqx", scope="work")
+    store.add_memory("Work VPN", type="vault", value="s3cret", scope="work")
+    store.add_evidence("work screen ospreyqx", source="screen", app="Code", scope="work")
+    keep = store.add_memory("Home vault", type="vault", value="kept", scope="personal")
+    plan = plan_forget_where(store, scope="work")
+    assert plan.counts() == {"evidence": 1, "frames": 0, "memories": 1, "review": 0, "vault": 1}
+    assert "1 vault entry in the scope" in plan.describe()
+    r = forget_where(store, scope="work")
+    assert r["by_kind"] == {"evidence": 1, "memory": 1, "vault": 1}
+    assert store.reveal(keep["id"]) == "kept"
+
+
+def test_evidence_delete_counts_frames_and_refuses_bad_requests(store, mirador_home):
+    from memory.errors import InputError
+    from memory.store.erasure import plan_forget_where
+
+    frames = mirador_home / "frames"
+    frames.mkdir()
+    f = frames / "f2.webp"
+    f.write_bytes(b"RIFF")
+    store.add_evidence("screen with a frame", source="screen", app="xterm", frame_path=str(f))
+    assert plan_forget_where(store, app="xterm").frames == 1
+    assert plan_forget_where(store, app="NoSuchApp").describe() == "Nothing matches: nothing will be erased."
+    with pytest.raises(InputError, match="refusing to erase everything"):
+        plan_forget_where(store)
+    with pytest.raises(InputError, match="may not delete"):
+        forget_where(store, app="xterm", actor="extractor")
+    assert f.exists()
+    assert forget_where(store, app="xterm")["frames_removed"] == 1 and not f.exists()
