@@ -58,11 +58,14 @@ def register(cmd, as_json, scope) -> None:
 
     sp = cmd("delete", cmd_delete, "erase rows for good (tombstone + purge of old versions)")
     sp.add_argument("ids", nargs="*")
-    sp.add_argument("--scope", help="bulk: everything in this scope and below")
-    sp.add_argument("--app", help="bulk: all evidence captured from this app")
-    sp.add_argument("--since", help="bulk: from this ISO time")
-    sp.add_argument("--until", help="bulk: before this ISO time")
-    sp.add_argument("--yes", action="store_true", help="confirm a bulk delete")
+    sp.add_argument("--scope", help="bulk: everything in this scope and below (memories, vault, evidence); with "
+                                    "--app/--since/--until, only the evidence in it")
+    sp.add_argument("--app", help="bulk: all evidence captured from this app, with the memories derived only from it")
+    sp.add_argument("--since", help="bulk: evidence captured from this ISO time (memories you wrote and the vault "
+                                    "are kept)")
+    sp.add_argument("--until", help="bulk: evidence captured before this ISO time")
+    sp.add_argument("--yes", action="store_true",
+                    help="confirm a bulk delete (without it, say what would be erased and erase nothing)")
     as_json(sp)
 
     sp = cmd("list", cmd_list, "list memories (newest first), or --evidence / --vault")
@@ -167,7 +170,7 @@ def cmd_edit(a) -> int:
 
 def cmd_delete(a) -> int:
     """Erase rows by id, or in bulk by scope/app/time (with --yes)."""
-    from memory.store.erasure import forget, forget_where
+    from memory.store.erasure import forget, forget_where, plan_forget_where
     from memory.store.rows import parse_time
 
     store = open_store()
@@ -177,16 +180,23 @@ def cmd_delete(a) -> int:
     if a.ids:
         result = forget(store, a.ids)
     elif bulk:
+        where = dict(scope=a.scope, app=a.app, since=parse_time(a.since, "--since"),
+                     until=parse_time(a.until, "--until"))
         if not a.yes:
-            raise InputError("bulk delete erases for good; repeat with --yes to confirm")
-        result = forget_where(store, scope=a.scope, app=a.app, since=parse_time(a.since, "--since"),
-                              until=parse_time(a.until, "--until"))
+            plan = plan_forget_where(store, **where)
+            raise InputError(f"bulk delete erases for good. {plan.describe()} Nothing was erased yet: "
+                             "repeat with --yes to confirm")
+        result = forget_where(store, **where)
     else:
         raise InputError("nothing to delete: give an id, or --scope/--app/--since/--until with --yes")
     if a.json:
         emit_json(result)
     else:
-        print(f"erased {result['deleted']} row(s); {result['frames_removed']} frame file(s) removed")
+        reviewed = result.get("reviewed", 0)
+        line = f"erased {result['deleted']} row(s); {result['frames_removed']} frame file(s) removed"
+        if reviewed:
+            line += f"; {reviewed} memory(ies) that also rest on other evidence sent to review"
+        print(line)
     return 0
 
 

@@ -162,3 +162,23 @@ def test_import_does_not_resurrect_forgotten_rows(capsys, tmp_path):
     assert res["imported"] == 0 and res["skipped_forgotten"] == 1 and res["skipped_existing"] == 1
     ids = [r["id"] for r in jrun(capsys, "list", "--json")]
     assert ids == [keep]
+
+
+def test_delete_last_hour_states_what_goes_and_keeps_hand_written_memories_and_the_vault(capsys, monkeypatch,
+                                                                                         mirador_home):
+    from datetime import datetime, timedelta, timezone
+
+    note = run(capsys, "add", "Dentist appointment Tuesday 3pm")[1].strip()
+    secret = run(capsys, "add", "Home wifi", "--type", "vault", "--value-stdin", stdin="wifi-pass-9\n",
+                 monkeypatch=monkeypatch)[1].strip()
+    run(capsys, "evidence", "add", "slack says heron-lantern-42 ships", "--app", "Slack")
+    since = (datetime.now(timezone.utc) - timedelta(hours=1)).isoformat()
+    code, _, err = run(capsys, "delete", "--since", since)
+    assert code == 2 and err.count("\n") == 1
+    assert "1 captured row" in err and "0 memories derived only from them" in err and "--yes" in err
+    assert "vault entries are kept" in err
+    code, out, _ = run(capsys, "delete", "--since", since, "--yes")
+    assert code == 0 and out.startswith("erased 1 row(s)")
+    assert jrun(capsys, "show", note, "--json")["text"] == "Dentist appointment Tuesday 3pm"
+    assert jrun(capsys, "show", secret, "--reveal", "--json")["value"] == "wifi-pass-9"
+    assert files_containing(mirador_home, "heron-lantern-42") == []
