@@ -1,4 +1,5 @@
-"""Evidence timeline: what was captured, by day and app, with thumbnails; delete a time range or an app."""
+"""Evidence timeline: what was captured, by day and app, with thumbnails; delete a time range, a day or an app
+(memory/store/erasure.py: the evidence and the memories derived only from it; the dialog says what goes first)."""
 
 from __future__ import annotations
 
@@ -128,12 +129,34 @@ class EvidenceTimeline(QMainWindow):
 
     # ---- deleting -----------------------------------------------------------------------------
 
-    def _confirm(self, what: str) -> bool:
-        return QMessageBox.question(
-            self, "Delete evidence for good?",
-            f"Erase {what}? Screen text, transcripts and frames are removed for good, and memories from that "
-            "time are erased too.", QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel) == QMessageBox.StandardButton.Yes
+    def confirm_box(self, what: str, plan) -> QMessageBox:
+        """The question before an erase: what the person picked, then exactly what goes (with counts)
+        and what stays. Plain text in word-wrapped labels, so no line is cut mid-word."""
+        box = QMessageBox(QMessageBox.Icon.Question, "Delete evidence for good?", f"Erase {what}?",
+                          QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, self)
+        box.setTextFormat(Qt.TextFormat.PlainText)
+        box.setInformativeText(f"{plan.describe()} This cannot be undone.")
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.button(QMessageBox.StandardButton.Yes).setText("Erase")
+        return box
+
+    def _ask(self, what: str, **kw) -> None:
+        """Work out what the delete would take (worker), then ask; erase only on a yes."""
+        from memory.store.erasure import plan_forget_where
+
+        self.statusBar().showMessage("counting what would be erased…")
+        self.jobs.submit(plan_forget_where, self.store, **kw, on_done=partial(self._planned, what, kw))
+
+    def _planned(self, what: str, kw: dict, plan) -> None:
+        self.statusBar().clearMessage()
+        self.last_plan = plan
+        if plan.empty():
+            self.statusBar().showMessage("Nothing to erase: no captured evidence matches.", 8000)
+            return
+        box = self.confirm_box(what, plan)
+        self.last_question = (box.text(), box.informativeText())
+        if box.exec() == QMessageBox.StandardButton.Yes:
+            self._forget(**kw)
 
     def _forget(self, **kw) -> None:
         from memory.store.erasure import forget_where
@@ -142,26 +165,29 @@ class EvidenceTimeline(QMainWindow):
         self.jobs.submit(forget_where, self.store, **kw, on_done=self._deleted)
 
     def delete_range(self, back: timedelta) -> None:
-        """Erase everything captured in the last `back` (like Recall's 'delete last hour')."""
+        """Erase what was captured in the last `back` (like Recall's 'delete last hour'), with the
+        memories derived only from it; memories the person wrote and the vault stay."""
         label = "the last hour" if back == timedelta(hours=1) else f"the last {back.total_seconds() / 3600:g} hours"
-        if self._confirm(f"everything captured in {label}"):
-            self._forget(since=now_utc() - back)
+        self._ask(f"everything captured in {label}", since=now_utc() - back)
 
     def delete_app(self) -> None:
-        """Erase all evidence captured from the selected app."""
+        """Erase all evidence captured from the selected app, with the memories derived only from it."""
         _day, app = self._selected()
-        if app and self._confirm(f"all evidence captured from {app}"):
-            self._forget(app=app)
+        if app:
+            self._ask(f"all evidence captured from {app}", app=app)
 
     def delete_day(self) -> None:
-        """Erase everything captured on the selected day."""
+        """Erase everything captured on the selected day, with the memories derived only from it."""
         day, _app = self._selected()
-        if day and self._confirm(f"everything captured on {day}"):
+        if day:
             start = _day_bounds_utc(day)
-            self._forget(since=start, until=start + timedelta(days=1))
+            self._ask(f"everything captured on {day}", since=start, until=start + timedelta(days=1))
 
     def _deleted(self, result: dict) -> None:
-        self.statusBar().showMessage(f"erased {result['deleted']} row(s), {result['frames_removed']} frame(s)", 8000)
+        msg = f"erased {result['deleted']} row(s), {result['frames_removed']} frame(s)"
+        if result.get("reviewed"):
+            msg += f"; {result['reviewed']} memory(ies) resting on other evidence too sent to review"
+        self.statusBar().showMessage(msg, 8000)
         self.reload()
         self.changed.emit()
 

@@ -123,7 +123,7 @@ def test_timeline_groups_by_day_and_app_and_deletes_last_hour_and_app(qtbot, job
     thumbs = [tl.model.index(i, 0).data(Qt.ItemDataRole.DecorationRole) for i in range(2)]
     assert sum(t is not None for t in thumbs) == 1  # the Slack frame shows as a thumbnail
 
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    monkeypatch.setattr(QMessageBox, "exec", lambda *a, **k: QMessageBox.StandardButton.Yes)
     qtbot.mouseClick(tl.last_hour, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: tl.summary.text() == "2 evidence rows over 1 day(s)", timeout=60_000)
     assert not frame.exists() and files_containing(mirador_home, "pelican-4410") == []
