@@ -142,7 +142,8 @@ def job_purge(store, stopping: threading.Event | None = None) -> str:
     removed = 0
     if days > 0:
         cutoff = utcnow() - timedelta(days=days)
-        # By id, evidence only: forget_where(until=...) without an app would take memories and vault too.
+        # By id, evidence only: retention ages out raw evidence and keeps what was learnt from it, while
+        # forget_where (a person's erasure) would also erase the memories derived only from that evidence.
         ids = [r["id"] for r in store.rows(store.evidence, f"captured_at < {ts_literal(cutoff)}", ["id"], None)]
         for i in range(0, len(ids), 500):
             _unless_stopping(stopping, f"{removed} evidence rows past retention removed")
