@@ -6,6 +6,7 @@ import json
 import sys
 from typing import Any
 
+from desktop.runtime.console import print_record as print_record  # re-exported: the CLI prints one row with it
 from memory.store.rows import jsonable
 
 
@@ -40,12 +41,3 @@ def print_rows(rows: list[dict]) -> None:
         label = r.get("type") or r.get("source")
         status = f" {r['status']}" if r.get("status") else ""
         print(f"{r['id']}  {when}  [{label}{status} · {r['scope']}]  {short(r.get('text', ''), 70)}")
-
-
-def print_record(row: dict) -> None:
-    """Every field of one row, one per line."""
-    width = max(len(k) for k in row)
-    for k, v in row.items():
-        if isinstance(v, dict | list):
-            v = json.dumps(v, ensure_ascii=False)
-        print(f"{k.rjust(width)}  {v}")

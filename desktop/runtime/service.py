@@ -7,23 +7,14 @@ maintenance (index optimisation) until stopped. SIGTERM/SIGINT stop capture clea
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 
+from desktop.runtime.console import print_record
 from desktop.runtime.services import NoCaptureSource, capture_sources, open_capture
 
 log = logging.getLogger(__name__)
-
-
-def _print_fields(row: dict) -> None:
-    # The status screen: the store's stats one per line, as `mirador stats` prints them.
-    width = max(len(k) for k in row)
-    for k, v in row.items():
-        if isinstance(v, dict | list):
-            v = json.dumps(v, ensure_ascii=False)
-        print(f"{k.rjust(width)}  {v}")
 
 
 def start_capture(store):
@@ -60,7 +51,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     print("Mirador headless service")
-    _print_fields(store.stats())
+    print_record(store.stats())
     cap = None if once else start_capture(store)
     sched = None if once else start_jobs(store)
     if not once:
