@@ -344,15 +344,9 @@ def run_dream(store, dry_run: bool = False, now: datetime | None = None, stop=No
             if k >= n_decay and stop is not None and stop.is_set():
                 plan.stopped = f"after {k} of {len(plan.steps)} steps"
                 break
-            try:
-                _APPLY[step.kind](store, step)
-            except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
-                log.info("dream step %s on %s skipped: %s", step.kind, step.target_id, e)
-                continue
-            if step.action == "apply":
-                plan.applied += 1
-            else:
-                plan.proposed += 1
+            done = _apply_one(store, step)
+            plan.applied += int(done == "apply")
+            plan.proposed += int(done == "propose")
         if plan.stopped is None:
             _save_checkpoint(store, parse_time(plan.until), plan)
     plan.seconds = round(time.monotonic() - start, 3)
@@ -369,18 +363,18 @@ def apply_steps(store, steps: list[Step]) -> tuple[int, int]:
     interval's decay is done."""
     if any(s.kind == "decay" for s in steps):
         raise InputError("decay steps run only inside a dream pass (run_dream)")
-    applied = proposed = 0
-    for step in steps:
-        try:
-            _APPLY[step.kind](store, step)
-        except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
-            log.info("dream step %s on %s skipped: %s", step.kind, step.target_id, e)
-            continue
-        if step.action == "apply":
-            applied += 1
-        else:
-            proposed += 1
-    return applied, proposed
+    done = [_apply_one(store, step) for step in steps]
+    return done.count("apply"), done.count("propose")
+
+
+def _apply_one(store, step: Step) -> str | None:
+    """Apply one planned step: "apply" or "propose" as it was done, None if it no longer fits the store."""
+    try:
+        _APPLY[step.kind](store, step)
+    except (InputError, NotFoundError) as e:  # a row changed or vanished since planning: skip it
+        log.info("dream step %s on %s skipped: %s", step.kind, step.target_id, e)
+        return None
+    return "apply" if step.action == "apply" else "propose"
 
 
 def _apply_provenance(store, step: Step) -> None:
