@@ -19,6 +19,7 @@ from capture.health import Health
 from capture.privacy import PrivacyFilter
 from capture.queues import Worker
 from capture.redact import Redactor
+from capture.scope_rules import ScopeRules
 from capture.screen import ScreenSource
 from capture.voice import VoiceSource
 from capture.writer import EvidenceWriter
@@ -96,8 +97,10 @@ class Capture:
     def _make_screen(self, probe, ocr) -> ScreenSource:
         if ocr is None:
             ocr = self._new_ocr(self.cfg.ocr_language)
-        return ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
-                            self.writer, self.health, ocr, self.cfg.scope, probe)
+        s = ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
+                         self.writer, self.health, ocr, self.cfg.scope, probe)
+        s.scope_rules = ScopeRules.from_config(self.cfg)
+        return s
 
     def _make_voice(self, asr, vad) -> VoiceSource:
         if asr is None:
@@ -108,8 +111,10 @@ class Capture:
             from models.asr import Vad
 
             vad = Vad()
-        return VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
-                           self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock)
+        v = VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
+                        self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock)
+        v.scope_rules = ScopeRules.from_config(self.cfg)
+        return v
 
     # ---- pause ----------------------------------------------------------------------------------
 
@@ -337,7 +342,7 @@ class Capture:
 
         Live: interval, monitors, active-window preference, change threshold, OCR language, excluded
         apps and title patterns, redaction switches, thumbnails, retention, queue sizes, batching,
-        scope, keep_audio. Audio on/off, input device, whisper model or ASR threads restart just the
+        scope and scope rules, keep_audio. Audio on/off, input device, whisper model or ASR threads restart just the
         voice source. screen / audio: whether each source may run (the caller knows whether a display
         and a microphone exist); None follows the config.
         """
@@ -366,7 +371,7 @@ class Capture:
         s.cfg = c  # monitors, prefer_active_window, thumbnails and thumbnail_width are read from it per frame
         s.privacy = PrivacyFilter.from_config(config.privacy)  # one reference swap: the next cycle uses it
         s.redactor = self.redactor
-        s.scope = c.scope
+        s.scope, s.scope_rules = c.scope, ScopeRules.from_config(c)  # the next frame is routed by the new rules
         s.detector.min_changed_fraction = c.min_changed_fraction
         s.queue.maxsize = c.ocr_queue_size
         if c.ocr_language == getattr(s.ocr, "language", c.ocr_language):
@@ -386,7 +391,7 @@ class Capture:
             return []
         c, v = self.cfg, self.voice
         if v is not None:
-            v.cfg, v.redactor, v.scope = c, self.redactor, c.scope
+            v.cfg, v.redactor, v.scope, v.scope_rules = c, self.redactor, c.scope, ScopeRules.from_config(c)
             v.queue.maxsize = c.asr_queue_size
         restart = want != (v is not None) or (v is not None and (asr_changed or c.input_device != old.input_device))
         if not restart:

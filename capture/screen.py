@@ -23,6 +23,7 @@ from capture.privacy import PrivacyFilter
 from capture.queues import DropOldestQueue
 from capture.redact import Redactor
 from capture.regions import Plan, gray_of, plan
+from capture.scope_rules import ScopeRules, window_names
 from capture.window import WindowInfo, WindowProbe, default_probe
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
@@ -151,6 +152,7 @@ class ScreenSource:
         self.health = health
         self.ocr = ocr
         self.scope = scope
+        self.scope_rules: ScopeRules | None = None  # capture.scope_rules; the runner sets and updates it
         self._probe = probe
         self._probe_failures = 0
         self._mss = None
@@ -272,8 +274,16 @@ class ScreenSource:
             self.health.bump("redactions", count)
         self.writer.submit(EvidenceSpec(
             id=eid, text=new, source="screen", app=win.app if win else "", window=title.text if title else "",
-            scope=self.scope, captured_at=frame.captured_at, redactions=count, frame_path=frame_path, meta=meta))
+            scope=self._scope(win, title.text if title else "", red.text), captured_at=frame.captured_at,
+            redactions=count, frame_path=frame_path, meta=meta))
         self.health.bump("frames_stored")
+
+    def _scope(self, win: WindowInfo | None, title: str, text: str) -> str | None:
+        """The first scope rule matching this window (its whole text may show the address), else the default."""
+        if self.scope_rules is None or win is None:
+            return self.scope
+        i = self.scope_rules.match(window_names(win), title, text)
+        return self.scope_rules.rules[i].scope if i is not None else self.scope
 
     def _read(self, image, todo: Plan) -> _Read | None:
         """OCR the whole frame or just its changed bands; None if no row changed since the last read."""

@@ -20,6 +20,7 @@ import numpy as np
 from capture.health import Health
 from capture.queues import DropOldestQueue
 from capture.redact import Redactor
+from capture.scope_rules import ScopeRules
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.rows import new_id
@@ -137,6 +138,7 @@ class VoiceSource:
         self.asr = asr
         self.segmenter = Segmenter(vad)
         self.scope = scope
+        self.scope_rules: ScopeRules | None = None  # capture.scope_rules; the runner sets and updates it
         self.paused = paused
         self.model_lock = model_lock or threading.Lock()
         self.queue = DropOldestQueue(cfg.asr_queue_size, "asr")
@@ -198,9 +200,12 @@ class VoiceSource:
             self.health.bump("redactions", red.total)
         if self.cfg.keep_audio:
             meta["audio_path"] = self._keep(utt, eid)
+        app, window = ("microphone", "") if utt.origin == "microphone" else ("audio file", utt.origin)
+        # No window is recorded for speech: only a rule naming "microphone" or "audio file" routes it.
+        i = self.scope_rules.match(app, window) if self.scope_rules is not None else None
         self.writer.submit(EvidenceSpec(
-            id=eid, text=red.text, source="audio", app="microphone" if utt.origin == "microphone" else "audio file",
-            window=utt.origin if utt.origin != "microphone" else "", scope=self.scope,
+            id=eid, text=red.text, source="audio", app=app, window=window,
+            scope=self.scope_rules.rules[i].scope if i is not None else self.scope,
             captured_at=utt.started_at, redactions=red.total, meta=meta))
 
     def _keep(self, utt: Utterance, eid: str) -> str:

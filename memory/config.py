@@ -9,7 +9,7 @@ from typing import Literal
 
 import platformdirs
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from memory.errors import ConfigError
 from memory.scopes import scope_field
@@ -81,6 +81,36 @@ class VaultConfig(_Section):
         "auto", description="where the vault key lives: the OS keyring, a 0600 file, or auto (keyring, else the file)")
 
 
+class ScopeRule(_Section):
+    """One scope rule: evidence from a window that matches every pattern given goes to `scope`.
+
+    Patterns are plain text, matched case-insensitively anywhere in the name, title or address;
+    `*` stands for any run of characters (capture/scope_rules.py)."""
+
+    app: str = Field("", description="the app's name (case-insensitive, `*` = anything); empty = any app")
+    title: str = Field("", description="text in the window title, `*` = anything; empty = any title")
+    path_or_url: str = Field("", description="a file path or web address shown in the window title or at the top "
+                                             "of the window, `*` = anything; empty = any")
+    scope: str = Field(description="where matching evidence goes (lower-case, `/` nests)")
+
+    @field_validator("app", "title", "path_or_url")
+    @classmethod
+    def _strip(cls, v: str) -> str:
+        return v.strip()
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, v: str) -> str:
+        return scope_field(v.strip().lower())
+
+    @model_validator(mode="after")
+    def _something(self) -> ScopeRule:
+        if not (self.app.strip("* ") or self.title.strip("* ") or self.path_or_url.strip("* ")):
+            raise ValueError("a scope rule needs an app, a title or a path/URL pattern; to send everything to one "
+                             "scope set capture.scope instead")
+        return self
+
+
 class CaptureConfig(_Section):
     """Screen and voice capture: cadence, OCR, thumbnails, audio, batching (see capture/)."""
 
@@ -103,7 +133,14 @@ class CaptureConfig(_Section):
     asr_threads: int = Field(2, ge=0, le=64, description="threads for speech to text; 0 = its default")
     flush_seconds: float = Field(5.0, ge=0.1, le=600, description="the evidence writer commits at least this often")
     flush_rows: int = Field(50, ge=1, le=10_000, description="or as soon as this many rows wait")
-    scope: str | None = Field(None, description="scope of captured evidence; empty = store.default_scope")
+    scope: str | None = Field(None, description="scope of captured evidence no scope rule matches; "
+                                                "empty = store.default_scope")
+    scope_rules: list[ScopeRule] = Field(default_factory=list,
+                                         description="ordered rules choosing a captured row's scope from its app, "
+                                                     "window title and the path or web address it shows: each "
+                                                     "`{app, title, path_or_url, scope}`, plain text with `*` "
+                                                     "wildcards; the first match wins, no match = `scope` "
+                                                     "(docs/capture-and-privacy.md)")
 
     @field_validator("scope")
     @classmethod
@@ -315,7 +352,8 @@ def _explain(err: ValidationError, path: Path) -> str:
         key = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
             section = e["loc"][0] if len(e["loc"]) > 1 else None
-            known = _known_keys(section)
+            known = (list(ScopeRule.model_fields) if tuple(e["loc"][:2]) == ("capture", "scope_rules")
+                     else _known_keys(section))
             parts.append(f"unknown key '{key}' — remove it or use one of: {', '.join(known)}")
         else:
             parts.append(f"bad value for '{key}': {e['msg']} — fix it or delete the line to use the default")
