@@ -1,0 +1,206 @@
+"""Move captured evidence to another scope, and the memories drawn from it with it (`mirador evidence rescope`).
+
+Capture decides a row's scope from where it came from (capture/scope_rules.py); rows captured before
+a rule existed, or under a wrong one, are moved here. Memories inherit their evidence's scope, so a
+memory whose evidence all ends up in the new scope follows it; a memory that would rest on evidence
+of two scopes stays where it is and goes to review (an active one becomes a candidate again): which
+scope it belongs to is the person's call, and moving it could show it to a token that should not see
+it. Memories without evidence provenance (written by hand, imported) and vault entries never move.
+Every change is audited; a moved memory's listeners run (memory/store/lifecycle.py: its relations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memory.errors import InputError, NotFoundError
+from memory.scopes import sql_literal, validate_scope
+from memory.store import tables as T
+from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
+from memory.store.filters import and_
+from memory.store.lifecycle import memory_rescoped
+from memory.store.rows import PREFIX, sql_id_list, to_arrow
+from memory.types import Status
+
+EVIDENCE_COLS = ["id", "scope", "app", "window", "text", "source", "captured_at"]
+CHUNK = 500
+
+
+@dataclass
+class RescopePlan:
+    """What a rescope will do, worked out before anything changes (the confirmation states it).
+
+    evidence: the rows that move (their current scope differs from `to`); follow: memories whose
+    evidence all lands in `to`, which move too; review: memories that would rest on evidence of two
+    scopes, which stay and go to review."""
+
+    to: str
+    evidence: list[dict] = field(default_factory=list)
+    follow: list[dict] = field(default_factory=list)
+    review: list[dict] = field(default_factory=list)
+
+    def counts(self) -> dict[str, int]:
+        """Counts by what happens, for the CLI's JSON and the dry run."""
+        from_scopes: dict[str, int] = {}
+        for r in self.evidence:
+            from_scopes[r["scope"]] = from_scopes.get(r["scope"], 0) + 1
+        return {"evidence": len(self.evidence), "memories": len(self.follow), "review": len(self.review),
+                **{f"from {k}": v for k, v in sorted(from_scopes.items())}}
+
+    def empty(self) -> bool:
+        return not self.evidence
+
+    def describe(self) -> str:
+        """One plain sentence (or two) of what will move."""
+        if self.empty():
+            return f"Nothing to move: no matching row is outside {self.to}."
+        src = ", ".join(f"{n:,} from {s}" for s, n in sorted(_by_scope(self.evidence).items()))
+        text = (f"Moves {_n(len(self.evidence), 'captured row')} ({src}) to {self.to}, with "
+                f"{_n(len(self.follow), 'memory', 'memories')} drawn only from them.")
+        if self.review:
+            text += (f" {_n(len(self.review), 'memory', 'memories')} that would rest on evidence of two scopes "
+                     "stay where they are and go to review.")
+        return text
+
+
+def _n(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def _by_scope(rows: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r["scope"]] = out.get(r["scope"], 0) + 1
+    return out
+
+
+def select_evidence(store, *, ids: Iterable[str] | None = None, app: str | None = None, scope: str | None = None,
+                    since: datetime | None = None, until: datetime | None = None,
+                    keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    """Evidence rows matching every filter given (app: case-insensitive name; scope: that scope and below;
+    keep: a further test on each row, e.g. a window-title pattern). Unknown ids are an error."""
+    ids = list(dict.fromkeys(ids or []))
+    if not (ids or app or scope or since or until or keep):
+        raise InputError("rescope needs ids, --app, --window, --scope, --since or --until; refusing to move "
+                         "everything")
+    scopes = [validate_scope(scope)] if scope else None
+    where = and_(store.where("evidence", scopes=scopes, since=since, until=until),
+                 f"lower(app) = {sql_literal(app.strip().lower())}" if app else None)
+    if ids:
+        bad = [i for i in ids if not i.startswith(PREFIX["evidence"])]
+        if bad:
+            raise InputError(f"{bad[0]} is not an evidence id: rescope moves captured rows (their memories follow)")
+        rows = list(store.get_many("evidence", ids, EVIDENCE_COLS, where=where).values())
+        missing = set(ids) - {r["id"] for r in rows}
+        if missing and not where:
+            raise NotFoundError(f"no evidence row with id {sorted(missing)[0]} — nothing was moved; find ids with "
+                                "`mirador timeline` or `mirador search --evidence`")
+    else:
+        rows = store.rows(store.evidence, where, EVIDENCE_COLS, limit=None)
+    if keep is not None:
+        rows = [r for r in rows if keep(r)]
+    rows.sort(key=lambda r: (r["captured_at"], r["id"]))
+    return rows
+
+
+def plan_rescope(store, to: str, rows: list[dict]) -> RescopePlan:
+    """What moving these evidence rows to scope `to` does to them and their memories; changes nothing."""
+    to = validate_scope(to)
+    plan = RescopePlan(to=to, evidence=[r for r in rows if r["scope"] != to])
+    moving = {r["id"] for r in plan.evidence}
+    if not moving:
+        return plan
+    mems = _memories_citing(store, moving)
+    cited = {e for m in mems for e in (m["provenance"] or []) if e.startswith(PREFIX["evidence"])}
+    others = sorted(cited - moving)
+    scope_of = {r["id"]: r["scope"] for r in store.get_many("evidence", others, ["id", "scope"]).values()}
+    scope_of.update({e: to for e in moving})
+    for m in mems:
+        scopes = {scope_of[e] for e in (m["provenance"] or []) if e in scope_of}
+        if scopes == {to}:
+            if m["scope"] != to:
+                plan.follow.append(m)
+        else:
+            plan.review.append(m)
+    return plan
+
+
+def _memories_citing(store, evidence_ids: set[str]) -> list[dict]:
+    """Memories whose provenance (or the derivations ledger) names any of these evidence rows."""
+    ids = sorted(evidence_ids)
+    cols = ["id", "scope", "status", "provenance"]
+    hits: dict[str, dict] = {}
+    ledger: set[str] = set()
+    has_ledger = T.DERIVATIONS in store.db.table_names()
+    for start in range(0, len(ids), CHUNK):
+        chunk = ids[start:start + CHUNK]
+        listed = sql_id_list(chunk)[1:-1]
+        for r in store.rows(store.memories, f"array_has_any(provenance, make_array({listed}))", cols, limit=None):
+            hits[r["id"]] = r
+        if has_ledger:
+            ledger |= {d["memory_id"] for d in store.rows(store.table(T.DERIVATIONS), f"evidence_id IN {sql_id_list(chunk)}",
+                                                          ["memory_id"], limit=None)}
+    # A memory the ledger names but whose provenance no longer cites the moved rows rests on other
+    # evidence now (an earlier erase sent it to review): its scope is decided by that evidence, not by this move.
+    hits.update(store.get_many("memory", sorted(ledger - set(hits)), cols))
+    return sorted((m for m in hits.values() if set(m["provenance"] or []) & evidence_ids), key=lambda m: m["id"])
+
+
+def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
+    """Carry out a plan: move the evidence, move the memories that follow, send the mixed ones to review."""
+    if actor in ACTORS_AUTOMATED:
+        raise InputError(f"{actor} may not move rows between scopes; a person decides (principle 2)")
+    to = plan.to
+    now = utcnow()
+    ev_ids = [r["id"] for r in plan.evidence]
+    for start in range(0, len(ev_ids), CHUNK):
+        where = f"id IN {sql_id_list(ev_ids[start:start + CHUNK])}"
+        store.commit(lambda w=where: store.evidence.update(where=w, values={"scope": to}))
+    store.write_audit([audit_row(actor, "update", "evidence", r["id"], to, {"scope": r["scope"]}, {"scope": to})
+                       for r in plan.evidence])
+    moved = _rewrite_memories(store, plan.follow, actor, now, scope=to)
+    for m in plan.follow:
+        memory_rescoped(store, m["id"], to)  # e.g. the end scopes of its edges (memory/graph)
+    reviewed = _rewrite_memories(store, plan.review, actor, now, review=True)
+    store.reader.forget_cached()
+    return {"scope": to, "evidence": len(ev_ids), "memories": moved, "review": reviewed,
+            "memory_ids": [m["id"] for m in plan.follow], "review_ids": [m["id"] for m in plan.review]}
+
+
+def _rewrite_memories(store, rows: list[dict], actor: str, now, scope: str | None = None,
+                      review: bool = False) -> int:
+    """Set these memories' scope, or send them to review (active → candidate), in one commit, audited.
+
+    Not Store.update_memory: a move that follows the evidence is not an edit of the memory, so it must
+    not mark it user_edited (that would shield it from later consolidation as if the person rewrote it)."""
+    if not rows:
+        return 0
+    full: list[dict] = []
+    for start in range(0, len(rows), CHUNK):
+        chunk = sql_id_list([r["id"] for r in rows[start:start + CHUNK]])
+        full += store.rows(store.memories, f"id IN {chunk}", T.MEMORY_COLS + ["vector"], limit=None)
+    audits = []
+    for r in full:
+        before = {"scope": r["scope"], "status": r["status"]}
+        if scope is not None:
+            r["scope"] = scope
+        if review and r["status"] == Status.ACTIVE.value:
+            r["status"] = Status.CANDIDATE.value
+        after = {"scope": r["scope"], "status": r["status"]}
+        if after == before:
+            continue
+        r["updated_at"] = now
+        audits.append(audit_row(actor, "update", "memory", r["id"], r["scope"],
+                                {k: v for k, v in before.items() if before[k] != after[k]},
+                                {k: v for k, v in after.items() if before[k] != after[k]}))
+    changed = [r for r in full if r["updated_at"] == now]
+    if changed:
+        data = to_arrow(changed, store.memories.schema)
+        store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
+                     .when_not_matched_insert_all().execute(data))
+        store.write_audit(audits)
+    return len(changed)
+
