@@ -45,7 +45,10 @@ class Health:
     ocr_band_reads: int = 0  # changed bands read instead of the whole frame
     frames_no_new_rows: int = 0  # changed by the cheap check, but no row differed from the last read
     frames_stored: int = 0
-    texts_deduped: int = 0
+    texts_deduped: int = 0  # OCR'd text with no line that was not already stored for that window
+    texts_seen_before_start: int = 0  # of those, text stored before this start (capture.dedupe_hours)
+    dedupe_seeded_rows: int = 0  # recent screen rows whose lines were loaded at start
+    lines_recaptured: int = 0  # lines seen before whose row was deleted since, so stored again
     utterances: int = 0
     audio_status_flags: int = 0  # overflow/underflow flags the input device reported
     audio_ring_dropped: int = 0  # microphone blocks dropped because the VAD fell 30 s behind

@@ -20,7 +20,7 @@ from capture.privacy import PrivacyFilter
 from capture.queues import Worker
 from capture.redact import Redactor
 from capture.scope_rules import ScopeRules
-from capture.screen import ScreenSource
+from capture.screen import ScreenSource, recent_screen_rows
 from capture.voice import VoiceSource
 from capture.writer import EvidenceWriter
 from memory.store.atomic import write_atomic
@@ -100,6 +100,15 @@ class Capture:
         s = ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
                          self.writer, self.health, ocr, self.cfg.scope, probe)
         s.scope_rules = ScopeRules.from_config(self.cfg)
+        s.dedupe.live = self.writer.existing
+        try:
+            # What the last run stored is "already seen": a restart must not store (and extract) it again.
+            rows = recent_screen_rows(self.store, self.cfg.dedupe_hours)
+            s.dedupe.seed(rows)
+            self.health.set(dedupe_seeded_rows=len(rows))
+        except Exception as e:  # an unreadable store must not keep capture from starting; say so
+            log.exception("loading recent screen text for dedupe failed")
+            self.health.error(f"recent screen text not loaded (the same screen may be stored again): {e}")
         return s
 
     def _make_voice(self, asr, vad) -> VoiceSource:

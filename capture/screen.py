@@ -7,12 +7,15 @@ window is not stored again.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +30,7 @@ from capture.scope_rules import ScopeRules, window_names
 from capture.window import WindowInfo, WindowProbe, default_probe
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
-from memory.store.rows import new_id
+from memory.store.rows import new_id, ts_literal
 
 log = logging.getLogger(__name__)
 
@@ -110,33 +113,113 @@ def _norm_line(line: str) -> str:
     return re.sub(r"\W+", " ", line.lower()).strip()
 
 
-class TextDedupe:
-    """Per-window memory of lines already stored, so unchanged text is not stored again."""
+def _line_key(norm: str) -> bytes:
+    # A short hash, not the line: what is remembered of screen text is no more than a tombstone keeps.
+    return hashlib.blake2b(norm.encode("utf-8"), digest_size=12).digest()
 
-    def __init__(self, windows: int = 64, lines_per_window: int = 4000) -> None:
-        self._seen: OrderedDict[tuple, OrderedDict[str, None]] = OrderedDict()
+
+def view_key(app: str | None, window: str | None, monitor: int | None) -> tuple:
+    """Which view a text belongs to: (app, redacted window title), or the monitor when no window is known."""
+    if app or window or monitor is None:
+        return (app or "", window or "")
+    return ("monitor", monitor)
+
+
+class TextDedupe:
+    """Per-window memory of lines already stored, so unchanged text is not stored again, also after a restart.
+
+    Each line is kept as a hash of its normalised form (case, punctuation, spacing) with the id of the
+    evidence row that stored it. A line counts as seen only while that row exists (`live` says which
+    ids still do): text the person forgot is captured again when it shows again. `seed()` loads the
+    lines of recent screen rows at capture start, so a restart does not store the same screen twice.
+    """
+
+    def __init__(self, windows: int = 64, lines_per_window: int = 4000,
+                 live: Callable[[set[str]], set[str]] | None = None) -> None:
+        self._seen: OrderedDict[tuple, OrderedDict[bytes, str]] = OrderedDict()
         self.windows = windows
         self.lines_per_window = lines_per_window
+        self.live = live
+        self.seeded_ids: set[str] = set()
+        self.last_hit_seeded = False  # the last text found nothing new only because of rows from before this start
+        self.recaptured_lines = 0  # lines seen before whose row was deleted since: stored again
 
-    def new_text(self, key: tuple, text: str) -> tuple[str, bool]:
-        """What to store for this window: ('', False) if nothing is new, the full text if most lines
-        are new, else only the new lines (partial=True)."""
-        lines = [ln for ln in text.splitlines() if _norm_line(ln)]
+    def _window(self, key: tuple) -> OrderedDict[bytes, str]:
         seen = self._seen.setdefault(key, OrderedDict())
         self._seen.move_to_end(key)
         while len(self._seen) > self.windows:
             self._seen.popitem(last=False)
-        fresh = [ln for ln in lines if _norm_line(ln) not in seen]
-        for ln in lines:
-            seen[_norm_line(ln)] = None
-            seen.move_to_end(_norm_line(ln))
+        return seen
+
+    def _note(self, seen: OrderedDict[bytes, str], lk: bytes, eid: str) -> None:
+        seen[lk] = eid
+        seen.move_to_end(lk)
+
+    def seed(self, rows: list[dict]) -> int:
+        """Remember the lines of stored screen rows (oldest first: the newest stay when a cap is hit); returns lines."""
+        n = 0
+        for r in rows:
+            seen = self._window(view_key(r.get("app"), r.get("window"), r.get("monitor")))
+            for ln in (r.get("text") or "").splitlines():
+                norm = _norm_line(ln)
+                if norm:
+                    self._note(seen, _line_key(norm), r["id"])
+                    n += 1
+            while len(seen) > self.lines_per_window:
+                seen.popitem(last=False)
+            self.seeded_ids.add(r["id"])
+        return n
+
+    def new_text(self, key: tuple, text: str, eid: str = "") -> tuple[str, bool]:
+        """What to store for this window as row `eid`: ('', False) if nothing is new, the full text if
+        most lines are new, else only the new lines (partial=True)."""
+        lines = [ln for ln in text.splitlines() if _norm_line(ln)]
+        keys = [_line_key(_norm_line(ln)) for ln in lines]
+        seen = self._window(key)
+        known = {seen[k] for k in keys if k in seen}
+        if known and self.live is not None:
+            gone = known - self.live(known)
+            if gone:  # deleted (forgotten, or never written): its lines are not "already stored" any more
+                for k in [k for k, e in seen.items() if e in gone]:
+                    del seen[k]
+                self.recaptured_lines += sum(1 for k in keys if k not in seen)
+                known -= gone
+        fresh = [ln for ln, k in zip(lines, keys, strict=True) if k not in seen]
+        self.last_hit_seeded = not fresh and bool(known) and known <= self.seeded_ids
+        if not fresh:
+            for k in keys:
+                seen.move_to_end(k)
+            return "", False
+        partial = len(fresh) * 2 < len(lines)
+        for k in keys:
+            if not partial or k not in seen:  # a line belongs to the newest row that holds it
+                self._note(seen, k, eid)
+            else:
+                seen.move_to_end(k)
         while len(seen) > self.lines_per_window:
             seen.popitem(last=False)
-        if not fresh:
-            return "", False
-        if len(fresh) * 2 >= len(lines):
-            return "\n".join(lines), False
-        return "\n".join(fresh), True
+        return ("\n".join(fresh), True) if partial else ("\n".join(lines), False)
+
+
+def recent_screen_rows(store, hours: float, now: datetime | None = None) -> list[dict]:
+    """Screen evidence captured in the last `hours`, oldest first, as TextDedupe.seed() takes it.
+
+    Read from the live evidence table only, so a forgotten row is never seeded.
+    """
+    if hours <= 0:
+        return []
+    since = (now or utcnow()) - timedelta(hours=hours)
+    where = f"source = 'screen' AND captured_at >= {ts_literal(since)}"
+    rows = store.rows(store.evidence, where, ["id", "app", "window", "text", "meta", "captured_at"])
+    for r in rows:
+        meta = r.pop("meta", None)
+        if not (r.get("app") or r.get("window")) and meta:
+            try:
+                r["monitor"] = json.loads(meta).get("monitor")
+            except (ValueError, AttributeError):
+                pass
+    rows.sort(key=lambda r: r["captured_at"] or datetime.min)
+    return rows
 
 
 class ScreenSource:
@@ -248,12 +331,16 @@ class ScreenSource:
         red = self.redactor.redact(text)
         win = frame.window
         title = self.redactor.redact(win.title) if win else None
-        key = (win.app, win.title) if win else ("monitor", frame.monitor)
-        new, partial = self.dedupe.new_text(key, red.text)
+        # Keyed as the row is stored (redacted title), so rows read back at the next start match.
+        key = view_key(win.app, title.text, None) if win else view_key("", "", frame.monitor)
+        eid = new_id("evidence")
+        new, partial = self.dedupe.new_text(key, red.text, eid)
+        self.health.set(lines_recaptured=self.dedupe.recaptured_lines)
         if not new:
             self.health.bump("texts_deduped")
+            if self.dedupe.last_hit_seeded:
+                self.health.bump("texts_seen_before_start")
             return
-        eid = new_id("evidence")
         frame_path = None
         if self.cfg.thumbnails:
             boxes = [(w.left, w.top, w.width, w.height) for s, e, _ in red.spans for w in res.words_in(s, e)]

@@ -15,6 +15,7 @@ from collections import deque
 
 from capture.health import Health
 from memory.store.core import EvidenceSpec
+from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class EvidenceWriter(threading.Thread):
         self.flush_rows = flush_rows
         self.max_pending = max_pending
         self._pending: deque[EvidenceSpec] = deque()
+        self._inflight: set[str] = set()  # ids of the batch being committed
         self._first_at: float | None = None
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
@@ -86,6 +88,7 @@ class EvidenceWriter(threading.Thread):
                 with self._cond:
                     batch = [self._pending.popleft() for _ in range(min(len(self._pending), self.flush_rows))]
                     self._first_at = time.monotonic() if self._pending else None
+                    self._inflight = {s.id for s in batch if s.id}
                 if not batch:
                     break
                 try:
@@ -94,17 +97,39 @@ class EvidenceWriter(threading.Thread):
                 except Exception as e:  # store busy/broken: keep the rows, retry later, make it visible
                     log.exception("evidence batch of %d failed", len(batch))
                     with self._cond:
+                        self._inflight = set()
                         self._pending.extendleft(reversed(batch))
                         self._first_at = self._first_at or time.monotonic()
                         self._retry_at = time.monotonic() + 2.0
                     self.health.error(f"writing evidence failed: {type(e).__name__}: {e}")
                     break
+                with self._cond:
+                    self._inflight = set()  # only now: existing() finds them in the store from here on
                 written += len(batch)
                 self.health.bump("evidence_written", len(batch))
                 self.health.bump("write_batches")
                 self.health.set(last_write_at=time.time())
         self.health.set(evidence_pending=len(self._pending))
         return written
+
+    def existing(self, ids: set[str]) -> set[str]:
+        """Which of these evidence ids exist: waiting here, being committed, or in the store.
+
+        The writer's own queue is asked first: a row committed between the two looks is then still
+        found in the store. If the store cannot be read, every id is taken as existing (store nothing
+        twice rather than guess).
+        """
+        with self._cond:
+            found = ids & ({s.id for s in self._pending if s.id} | self._inflight)
+        rest = ids - found
+        if not rest:
+            return found
+        try:
+            rows = self.store.rows(self.store.evidence, f"id IN {sql_id_list(rest)}", ["id"], limit=len(rest))
+        except Exception as e:
+            log.warning("could not check stored evidence ids: %s", e)
+            return set(ids)
+        return found | {r["id"] for r in rows}
 
     @property
     def pending(self) -> int:

@@ -133,6 +133,10 @@ class CaptureConfig(_Section):
     asr_threads: int = Field(2, ge=0, le=64, description="threads for speech to text; 0 = its default")
     flush_seconds: float = Field(5.0, ge=0.1, le=600, description="the evidence writer commits at least this often")
     flush_rows: int = Field(50, ge=1, le=10_000, description="or as soon as this many rows wait")
+    dedupe_hours: float = Field(24.0, ge=0, le=8760,
+                                description="screen text already stored for the same app and window in the last "
+                                            "this many hours is not stored again, also after a restart (deleted "
+                                            "rows do not count); 0 = only within one run")
     scope: str | None = Field(None, description="scope of captured evidence no scope rule matches; "
                                                 "empty = store.default_scope")
     scope_rules: list[ScopeRule] = Field(default_factory=list,

@@ -92,7 +92,9 @@ def cmd_status(a) -> int:
     print(f"last frame {_ago(h['last_frame_at'])} · last change {_ago(h['last_change_at'])} · "
           f"last write {_ago(h['last_write_at'])}")
     print(f"frames: grabbed {h['frames_grabbed']}, unchanged {h['frames_skipped']}, excluded {h['frames_excluded']}, "
-          f"OCR'd {h['frames_ocrd']}, stored {h['frames_stored']}, duplicate text {h['texts_deduped']}")
+          f"OCR'd {h['frames_ocrd']}, stored {h['frames_stored']}, already stored {h['texts_deduped']} "
+          f"({h.get('texts_seen_before_start', 0)} from before this start, {h.get('dedupe_seeded_rows', 0)} recent "
+          f"row(s) loaded; {h.get('lines_recaptured', 0)} line(s) of deleted rows stored again)")
     print(f"audio: utterances {h['utterances']}, rejected {h['utterances_rejected']}, last RTF {h['asr_rtf_last']}")
     print(f"evidence: written {h['evidence_written']} in {h['write_batches']} batch(es), pending {h['evidence_pending']}, "
           f"redactions {h['redactions']}")
