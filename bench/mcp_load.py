@@ -1,11 +1,15 @@
 """MCP load: N concurrent HTTP clients × M mixed tool calls against `mirador serve`, while evidence ingest runs.
 
-Starts the server (and a separate ingest process writing evidence batches into the same store) on a
-free loopback port in a fresh data dir, runs the clients, stops everything it started, and prints one
-JSON object: errors (must be 0), p50/p95 latency per tool, throughput, rows ingested meanwhile.
+Starts the server the way `mirador serve` does (and a separate ingest process writing evidence into the
+same store) on a free loopback port in a fresh data dir seeded with --memories / --evidence rows, runs
+the clients (the official MCP SDK client over streamable HTTP, one session each), stops everything it
+started, and prints one JSON object: errors (must be 0), p50/p95/max latency per tool, throughput, rows
+ingested meanwhile, the load average before and after.
 
-    .venv/bin/python bench/mcp_load.py [--clients 20] [--calls 50]
+    .venv/bin/python bench/mcp_load.py [--clients 20] [--calls 50] [--memories 2000] [--evidence 20000]
+                                       [--ingest capture|burst|off]
 
+--ingest capture writes one row every 2 s (a screen capture's pace); burst writes 20 rows every 0.2 s.
 memory_forget is not in the mix: it purges old table versions, a maintenance-grade operation that
 is exercised by the tests, not something an assistant calls in a loop.
 """
@@ -28,8 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MIX = [("memory_search", 28), ("memory_recall", 14), ("evidence_search", 18), ("memory_get", 10),
-       ("memory_add", 8), ("memory_update", 5), ("evidence_get", 6), ("timeline", 6), ("status", 5)]
+MIX = [("memory_search", 26), ("memory_recall", 14), ("evidence_search", 16), ("memory_get", 10),
+       ("memory_add", 6), ("memory_update", 4), ("evidence_get", 6), ("timeline", 5), ("status", 8),
+       ("memory_list", 5)]
+INGEST_MODES = {"capture": (1, 2.0), "burst": (20, 0.2)}  # rows per write, seconds between writes
 TOPICS = ["billing webhooks", "postgres migration", "deploy pipeline", "code review", "retry logic", "oncall",
           "kubernetes ingress", "feature flags", "latency budget", "customer escalation", "release notes", "ci cache"]
 APPS = ["kitty", "firefox", "slack", "code", "zoom"]
@@ -40,6 +46,7 @@ from pathlib import Path
 from memory.store.core import Store, EvidenceSpec
 store = Store()
 stop = Path(sys.argv[1])
+per_write, pause = int(sys.argv[2]), float(sys.argv[3])
 topics = {topics!r}
 apps = {apps!r}
 rows = batches = 0
@@ -48,11 +55,11 @@ while not stop.exists():
     n = batches
     specs = [EvidenceSpec(text=f"ingest {{n}}-{{j}}: {{topics[(n + j) % len(topics)]}} seen on screen",
                           source="screen", app=apps[(n + j) % len(apps)], window=f"w{{j}}", scope="work")
-             for j in range(20)]
+             for j in range(per_write)]
     store.add_evidence_batch(specs)
     rows += len(specs)
     batches += 1
-    time.sleep(0.2)  # capture flushes every few seconds; 100 rows/s is far above a real screen
+    time.sleep(pause)
 print(json.dumps({{"rows": rows, "batches": batches}}), flush=True)
 """.format(topics=TOPICS, apps=APPS)
 
@@ -109,7 +116,9 @@ def args_for(tool: str, rnd: random.Random, mem_ids: list[str], ev_ids: list[str
     if tool == "memory_update":
         return {"id": rnd.choice(mine), "confidence": round(rnd.uniform(0.5, 1.0), 2)}
     if tool == "timeline":
-        return {"since": "2000-01-01T00:00:00Z", "samples_per_app": 3}
+        return {"samples_per_app": 3}  # the last 24 hours: the whole seeded store
+    if tool == "memory_list":
+        return {"limit": 20}
     return {}
 
 
@@ -152,24 +161,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--calls", type=int, default=50, help="calls per client")
-    ap.add_argument("--memories", type=int, default=500, help="memories seeded before the run")
-    ap.add_argument("--evidence", type=int, default=2000, help="evidence rows seeded before the run")
+    ap.add_argument("--memories", type=int, default=2000, help="memories seeded before the run")
+    ap.add_argument("--evidence", type=int, default=20000, help="evidence rows seeded before the run")
+    ap.add_argument("--ingest", choices=[*INGEST_MODES, "off"], default="capture",
+                    help="evidence written meanwhile: capture (1 row / 2 s), burst (20 rows / 0.2 s) or off")
     ap.add_argument("--keep", action="store_true", help="keep the temporary data dir (and serve.log) afterwards")
     a = ap.parse_args()
 
     import anyio
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     home = Path(tempfile.mkdtemp(prefix="mirador-mcp-load-"))
     os.environ["MIRADOR_HOME"] = str(home)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    t_seed = time.perf_counter()
     token, mem_ids, ev_ids = seed(home, a.memories, a.evidence)
+    seed_s = time.perf_counter() - t_seed
     port = free_port()
     log = open(home / "serve.log", "wb")  # noqa: SIM115
     server = subprocess.Popen([sys.executable, "-m", "desktop.cli.main", "serve", "--port", str(port)], cwd=ROOT, env=env,
                               stdout=log, stderr=subprocess.STDOUT)
     stop = home / "stop-ingest"
-    ingest = subprocess.Popen([sys.executable, "-c", INGEST, str(stop)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              text=True)
+    per_write, pause = INGEST_MODES.get(a.ingest, (0, 1.0))
+    ingest = subprocess.Popen([sys.executable, "-c", INGEST, str(stop), str(per_write), str(pause)], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, text=True)
     lat: dict[str, list[float]] = {}
     errors: list[str] = []
     try:
@@ -202,10 +217,11 @@ def main() -> int:
         "bench": "mcp_load", "clients": a.clients, "calls_per_client": a.calls, "calls": total,
         "errors": len(errors), "error_samples": errors[:5], "wall_s": round(wall, 1),
         "calls_per_s": round(total / wall, 1), "seeded": {"memories": a.memories, "evidence": a.evidence},
-        "ingested_during_run": ingested,
-        "latency_ms": {t: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "mean": round(statistics.fmean(v), 1)}
-                       for t, v in sorted(lat.items())},
-        "cpu_cores": os.cpu_count(),
+        "seed_s": round(seed_s, 1), "ingest": a.ingest, "ingested_during_run": ingested,
+        "latency_ms": {t: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "max": round(max(v), 1),
+                           "mean": round(statistics.fmean(v), 1)} for t, v in sorted(lat.items())},
+        "cpu_cores": os.cpu_count(), "load_before": load_before,
+        "load_after": [round(x, 2) for x in os.getloadavg()],
     }))
     return 0 if not errors else 1
 

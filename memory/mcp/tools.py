@@ -465,39 +465,19 @@ def _texts(store, ids: list[str]) -> dict[str, str]:
 
 def status(store, p: Principal) -> dict:
     """Who the client is, what it may do, and how much it can see."""
-    mwhere = store.where("memory", scopes=list(p.read))
-    ewhere = store.where("evidence", scopes=list(p.read))
-    vwhere = store.where("vault", scopes=list(p.read))
-    newest = _newest_evidence(store, ewhere)
+    # Kept counts (memory/store/tallies.py), summed over the client's scopes only: no table scan, and
+    # rows in scopes it may not read are neither counted nor dated.
+    read = list(p.read)
+    evidence = store.tallies.visible("evidence", read)
     return {
-        "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": list(p.read),
+        "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": read,
         "write_scope": p.write, "can_write": p.write is not None, "vault_values": p.allow_vault,
-        "visible": {"memories": store.memories.count_rows(mwhere), "evidence": store.evidence.count_rows(ewhere),
-                    "vault_entries": store.vault.count_rows(vwhere)},
-        "last_evidence_at": iso(newest),
+        "visible": {"memories": store.tallies.visible("memory", read).count, "evidence": evidence.count,
+                    "vault_entries": store.tallies.visible("vault", read).count},
+        "last_evidence_at": iso(evidence.newest),
         "tools": "memory_recall for task context; memory_search/evidence_search to look things up; "
                  "timeline for a time range; memory_add to remember a durable fact",
     }
-
-
-# How far back status looks for the newest evidence, widening step by step: a capture that runs finds
-# it in the first window, reading only that window's rows (captured_at has a BTREE index).
-NEWEST_WINDOWS = (timedelta(hours=1), timedelta(days=1), timedelta(days=30), timedelta(days=366),
-                  timedelta(days=3660), timedelta(days=36600))
-
-
-def _newest_evidence(store, ewhere: str | None):
-    """The latest captured_at among the rows `ewhere` selects, reading only the most recent window that has any."""
-    from memory.store.filters import and_
-    from memory.store.rows import ts_literal
-
-    now = utcnow()
-    for back in NEWEST_WINDOWS:
-        where = and_(ewhere, f"captured_at >= {ts_literal(now - back)}")
-        n = store.evidence.count_rows(where)
-        if n:
-            return max(r["captured_at"] for r in store.rows(store.evidence, where, ["captured_at"], n))
-    return None
 
 
 def core_profile(store, p: Principal) -> str:

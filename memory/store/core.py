@@ -57,6 +57,7 @@ from memory.store.rows import (
 from memory.store.speakers import SpeakerNames
 from memory.store.specs import EvidenceSpec, MemorySpec
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
+from memory.store.tallies import Tallies
 from memory.store.vault_crypto import VaultCipher
 from memory.types import (
     MAX_LABEL_CHARS,
@@ -106,6 +107,7 @@ class Store:
         self._tables: dict[str, Any] = {}  # table(name): handles opened once
         self._snapshots: dict[str, tuple[int, Any]] = {}  # versioned()
         self.speakers = SpeakerNames()
+        self.tallies = Tallies(self)  # counts per scope for status, kept per fragment (tallies.py)
         self.reader = Reader(self.home / "lancedb", forgets=T.TOMBSTONES)  # search reads (memory/store/reads.py)
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.reopen_tables()

@@ -8,6 +8,7 @@ import pytest
 
 from memory.mcp.auth import make_principal
 from memory.mcp.server import PROFILE_URI
+from memory.store.rows import iso
 from tests.memory.mcp_support import call
 
 TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_update", "memory_forget",
@@ -277,27 +278,24 @@ def test_search_time_range_applies_to_vault_entries(store, seeded):
 def test_status_finds_the_newest_evidence_without_reading_every_row(store, seeded, monkeypatch):
     from datetime import timedelta
 
-    from memory.mcp import tools as T
     from memory.store.audit import utcnow
 
     old = store.add_evidence("an old capture", app="kitty", scope="work", captured_at=utcnow() - timedelta(days=400))
     assert old["id"]
-    read_limits = []
-    real_rows = store.rows
-    monkeypatch.setattr(store, "rows", lambda t, w, cols, limit=None: read_limits.append(limit) or
-                        real_rows(t, w, cols, limit))
-    newest = T._newest_evidence(store, store.where("evidence", scopes=["work"]))
-    assert newest == max(r["captured_at"] for r in real_rows(store.evidence, None, ["captured_at"], None))
-    assert read_limits == [2]  # only the last hour's rows, not the 400-day-old one
-    # Over 50,000 visible rows status used to answer null: pretend the plain count is that large.
-    real_count = store.evidence.count_rows
-    monkeypatch.setattr(store.evidence, "count_rows",
-                        lambda where=None: real_count(where) if where and "captured_at" in where else 60_000)
 
     async def steps(c):
         return data(await c.call_tool("status", {}))
 
-    assert call(store, WORK, steps)["last_evidence_at"] is not None
+    first = call(store, WORK, steps)  # reads the new fragments once (memory/store/tallies.py)
+    newest = max(r["captured_at"] for r in store.rows(store.evidence, None, ["captured_at"], None))
+    assert first["last_evidence_at"] == iso(newest)
+    # From then on status reads no rows at all, however many there are (it used to answer null over 50,000).
+    reads = []
+    for name in ("rows", "scan"):
+        monkeypatch.setattr(store, name, lambda *a, **k: reads.append(a) or pytest.fail("status read rows"))
+    monkeypatch.setattr(store.evidence, "count_rows", lambda *a, **k: reads.append(a) or 60_000)
+    again = call(store, WORK, steps)
+    assert again["last_evidence_at"] == iso(newest) and again["visible"] == first["visible"] and not reads
 
 
 def test_recall_does_not_offer_vault_and_words_errors_for_a_model(store, seeded):
