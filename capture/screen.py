@@ -156,18 +156,32 @@ class TextDedupe:
         seen.move_to_end(lk)
 
     def seed(self, rows: list[dict]) -> int:
-        """Remember the lines of stored screen rows (oldest first: the newest stay when a cap is hit); returns lines."""
+        """Remember the lines of stored screen rows (given oldest first); returns the lines loaded.
+
+        Only what the caps keep is read: the newest `windows` views, and per view the newest rows up to
+        `lines_per_window` lines, so a busy day does not make the start slow.
+        """
+        by_view: dict[tuple, list[dict]] = {}
+        for r in reversed(rows):  # newest first: a view's first row decides its rank
+            by_view.setdefault(view_key(r.get("app"), r.get("window"), r.get("monitor")), []).append(r)
         n = 0
-        for r in rows:
-            seen = self._window(view_key(r.get("app"), r.get("window"), r.get("monitor")))
-            for ln in (r.get("text") or "").splitlines():
-                norm = _norm_line(ln)
-                if norm:
-                    self._note(seen, _line_key(norm), r["id"])
-                    n += 1
+        for key, view_rows in reversed(list(by_view.items())[: self.windows]):  # the newest view ends most recent
+            budget, take = self.lines_per_window, []
+            for r in view_rows:
+                if budget <= 0:
+                    break
+                take.append(r)
+                budget -= (r.get("text") or "").count("\n") + 1
+            seen = self._window(key)
+            for r in reversed(take):  # oldest first, so the newest lines are the last evicted
+                for ln in (r.get("text") or "").splitlines():
+                    norm = _norm_line(ln)
+                    if norm:
+                        self._note(seen, _line_key(norm), r["id"])
+                        n += 1
+                self.seeded_ids.add(r["id"])
             while len(seen) > self.lines_per_window:
                 seen.popitem(last=False)
-            self.seeded_ids.add(r["id"])
         return n
 
     def new_text(self, key: tuple, text: str, eid: str = "") -> tuple[str, bool]:

@@ -189,3 +189,12 @@ def test_recent_screen_rows_horizon(store, hours, expected):
     store.add_evidence("a spoken note", source="audio", app="microphone")
     rows = recent_screen_rows(store, hours)
     assert [r["text"] for r in rows] == ["recent text"][:expected]
+
+
+def test_seed_keeps_the_newest_views_and_lines():
+    t = TextDedupe(windows=2, lines_per_window=3, live=lambda ids: ids)
+    rows = [{"id": f"evd_{i}", "app": "A", "window": f"w{i % 3}", "text": f"line {i}\nshared {i % 3}"} for i in range(9)]
+    t.seed(rows)  # oldest first; views w0 (rows 0,3,6), w1 (1,4,7), w2 (2,5,8): w0 is the oldest view
+    assert t.new_text(("A", "w0"), "line 6\nshared 0", "evd_x")[0], "the oldest view is past the cap"
+    assert t.new_text(("A", "w2"), "line 8\nshared 2\nline 5", "evd_y") == ("", False)
+    assert t.new_text(("A", "w2"), "line 2", "evd_z")[0] == "line 2", "past the line cap: the oldest row was not kept"
