@@ -113,3 +113,27 @@ class ScopeRules:
 def window_names(win) -> list[str]:
     """Every name a window goes by (capture.window.WindowInfo): app, X11 instance, executable."""
     return [n for n in (win.app, win.wm_class, win.process) if n] if win is not None else []
+
+
+def running_apps(limit: int = 80) -> list[str]:
+    """Names of the apps that have a window open now, for picking one in the settings (sorted, unique).
+
+    X11 only, through `xprop` (the window manager's client list, then each window's class); elsewhere,
+    or when that fails, an empty list: the settings then take a typed name."""
+    import os
+    import shutil
+    import subprocess
+
+    if not os.environ.get("DISPLAY") or not shutil.which("xprop"):
+        return []
+    try:
+        out = subprocess.run(["xprop", "-root", "_NET_CLIENT_LIST"], capture_output=True, text=True, timeout=2).stdout
+        names: set[str] = set()
+        for wid in re.findall(r"0x[0-9a-f]+", out)[:limit]:
+            cls = subprocess.run(["xprop", "-id", wid, "WM_CLASS"], capture_output=True, text=True, timeout=2).stdout
+            parts = re.findall(r'"([^"]*)"', cls)
+            if parts:
+                names.add(parts[-1] or parts[0])
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted((n for n in names if n), key=str.lower)

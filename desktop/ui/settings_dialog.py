@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.runtime.live_config import RESTART_FIELDS, restart_needed
+from desktop.ui.settings_scopes import ScopeRulesPage
 from memory.config import REDACTION_KINDS, Config, load_config, save_config
 
 log = logging.getLogger(__name__)
@@ -146,7 +147,10 @@ class SettingsDialog(QDialog):
         self.config = config or load_config(home)
         self.setWindowTitle("Mirador — Settings")
         self.resize(760, 640)
-        self.fields: dict[str, _Field] = {}
+        self.fields: dict[str, Any] = {}
+        # Pages that edit one field themselves (same get/set_error interface as _Field); the form skips it.
+        self.scopes = ScopeRulesPage(self.config)
+        self.fields[ScopeRulesPage.key] = self.scopes
         self.tabs = QTabWidget()
         placed: set[str] = set()
         for title, sections in TABS:
@@ -154,6 +158,7 @@ class SettingsDialog(QDialog):
             if present:
                 self.tabs.addTab(self._page(present), title)
                 placed.update(present)
+        self.tabs.insertTab(min(2, self.tabs.count()), self.scopes, "Scopes")  # after Capture and Privacy
         for name in Config.model_fields:  # sections added later by other features
             if name not in placed:
                 self.tabs.addTab(self._page([name]), TITLES.get(name, _label(name)))
@@ -193,6 +198,8 @@ class SettingsDialog(QDialog):
         for name, info in model.model_fields.items():
             key = f"{prefix}.{name}"
             current = getattr(value, name)
+            if key in self.fields:  # edited on its own page (e.g. capture.scope_rules on Scopes)
+                continue
             if isinstance(current, BaseModel):
                 box = QGroupBox(_label(name))
                 sub = QFormLayout(box)
@@ -228,6 +235,7 @@ class SettingsDialog(QDialog):
             for err in e.errors():
                 key = ".".join(str(p) for p in err["loc"] if not isinstance(p, int))
                 lines.append(f"{key}: {err['msg'].removeprefix('Value error, ')}")
+                key = next((k for k in self.fields if key.startswith(k + ".")), key)  # a rule's field → its page
                 if key in self.fields:
                     self.fields[key].set_error(True)
                     self._show_field(key)
@@ -239,7 +247,7 @@ class SettingsDialog(QDialog):
     def _show_field(self, key: str) -> None:
         w = self.fields[key].widget
         for i in range(self.tabs.count()):
-            if self.tabs.widget(i).isAncestorOf(w):
+            if self.tabs.widget(i) is w or self.tabs.widget(i).isAncestorOf(w):
                 self.tabs.setCurrentIndex(i)
                 return
 
