@@ -137,3 +137,19 @@ def running_apps(limit: int = 80) -> list[str]:
     except (OSError, subprocess.TimeoutExpired):
         return []
     return sorted((n for n in names if n), key=str.lower)
+
+
+def plan_by_rules(store, rules: ScopeRules, rows: list[dict]) -> list:
+    """Rescope plans (memory/store/rescope.py) that put past rows where the rules send them now, one per scope.
+
+    Rows no rule matches stay where they are: the default is for new captures, and a row may have been
+    moved on purpose. Evidence keeps one app name and its (redacted) title, which is what is matched."""
+    from memory.store.rescope import plan_rescope
+
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        i = rules.match(r["app"] or "", r["window"] or "", r["text"] or "")
+        if i is not None:
+            groups.setdefault(rules.rules[i].scope, []).append(r)
+    plans = [plan_rescope(store, to, group) for to, group in sorted(groups.items())]
+    return [p for p in plans if not p.empty()]

@@ -60,7 +60,7 @@ def cmd_evidence_add(a) -> int:
 
 def cmd_evidence_rescope(a) -> int:
     """Move the selected evidence rows to --to (or to what the scope rules say), after a dry run."""
-    from capture.scope_rules import ScopeRules, matches
+    from capture.scope_rules import ScopeRules, matches, plan_by_rules
     from memory.scopes import validate_scope
     from memory.store.rescope import plan_rescope, rescope, select_evidence
     from memory.store.rows import parse_time
@@ -79,17 +79,12 @@ def cmd_evidence_rescope(a) -> int:
         if not rules.rules:
             raise InputError("there are no scope rules: add some under Settings → Scopes (or capture.scope_rules in "
                              "config.toml), or move rows with --to SCOPE")
-        keep_all = keep or (lambda r: True)
-        rows = select_evidence(store, ids=a.ids, keep=keep_all, **filters)
-        groups: dict[str, list[dict]] = {}
-        for r in rows:
-            i = rules.match(r["app"] or "", r["window"] or "", r["text"] or "")
-            if i is not None:
-                groups.setdefault(rules.rules[i].scope, []).append(r)
+        plans = plan_by_rules(store, rules, select_evidence(store, ids=a.ids, keep=keep or (lambda r: True),
+                                                            **filters))
     else:
-        groups = {validate_scope(a.to.strip().lower()): select_evidence(store, ids=a.ids, keep=keep, **filters)}
-    plans = [plan_rescope(store, to, rows) for to, rows in sorted(groups.items())]
-    plans = [p for p in plans if not p.empty()]
+        plan = plan_rescope(store, validate_scope(a.to.strip().lower()),
+                            select_evidence(store, ids=a.ids, keep=keep, **filters))
+        plans = [] if plan.empty() else [plan]
     if not plans:
         where = a.to or "the scope its rule names"
         msg = f"nothing to move: no matching row is outside {where}"

@@ -147,6 +147,7 @@ class MiradorShell(QObject):
             dlg = SettingsDialog(home=store.home, config=store.config,
                                  extra_tabs=[("MCP tokens", TokensPanel(self.jobs, store.home))])
             dlg.saved.connect(self.apply_config)
+            dlg.scopes.attach(self.jobs, store)  # "Apply rules to past captures" moves rows in this store
             return dlg
         cls = {"browser": MemoryBrowser, "review": ReviewQueue, "timeline": EvidenceTimeline}[name]
         win = cls(self.jobs, store)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -97,6 +98,18 @@ class ScopeRulesPage(QWidget):
             self.buttons[name] = b
             row.addWidget(b)
         row.addStretch(1)
+        past = QPushButton("Apply rules to past captures…")
+        past.setObjectName("scope_rule_past")
+        past.setToolTip("Move rows captured before, and the memories drawn only from them, to where the rules "
+                        "listed here send them (you confirm first)")
+        past.setEnabled(False)  # until attach(): it needs the app's store and workers
+        past.clicked.connect(self.apply_to_past)
+        self.buttons["past"] = past
+        row.addWidget(past)
+        self.jobs = self.store = None
+        self.status = QLabel()
+        self.status.setObjectName("scope_rule_status")
+        self.status.setWordWrap(True)
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setStyleSheet("color: #b3261e")
@@ -107,6 +120,7 @@ class ScopeRulesPage(QWidget):
         lay.addLayout(form)
         lay.addLayout(row)
         lay.addWidget(self.message)
+        lay.addWidget(self.status)
         for r in config.capture.scope_rules:
             self._append(r)
         self._update_buttons()
@@ -201,6 +215,63 @@ class ScopeRulesPage(QWidget):
             self.path.setText(rule.get("path_or_url", ""))
             self.scope.setCurrentText(rule["scope"])
         self._update_buttons()
+
+    # ---- past captures ----------------------------------------------------------------------------
+
+    def attach(self, jobs, store) -> None:
+        """Give the page the app's workers and store: enables "Apply rules to past captures"."""
+        self.jobs, self.store = jobs, store
+        self.buttons["past"].setEnabled(True)
+
+    def apply_to_past(self) -> None:
+        """Work out (in a worker) what the rules listed here would move, ask, then move it (in a worker)."""
+        if self.jobs is None:
+            return
+        rules, store = self.rules(), self.store
+        if not rules.rules:
+            self.status.setText("There are no rules to apply: add one first.")
+            return
+        self.status.setText("Looking at past captures…")
+        self.buttons["past"].setEnabled(False)
+
+        def plan():
+            from capture.scope_rules import plan_by_rules
+            from memory.store.rescope import select_evidence
+
+            return plan_by_rules(store, rules, select_evidence(store, keep=lambda r: True))
+
+        self.jobs.submit(plan, on_done=self._confirm_past, on_error=self._past_failed)
+
+    def _confirm_past(self, plans: list) -> None:
+        if not plans:
+            self.status.setText("Nothing to move: past captures already sit where these rules send them.")
+            self.buttons["past"].setEnabled(True)
+            return
+        text = "\n\n".join(p.describe() for p in plans)
+        ask = QMessageBox.question(self, "Move past captures?",
+                                   f"{text}\n\nRows no rule matches stay where they are. Memories you wrote and "
+                                   "vault entries are not touched.")
+        if ask != QMessageBox.StandardButton.Yes:
+            self.status.setText("Nothing was moved.")
+            self.buttons["past"].setEnabled(True)
+            return
+        self.status.setText("Moving…")
+        from memory.store.rescope import rescope
+
+        store = self.store
+        self.jobs.submit(lambda: [rescope(store, p) for p in plans], on_done=self._moved, on_error=self._past_failed)
+
+    def _moved(self, results: list[dict]) -> None:
+        rows, mems, review = (sum(r[k] for r in results) for k in ("evidence", "memories", "review"))
+        text = f"Moved {rows:,} captured row(s) and {mems:,} memory(ies)"
+        text += f"; {review:,} memory(ies) resting on evidence of two scopes sent to review." if review else "."
+        self.status.setText(text)
+        self.buttons["past"].setEnabled(True)
+
+    def _past_failed(self, message: str) -> None:
+        self.message.setText(f"Past captures were not moved: {message}")
+        self.status.clear()
+        self.buttons["past"].setEnabled(True)
 
     def _update_buttons(self) -> None:
         i = self._selected()

@@ -130,3 +130,42 @@ def test_a_rule_saved_in_settings_routes_the_running_capture(qtbot, mirador_home
     shell.quit()
     qtbot.waitUntil(lambda: bool(stopped), timeout=90_000)
     wait_idle(qtbot, shell.jobs)
+
+
+def test_apply_rules_to_past_captures_moves_rows_and_their_memories_after_confirming(qtbot, store, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from desktop.ui.workers import Jobs
+    from memory.consolidation.extraction import Extractor, run_extraction
+
+    acme = store.add_evidence("We decided to use Postgres 16 for the acme billing service.", actor="capture",
+                              source="screen", app="Slack", window="#acme-eng | Acme Corp - Slack")["id"]
+    home = store.add_evidence("We decided to paint the kitchen walls yellow.", actor="capture", source="screen",
+                              app="Signal", window="Mum")["id"]
+    run_extraction(store, extractor=Extractor(engine="rules"))
+    acme_mems = [m["id"] for m in store.list("memory", statuses=[], limit=100) if acme in m["provenance"]]
+    assert acme_mems
+
+    jobs = Jobs()
+    page = ScopeRulesPage(store.config, apps=[])
+    qtbot.addWidget(page)
+    assert not page.buttons["past"].isEnabled()  # nothing to move rows in until the app attaches its store
+    page.attach(jobs, store)
+    _fill(page, app="Slack", title="#acme-*", scope="work/acme")
+    _click(qtbot, page.buttons["add"])
+
+    asked = []
+    answer = [QMessageBox.StandardButton.No]
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or answer[0])
+    _click(qtbot, page.buttons["past"])
+    qtbot.waitUntil(lambda: page.status.text() == "Nothing was moved.", timeout=30_000)
+    assert "Moves 1 captured row (1 from personal) to work/acme" in asked[0]
+    assert store.get(acme)["scope"] == "personal"  # declined: nothing moved
+
+    answer[0] = QMessageBox.StandardButton.Yes
+    _click(qtbot, page.buttons["past"])
+    qtbot.waitUntil(lambda: page.status.text().startswith("Moved"), timeout=30_000)
+    wait_idle(qtbot, jobs)
+    assert page.status.text().startswith(f"Moved 1 captured row(s) and {len(acme_mems)} memory(ies)")
+    assert store.get(acme)["scope"] == "work/acme" and store.get(home)["scope"] == "personal"
+    assert {store.get(m)["scope"] for m in acme_mems} == {"work/acme"}
