@@ -64,7 +64,12 @@ def test_extraction_batches_never_mix_scopes_and_a_paraphrase_in_another_scope_i
 
 def test_rescope_moves_evidence_and_the_memories_drawn_from_it_and_nothing_else(store):
     ids = seed(store)
+    from memory.graph.relations import add_relation
+    from memory.graph.relations import table as edges
+
     person = store.add_memory("My passport is in the top drawer", scope="personal")  # written by hand
+    first = next(m for m in memories(store).values() if set(m["provenance"]) & set(ids["acme"]))
+    edge = add_relation(store, first["id"], "MENTIONS", person["id"])["id"]
     before = memories(store)
     acme_mems = derived(before, ids["acme"])
     other_mems = derived(before, ids["other"])
@@ -90,6 +95,9 @@ def test_rescope_moves_evidence_and_the_memories_drawn_from_it_and_nothing_else(
     for m in other_mems:
         assert after[m["id"]] == before[m["id"]]
     assert after[person["id"]]["scope"] == "personal"
+    # The moved memory's edges carry its new scope (the store's rescope listeners ran).
+    row = store.rows(edges(store), f"id = '{edge}'", ["scope", "dst_scope"], 1)[0]
+    assert row == {"scope": "work/acme", "dst_scope": "personal"}
     # Reads by scope see the move at once.
     work = {m["id"] for m in store.list("memory", scopes=["work"], statuses=[], limit=100)}
     assert work == {m["id"] for m in acme_mems}
