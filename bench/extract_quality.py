@@ -16,7 +16,7 @@ their provenance (the evidence ids each derives from) and scored against the lab
 - items_per_min: evidence items through the job per minute (model load excluded: the app keeps
   its model loaded), and the same figures per source and per kind.
 
-    .venv/bin/python bench/extract_quality.py [--split dev|train|all] [--limit N] [--engine auto|llm|rules]
+    .venv/bin/python bench/extract_quality.py [--split dev|train|all] [--limit N] [--engine auto|statements|llm|rules]
 
 The annotation guide is bench/data/extraction/README.md. Progress goes to stderr.
 """
@@ -177,7 +177,7 @@ def run(items: list[dict], engine: str) -> dict:
         # More items than a scheduled run takes: the job would stop after max_items_per_run.
         store.config.extraction.max_items_per_run = max(store.config.extraction.max_items_per_run, len(items))
         model, load_s = None, 0.0
-        if engine != "rules":
+        if engine == "llm":
             t0 = time.monotonic()
             try:  # load (and assemble the bundled GGUF) before timing: the app keeps its model loaded
                 model = shared_llm(store.config, store.home).load().name
@@ -207,7 +207,7 @@ def run(items: list[dict], engine: str) -> dict:
         statuses = defaultdict(int)
         for m in store.list("memory", statuses=[], limit=1_000_000):
             statuses[m["status"]] += 1
-        if engine != "rules":
+        if engine == "llm":
             try:
                 shared_llm(store.config, store.home).close()
             except Exception:
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", choices=["dev", "train", "all"], default="dev")
     ap.add_argument("--limit", type=int, default=0, help="only the first N items (a fixed mix of kinds)")
-    ap.add_argument("--engine", choices=["auto", "llm", "rules"], default="auto")
+    ap.add_argument("--engine", choices=["auto", "statements", "llm", "rules"], default="auto")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     items = load_items(a.split)

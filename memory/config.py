@@ -229,7 +229,9 @@ class McpConfig(_Section):
 class ExtractionConfig(_Section):
     """Evidence → memories (memory/consolidation/extraction.py): LLM runtime, batching and the write policy."""
 
-    engine: Literal["auto", "llm", "rules"] = Field("auto", description="auto = LLM, rules when it is unavailable")
+    engine: Literal["auto", "statements", "llm", "rules"] = Field(
+        "auto", description="auto/statements = the evidence's own statements judged by MiniLM (rules alone without it); "
+        "llm = the local LLM, rules when it is unavailable; rules = patterns only")
     llm_threads: int = Field(1, ge=1, le=256, description="generation threads (1 is fastest for small models)")
     llm_batch_threads: int = Field(2, ge=1, le=256, description="prompt-processing threads")
     llm_context: int = Field(2048, ge=256, le=131072, description="n_ctx tokens")
@@ -239,7 +241,10 @@ class ExtractionConfig(_Section):
     llm_isolated: bool = Field(True, description="run llama.cpp in a child process so a crash cannot kill the app")
     batch_size: int = Field(4, ge=1, le=100, description="evidence rows per LLM call")
     batch_window_minutes: float = Field(10.0, gt=0, description="rows further apart start a new batch")
-    max_chars_per_item: int = Field(500, ge=50, le=20_000, description="evidence text beyond this is cut before extraction")
+    max_chars_per_item: int = Field(500, ge=50, le=20_000,
+                                    description="evidence text beyond this is cut before an LLM sees it")
+    statement_max_chars: int = Field(8000, ge=200, le=200_000,
+                                     description="evidence text the statement engine reads per row; the rest is not extracted")
     max_items_per_run: int = Field(500, ge=1, description="a scheduled run stops after this many rows")
     active_min_confidence: float = Field(0.8, ge=0, le=1, description="a draft below this stays a candidate for review")
     active_sources: list[str] = Field(default_factory=lambda: ["audio", "manual"],

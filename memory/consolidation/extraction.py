@@ -1,8 +1,10 @@
 """Extraction: unextracted evidence → typed memories with provenance (docs/architecture.md "Flows").
 
 Evidence is read in capture order and cut into batches of one scope, one app and one source
-kind, close together in time. Each batch goes to the LLM (few-shot prompt + JSON grammar) or,
-when no model is available or a call fails, to the rule-based extractor. The write policy
+kind, close together in time. By default (engine auto) each batch goes to the statement engine
+(memory/consolidation/verbatim.py: the evidence's own sentences, judged by MiniLM, kept verbatim);
+engine llm sends it to the LLM (few-shot prompt + JSON grammar), and engine rules, or an LLM that
+is missing or fails, to the rule-based extractor. The write policy
 (memory/consolidation/write_policy.py) decides what each draft becomes. Screen text is untrusted input:
 from it extraction only creates candidates or corroborates. Then the batch is marked extracted.
 """
@@ -59,19 +61,24 @@ class ExtractionReport:
 class Extractor:
     """Turns one batch of evidence rows into drafts: the LLM when it works, the rules otherwise."""
 
-    def __init__(self, llm=None, engine: str = "auto", max_chars: int = 500) -> None:
+    def __init__(self, llm=None, engine: str = "auto", max_chars: int = 500, statements=None) -> None:
         self.llm, self.engine, self.max_chars = llm, engine, max_chars
+        self.statements = statements  # a StatementEngine (engine auto/statements)
         self.llm_calls = self.llm_failures = 0
         self._llm_broken = False
 
     @property
     def model_name(self) -> str | None:
         """Name of the loaded model, if any."""
+        if self.statements is not None:
+            return f"statements ({self.statements.judged_by})"
         info = getattr(self.llm, "info", None)
         return getattr(info, "name", None)
 
     def drafts(self, items: list[dict]) -> tuple[list[Draft], str]:
         """(drafts, engine used) for one batch."""
+        if self.statements is not None:
+            return self.statements.drafts(items), "statements"
         if self.engine != "rules" and self.llm is not None and not self._llm_broken:
             got = self._llm_drafts(items)
             if got is not None:
@@ -135,9 +142,15 @@ def shared_llm(config, home: Path):
 
 
 def make_extractor(store, engine: str | None = None, llm=None) -> Extractor:
-    """The extractor the config asks for (engine auto|llm|rules)."""
+    """The extractor the config asks for (engine auto|statements|llm|rules)."""
     x = store.config.extraction
     engine = engine or x.engine
+    if engine in ("auto", "statements") and llm is None:
+        from memory.consolidation.verbatim import StatementEngine
+
+        emb = store.embedder
+        return Extractor(engine=engine, max_chars=x.max_chars_per_item,
+                         statements=StatementEngine(emb.embed, emb.name, max_chars=x.statement_max_chars))
     if engine != "rules" and llm is None:
         llm = shared_llm(store.config, store.home)
     return Extractor(llm=llm if engine != "rules" else None, engine=engine, max_chars=x.max_chars_per_item)

@@ -40,7 +40,8 @@ _TOOLS = (
 )
 # A command: after a shell prompt, inside backticks, or after "run"; starts with a known tool name.
 CMD_RE = re.compile(rf"(?:^\s*[$#>]\s*|`|\brun\s+|\btype\s+|\bexecute\s+)((?:{_TOOLS})\b[^`\n;]*)", re.MULTILINE)
-_TOOL_START = re.compile(rf"(?:{_TOOLS})\b")
+TOOL_START = re.compile(rf"(?:{_TOOLS})\b")
+_TOOL_START = TOOL_START
 _GOAL_RE = re.compile(r"\b(?:to|To|in order to)\s+([a-z][\w -]{2,50}?)\s*[,:]?\s+(?:run|use|type|execute|do)\b")
 DECISION_RE = re.compile(
     r"\b(decided|decision|agreed|we chose|chose to|settled on|going with|go with|will use|switch(?:ed)? to|"

@@ -103,7 +103,8 @@ def job_extract(store, stopping: threading.Event | None = None) -> str:
         return "no new evidence"
     stopping = stopping or threading.Event()
     x = store.config.extraction
-    llm = None if x.engine == "rules" else _StopAwareLLM(shared_llm(store.config, store.home), stopping)
+    # Only the llm engine loads the LLM; the statement engine (auto) judges with the store's embedder.
+    llm = _StopAwareLLM(shared_llm(store.config, store.home), stopping) if x.engine == "llm" else None
     extractor = make_extractor(store, llm=llm)
     n = created = candidates = corroborated = 0
     while n < x.max_items_per_run and not stopping.is_set():

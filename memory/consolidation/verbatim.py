@@ -1,0 +1,109 @@
+"""The default extraction engine: the evidence's own statements, judged by MiniLM, kept verbatim.
+
+Evidence rows → statements (statements.py) → worth keeping? which type? (salience.py) → one draft
+per kept statement or record, whose text is the evidence's words (so no detail is lost and none is
+invented) and whose fields (when, who, link, path) are read from those words by the rules.
+Without the fitted weights (another embedder, a damaged install) the rule scores decide.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import numpy as np
+
+from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
+from memory.consolidation.salience import SalienceModel, features, load_model, noise_sign, rule_score, rule_type
+from memory.consolidation.statements import Segment, compose, render, segment_row
+from memory.types import MemoryType, build_details
+
+log = logging.getLogger(__name__)
+
+RULE_THRESHOLD = 0.5  # keep score a statement needs when the rules alone judge it
+MAX_CHARS = 600  # a record longer than this is cut at a statement boundary
+
+
+class StatementEngine:
+    """Drafts for a batch of evidence rows; embed(texts) → vectors (the store's embedder)."""
+
+    def __init__(self, embed=None, embedder_name: str | None = None, model: SalienceModel | None = None,
+                 max_chars: int = 4000) -> None:
+        self.embed = embed
+        self.model = model if model is not None else load_model()
+        self.max_chars = max_chars
+        if self.model is not None and (embed is None or embedder_name != self.model.embedder):
+            log.info("salience weights fit %s, not %s: judging statements by rules alone", self.model.embedder,
+                     embedder_name)
+            self.model = None
+
+    @property
+    def judged_by(self) -> str:
+        """"model" when the fitted weights judge, "rules" when the counted signs alone do."""
+        return "model" if self.model is not None else "rules"
+
+    def drafts(self, items: list[dict]) -> list[Draft]:
+        """One draft per kept statement group of each row (rows never share a draft: provenance stays exact)."""
+        segs: list[Segment] = []
+        feats: list[list[float]] = []
+        raw_source: list[str] = []
+        for n, r in enumerate(items):
+            row = segment_row(r.get("text") or "", r.get("source") or "", n, self.max_chars)
+            lines = len({s.line for s in row})
+            for s in row:
+                segs.append(s)
+                feats.append(features(s, r.get("source") or "", lines))
+                raw_source.append(r.get("source") or "")
+        if not segs:
+            return []
+        vetoed = np.asarray([noise_sign(s.text) is not None for s in segs])
+        types: list[str]
+        if self.model is not None and self.embed is not None:
+            x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
+            scores = self.model.keep_scores(x) * ~vetoed
+            types = self.model.types(x)
+            threshold = self.model.threshold
+        else:
+            scores = np.asarray([rule_score(f) for f in feats]) * ~vetoed
+            types = [rule_type(s.text) for s in segs]
+            threshold = RULE_THRESHOLD
+        out: list[Draft] = []
+        for n, r in enumerate(items):
+            idx = [i for i, s in enumerate(segs) if s.row == n]
+            row_segs = [segs[i] for i in idx]
+            groups = compose(row_segs, [bool(scores[i] >= threshold) for i in idx])
+            for g in groups:
+                text = _cap(render(row_segs, g))
+                best = idx[max(g, key=lambda j: scores[idx[j]])]
+                conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
+                out.append(_draft(text, types[best], conf, r))
+        return out
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_CHARS:
+        return text
+    cut = text[:MAX_CHARS]
+    return cut[: max(cut.rfind("; "), cut.rfind(". "), MAX_CHARS // 2)].rstrip(" ;")
+
+
+def _draft(text: str, mtype: str, confidence: float, row: dict) -> Draft:
+    """A draft whose text is the statement and whose typed fields are read from it."""
+    t = MemoryType(mtype)
+    captured = row.get("captured_at")
+    fields: dict = {}
+    if t is MemoryType.EPISODIC:
+        when = resolve_date(text, captured if isinstance(captured, datetime) else None)
+        fields = {"event": text, "who": find_people(text)[:5], **({"when": when} if when else {})}
+    elif t is MemoryType.SEMANTIC:
+        fields = {"fact": text}
+    elif t is MemoryType.PROCEDURAL:
+        fields = {"goal": text}
+    elif t is MemoryType.RESOURCE:
+        urls, paths = find_urls(text), find_paths(text)
+        fields = {"title": text[:160], **({"uri": urls[0]} if urls else {}), **({"path": paths[0]} if paths and not urls else {})}
+    elif t is MemoryType.CORE:
+        fields = {"content": text}
+    details = build_details(t, None, fields).model_dump(mode="json", exclude_none=True)
+    return Draft(type=t.value, text=text, subject=None, details=details, confidence=round(min(max(confidence, 0.0), 1.0), 3),
+                 evidence_ids=[row["id"]], engine="statements", kind="statement")
