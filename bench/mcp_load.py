@@ -122,7 +122,9 @@ def args_for(tool: str, rnd: random.Random, mem_ids: list[str], ev_ids: list[str
     return {}
 
 
-async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat: dict, errors: list) -> None:
+async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat: dict, errors: list,
+                 think: float = 0.0) -> None:
+    import anyio
     import httpx
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -135,6 +137,8 @@ async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat:
         async with streamable_http_client(url, http_client=http) as (read, write, _), ClientSession(read, write) as s:
             await s.initialize()
             for _ in range(calls):
+                if think:  # an assistant between tool calls (its model generating): uniform in [0, 2 × think]
+                    await anyio.sleep(rnd.uniform(0, 2 * think))
                 tool = rnd.choices(names, weights)[0]
                 if tool == "memory_update" and not mine:
                     tool = "memory_add"
@@ -165,6 +169,10 @@ def main() -> int:
     ap.add_argument("--evidence", type=int, default=20000, help="evidence rows seeded before the run")
     ap.add_argument("--ingest", choices=[*INGEST_MODES, "off"], default="capture",
                     help="evidence written meanwhile: capture (1 row / 2 s), burst (20 rows / 0.2 s) or off")
+    ap.add_argument("--think", type=float, default=0.0, help="mean seconds a client waits between its calls "
+                    "(0: back to back, a stress test: the 20 clients keep the server saturated)")
+    ap.add_argument("--seed-cache", type=Path, help="a folder to keep the seeded store in and copy it from on later "
+                    "runs (seeding 20,000 rows takes minutes); it must hold a store seeded with the same sizes")
     ap.add_argument("--keep", action="store_true", help="keep the temporary data dir (and serve.log) afterwards")
     a = ap.parse_args()
 
@@ -175,7 +183,14 @@ def main() -> int:
     os.environ["MIRADOR_HOME"] = str(home)
     env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     t_seed = time.perf_counter()
-    token, mem_ids, ev_ids = seed(home, a.memories, a.evidence)
+    if a.seed_cache and (a.seed_cache / "seed.json").exists():  # a store seeded earlier with the same sizes
+        shutil.copytree(a.seed_cache, home, dirs_exist_ok=True)
+        token, mem_ids, ev_ids = json.loads((home / "seed.json").read_text())
+    else:
+        token, mem_ids, ev_ids = seed(home, a.memories, a.evidence)
+        if a.seed_cache:
+            (home / "seed.json").write_text(json.dumps([token, mem_ids, ev_ids]))
+            shutil.copytree(home, a.seed_cache)
     seed_s = time.perf_counter() - t_seed
     port = free_port()
     log = open(home / "serve.log", "wb")  # noqa: SIM115
@@ -195,7 +210,7 @@ def main() -> int:
         async def run_all():
             async with anyio.create_task_group() as tg:
                 for n in range(a.clients):
-                    tg.start_soon(client, n, url, token, a.calls, mem_ids, ev_ids, lat, errors)
+                    tg.start_soon(client, n, url, token, a.calls, mem_ids, ev_ids, lat, errors, a.think)
 
         t0 = time.perf_counter()
         anyio.run(run_all)
@@ -214,7 +229,7 @@ def main() -> int:
             shutil.rmtree(home, ignore_errors=True)
     total = sum(len(v) for v in lat.values())
     print(json.dumps({
-        "bench": "mcp_load", "clients": a.clients, "calls_per_client": a.calls, "calls": total,
+        "bench": "mcp_load", "clients": a.clients, "calls_per_client": a.calls, "think_s": a.think, "calls": total,
         "errors": len(errors), "error_samples": errors[:5], "wall_s": round(wall, 1),
         "calls_per_s": round(total / wall, 1), "seeded": {"memories": a.memories, "evidence": a.evidence},
         "seed_s": round(seed_s, 1), "ingest": a.ingest, "ingested_during_run": ingested,

@@ -426,30 +426,37 @@ def timeline(store, p: Principal, since: str | None = None, until: str | None = 
         raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
     scopes = read_scopes(p, scope)
     where = store.where("evidence", scopes=scopes, apps=apps or None, since=start, until=end)
-    rows = store.rows(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
-    rows.sort(key=lambda r: r["captured_at"])
-    by_app: dict[str, list[dict]] = {}
-    for r in rows:
-        by_app.setdefault(r["app"] or "(unknown app)", []).append(r)
-    sample_ids = [rid for group in by_app.values() for rid in _spread([r["id"] for r in group], samples_per_app)]
+    # Column by column, in time order: a day of capture is many thousands of rows, and a dict per row
+    # cost more than the read itself (the result is the same as grouping the rows one by one).
+    import pyarrow.compute as pc
+
+    table = store.scan(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
+    table = table.take(pc.sort_indices(table, [("captured_at", "ascending")]))  # a stable sort
+    ids, app_col = table["id"].to_pylist(), table["app"].to_pylist()
+    window_col, source_col, times = table["window"].to_pylist(), table["source"].to_pylist(), table["captured_at"]
+    by_app: dict[str, list[int]] = {}
+    for i, app in enumerate(app_col):
+        by_app.setdefault(app or "(unknown app)", []).append(i)
+    sample_ids = [ids[i] for group in by_app.values() for i in _spread(group, samples_per_app)]
     texts = _texts(store, sample_ids)
     groups = []
     for app, group in sorted(by_app.items(), key=lambda kv: -len(kv[1])):
-        windows = Counter(r["window"] for r in group if r["window"]).most_common(5)
+        windows = Counter(w for w in (window_col[i] for i in group) if w).most_common(5)
         groups.append({
-            "app": app, "count": len(group), "first": iso(group[0]["captured_at"]), "last": iso(group[-1]["captured_at"]),
-            "windows": [w for w, _ in windows], "sources": sorted({r["source"] for r in group}),
-            "samples": [{"id": i, "text": _snip(texts.get(i, ""), 200)}
-                        for i in _spread([r["id"] for r in group], samples_per_app)],
+            "app": app, "count": len(group), "first": iso(times[group[0]].as_py()),
+            "last": iso(times[group[-1]].as_py()),
+            "windows": [w for w, _ in windows], "sources": sorted({source_col[i] for i in group}),
+            "samples": [{"id": ids[i], "text": _snip(texts.get(ids[i], ""), 200)}
+                        for i in _spread(group, samples_per_app)],
         })
     mwhere = store.where("memory", scopes=scopes, types=["episodic"], since=start, until=end)
     episodes = store.rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
-    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": len(rows),
-            "capped": len(rows) >= TIMELINE_MAX_ROWS, "apps": groups,
+    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": len(ids),
+            "capped": len(ids) >= TIMELINE_MAX_ROWS, "apps": groups,
             "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
 
 
-def _spread(ids: list[str], n: int) -> list[str]:
+def _spread(ids: list, n: int) -> list:
     if len(ids) <= n:
         return ids
     step = (len(ids) - 1) / max(n - 1, 1)
@@ -597,9 +604,13 @@ def memory_list(store, p: Principal, scope: str | None = None, types: list[str] 
         # Keyset paging: rows changed meanwhile move to the front and are not repeated on later pages.
         where = and_(where, f"(updated_at < {ts_literal(at)} OR (updated_at = {ts_literal(at)} AND "
                             f"id < {sql_literal(last)}))")
-    keys = store.scan(store.memories, where, ["id", "updated_at"]).to_pylist()
-    keys.sort(key=lambda r: (r["updated_at"], r["id"]), reverse=True)
-    page = keys[:limit]
+    import pyarrow.compute as pc
+
+    keys = store.scan(store.memories, where, ["id", "updated_at"])
+    # Only the page (and one more, to know there is a next) becomes Python rows, not every key.
+    order = pc.sort_indices(keys, [("updated_at", "descending"), ("id", "descending")])
+    top = keys.take(order[: limit + 1]).to_pylist()
+    page = top[:limit]
     rows = store.get_many("memory", [r["id"] for r in page], MEMORY_BRIEF_COLS)
     results = []
     for r in page:
@@ -607,7 +618,7 @@ def memory_list(store, p: Principal, scope: str | None = None, types: list[str] 
             brief = _memory_brief(rows[r["id"]])
             brief["updated_at"] = iso(r["updated_at"])
             results.append(brief)
-    more = len(keys) > limit
+    more = len(top) > limit
     return {"scopes": scopes, "types": types or None, "status": statuses, "results": results,
             "next_cursor": _encode_cursor(key, page[-1]["updated_at"], page[-1]["id"]) if more else None,
             "hint": "more memories: call memory_list again with cursor=next_cursor" if more

@@ -132,6 +132,7 @@ def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=N
 
 # ---- candidates and scores ------------------------------------------------------------------------
 
+RECALL_THREADS = 8
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -140,7 +141,10 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="mirador-recall")
+            # The pool is shared by every recall in the process: the MCP server runs many at once, and with
+            # two workers each recall's evidence search queued behind the others' (they wait on LanceDB,
+            # not on the GIL, so more threads cost little).
+            _pool = ThreadPoolExecutor(max_workers=RECALL_THREADS, thread_name_prefix="mirador-recall")
         return _pool
 
 

@@ -386,9 +386,12 @@ class Store:
         return out
 
     def _one(self, kind: str, id_: str, scopes: Iterable[str] | None, cols: list[str]) -> dict[str, Any]:
+        from memory.store.reads import Leg
+
         where = f"id = {sql_literal(id_)}"
         sf = scope_filter(scopes)
-        rows = self.rows(self.kind_table(kind), where + (f" AND {sf}" if sf else ""), cols, 1)
+        # Through the async reader, as searches: the sync query builder costs extra round trips per read.
+        rows = self.reader.run(Leg(self.kind_table(kind).name, where + (f" AND {sf}" if sf else ""), tuple(cols), 1))[0]
         if not rows:
             raise NotFoundError(_not_found(id_))
         return rows[0]
