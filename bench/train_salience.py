@@ -30,6 +30,7 @@ from extract_quality import holds, load_items, norm  # noqa: E402
 
 from memory.consolidation.salience import FEATURES, TYPES, features, noise_sign  # noqa: E402
 from memory.consolidation.statements import compose, render, segment_row  # noqa: E402
+from memory.consolidation.verbatim import whole_records  # noqa: E402
 
 CS = (0.1, 0.3, 1.0)
 NOISE_COST = 0.015
@@ -97,7 +98,7 @@ def evaluate(items: list[dict], d: dict, idx_items: list[int], scores: np.ndarra
         it = items[n]
         rows = np.where(d["item"] == n)[0]
         segs = [d["segs"][i] for i in rows]
-        keep = [bool(scores[i] >= threshold) for i in rows]
+        keep = whole_records(segs, [bool(scores[i] >= threshold) for i in rows], [bool(d["vetoed"][i]) for i in rows])
         groups = compose(segs, keep)
         out = []
         for g in groups:

@@ -92,7 +92,7 @@ FEATURES = (
     "noise_words", "symbols", "fillers", "columns", "alpha", "upper", "field", "title", "question", "speaker",
     "in_title", "row_lines", "position", "listing", "size", "header", "consent", "smalltalk", "weather",
     "no_function_words", "command", "config",
-) + tuple(f"src_{s}" for s in SOURCES)
+) + tuple(f"rule_{t}" for t in TYPES) + tuple(f"src_{s}" for s in SOURCES)
 
 
 def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) -> list[float]:
@@ -126,6 +126,9 @@ def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) 
     }
     for s in SOURCES:
         f[f"src_{s}"] = float(source == s)
+    guess = rule_type(t)
+    for k in TYPES:
+        f[f"rule_{k}"] = float(guess == k)
     return [f[k] for k in FEATURES]
 
 

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 RULE_THRESHOLD = 0.5  # keep score a statement needs when the rules alone judge it
 MAX_CHARS = 600  # a record longer than this is cut at a statement boundary
+RECORD_LINES = 8  # a record or message of at most this many lines is kept whole once one of its lines is
 
 
 class StatementEngine:
@@ -71,13 +72,31 @@ class StatementEngine:
         for n, r in enumerate(items):
             idx = [i for i, s in enumerate(segs) if s.row == n]
             row_segs = [segs[i] for i in idx]
-            groups = compose(row_segs, [bool(scores[i] >= threshold) for i in idx])
+            keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
+            groups = compose(row_segs, keep)
             for g in groups:
                 text = _cap(render(row_segs, g))
                 best = idx[max(g, key=lambda j: scores[idx[j]])]
                 conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
                 out.append(_draft(text, types[best], conf, r))
         return out
+
+
+def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> list[bool]:
+    """A record worth keeping is kept whole: its other field lines ("Assignee: ...") go with the kept one,
+    as do the other lines of a kept chat message (they share one memory, so this adds detail, not memories)."""
+    out = list(keep)
+    blocks: dict[tuple, list[int]] = {}
+    for i, s in enumerate(segs):
+        if s.title:
+            blocks.setdefault(("title", s.title), []).append(i)
+        elif s.speaker:
+            blocks.setdefault(("speaker", s.speaker), []).append(i)
+    for members in blocks.values():
+        if any(keep[i] for i in members) and len(members) <= RECORD_LINES:
+            for i in members:
+                out[i] = out[i] or not vetoed[i]
+    return out
 
 
 def _cap(text: str) -> str:
