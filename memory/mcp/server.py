@@ -331,6 +331,26 @@ def _register_memory_writes(mcp: FastMCP) -> None:
         """
         return await _call(ctx, T.memory_forget, ids=ids)
 
+    @mcp.tool(annotations=ERASE)
+    async def evidence_forget(ctx: Context,
+                              app: Annotated[str | None, Field(min_length=1, max_length=200, description="erase "
+                                                               "evidence captured from this app (as timeline "
+                                                               "names it); omit for every app")] = None,
+                              since: Since = None, until: Until = None, scope: WriteScopeArg = None,
+                              confirm: Annotated[bool, Field(description="false (default): only return what would "
+                                                             "be erased, with counts; true: erase it")] = False
+                              ) -> dict[str, Any]:
+        """Erase captured evidence by app and/or time range, for good (no undo), with the memories derived only
+        from it. Only when the person explicitly asks, e.g. "delete everything from Slack" or "the last hour".
+
+        Give app, since or until (or several). First call without confirm: it returns what would be erased,
+        with counts, and changes nothing; tell the person, then call again with confirm=true. Memories that
+        also rest on other evidence, or that the person edited, lose these sources and go to review; memories
+        the person wrote and vault entries are never touched. Works in your write scope (or one below it);
+        if the delete would change a memory outside it, nothing is erased.
+        """
+        return await _call(ctx, T.evidence_forget, app=app, since=since, until=until, scope=scope, confirm=confirm)
+
     @mcp.tool(annotations=WRITE)
     async def memory_reinforce(ctx: Context, ids: Annotated[list[MemId], Field(min_length=1, max_length=50,
                                                                            description="the mem_ ids your answer "

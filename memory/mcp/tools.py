@@ -331,6 +331,43 @@ def memory_forget(store, p: Principal, ids: list[str]) -> dict:
     return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
 
 
+def evidence_forget(store, p: Principal, app: str | None = None, since: str | None = None, until: str | None = None,
+                    scope: str | None = None, confirm: bool = False) -> dict:
+    """Erase captured evidence by app and/or time range in the client's write scope (or `scope` below it),
+    with the memories derived only from it (memory/store/erasure.py forget_where). Without confirm: the
+    plan with counts, nothing changed. Every memory the delete erases or sends to review must lie in the
+    write scope, else nothing is erased. Hand-written memories and vault entries are never touched."""
+    from memory.store.erasure import forget_where, plan_forget_where
+
+    ws = write_scope(p, scope)
+    if app is not None and not app.strip():
+        raise InputError("app is empty: name an app (e.g. slack, as timeline lists it) or leave app out")
+    start, end = parse_time(since, "since"), parse_time(until, "until")
+    if not (app or start or end):
+        raise InputError("give app, since or until: evidence_forget erases captured evidence by app and/or time "
+                         "range; to erase single rows call memory_forget with their ids")
+    if start and end and start >= end:
+        raise InputError(f"since ({since}) is not before until ({until}): nothing matches")
+    plan = plan_forget_where(store, scope=ws, app=app, since=start, until=end)
+    outside = sorted({r["scope"] for r in plan.memories + plan.review if not in_scopes(r["scope"], [ws])})
+    if outside:
+        raise InputError(f"this delete would change memories in scope {outside[0]!r}, outside this client's write "
+                         f"scope {ws!r} — nothing was deleted; ask the person to delete it in Mirador")
+    counts = plan.counts()
+    del counts["vault"]  # an evidence delete never touches the vault
+    out: dict[str, Any] = {"scope": ws, "app": app, "since": iso(start), "until": iso(end), "counts": counts,
+                           "description": plan.describe()}
+    if plan.empty():
+        return {"dry_run": not confirm, **out, "deleted": 0, "hint": "nothing matches these filters: nothing to "
+                "erase (timeline lists the apps and times captured)"}
+    if not confirm:
+        return {"dry_run": True, **out, "hint": "nothing was erased; this is what would go. Only when the person "
+                "confirms, call evidence_forget again with the same arguments and confirm=true"}
+    res = forget_where(store, scope=ws, app=app, since=start, until=end, actor=p.actor, plan=plan)
+    return {"dry_run": False, **out, "deleted": res["deleted"], "by_kind": res["by_kind"],
+            "reviewed": res["reviewed"], "frames_removed": res["frames_removed"], "actor": p.actor}
+
+
 # ---- relation tools ---------------------------------------------------------------------------
 
 

@@ -62,7 +62,9 @@ class ForgetPlan:
 
     evidence: the captured rows that match; memories: rows erased with them (derived only from that
     evidence, or, for a scope delete, everything in the scope); review: memories that also rest on
-    other evidence, which lose the erased ids from their provenance and go to review; vault: entries
+    other evidence, which lose the erased ids from their provenance and go to review (and memories the
+    person edited or pinned whose evidence is all erased: marked "orphaned", they keep their text, lose
+    all provenance and go to review); vault: entries
     erased (only by a scope delete); frames: frame files on disk that go with the evidence."""
 
     evidence: list[dict] = field(default_factory=list)
@@ -91,9 +93,13 @@ class ForgetPlan:
         else:
             parts.append(_n(len(self.memories), "memory", "memories") + " derived only from them")
         text = "Erases " + ", ".join(parts) + "."
-        if self.review:
-            text += (f" {_n(len(self.review), 'memory', 'memories')} that also rest on other evidence "
+        edited = sum(1 for r in self.review if r.get("orphaned"))
+        if len(self.review) > edited:
+            text += (f" {_n(len(self.review) - edited, 'memory', 'memories')} that also rest on other evidence "
                      "lose these sources and go to review.")
+        if edited:
+            text += (f" {_n(edited, 'memory', 'memories')} you edited keep your words, lose these sources "
+                     "and go to review.")
         if not self.scope_only:
             text += " Memories you wrote yourself and vault entries are kept."
         return text
@@ -138,7 +144,7 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
     if not gone:
         return [], []
     ids = sorted(gone)
-    cols = _KIND_COLS["memory"][1] + ["status", "provenance"]
+    cols = _KIND_COLS["memory"][1] + ["status", "provenance", "user_edited", "pinned"]
     hits: dict[str, dict] = {}
     ledger: dict[str, set[str]] = {}
     has_ledger = T.DERIVATIONS in store.db.table_names()
@@ -164,6 +170,10 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
         rest = [e for e in (r["provenance"] or []) if e not in gone]
         if any(e in live or not e.startswith(PREFIX["evidence"]) for e in rest):
             review.append(r)
+        elif r.get("user_edited") or r.get("pinned"):
+            # The person's own words survive an evidence delete: the evidence goes, the edited memory is
+            # kept with no provenance left and goes to review (principle 3; the person decides).
+            review.append({**r, "orphaned": True})
         else:
             erase.append({k: r[k] for k in _KIND_COLS["memory"][1]})
     return erase, review
@@ -179,16 +189,22 @@ def _existing_evidence(store, ids: set[str]) -> set[str]:
 
 
 def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
-                 until: datetime | None = None, actor: str = "person", purge_now: bool = True) -> dict:
+                 until: datetime | None = None, actor: str = "person", purge_now: bool = True,
+                 plan: ForgetPlan | None = None) -> dict:
     """Bulk forget (see plan_forget_where for what goes): everything in a scope (and below), or the
-    evidence from an app and/or a time range with the memories derived only from it."""
+    evidence from an app and/or a time range with the memories derived only from it. plan: one just
+    made by plan_forget_where with the same filters (a caller that checked it, e.g. against a client's
+    write scope, erases exactly what it checked)."""
     if actor in ACTORS_AUTOMATED:
         raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
-    plan = plan_forget_where(store, scope=scope, app=app, since=since, until=until)
+    if plan is None:
+        plan = plan_forget_where(store, scope=scope, app=app, since=since, until=until)
     # Review first: should we stop part-way, no memory still cites evidence that is gone.
     reviewed = _send_to_review(store, plan.review, {r["id"] for r in plan.evidence}, actor)
     found = {"evidence": plan.evidence, "memory": plan.memories, "vault": plan.vault}
-    result = _erase(store, {k: v for k, v in found.items() if v}, actor, purge_now)
+    # Old versions of the memories table hold the pre-edit text of orphaned memories: purge it too.
+    extra = {T.MEMORIES} if any(r.get("orphaned") for r in plan.review) else set()
+    result = _erase(store, {k: v for k, v in found.items() if v}, actor, purge_now, extra)
     result["reviewed"] = reviewed
     return result
 
@@ -201,12 +217,14 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
     now = utcnow()
     full = []
     audits = []
+    orphaned = {r["id"] for r in rows if r.get("orphaned")}
     for start in range(0, len(rows), 500):
         chunk = sql_id_list([r["id"] for r in rows[start:start + 500]])
         full += store.rows(store.memories, f"id IN {chunk}", T.MEMORY_COLS + ["vector"], limit=None)
     for r in full:
         before = {"status": r["status"], "provenance": list(r["provenance"] or [])}
-        r["provenance"] = [e for e in before["provenance"] if e not in gone]
+        # An edited memory whose evidence is all gone keeps no provenance (what is left names nothing).
+        r["provenance"] = [] if r["id"] in orphaned else [e for e in before["provenance"] if e not in gone]
         if r["status"] == Status.ACTIVE.value:
             r["status"] = Status.CANDIDATE.value
         r["updated_at"] = now
@@ -215,6 +233,11 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
     data = to_arrow(full, store.memories.schema)
     store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
                  .when_not_matched_insert_all().execute(data))
+    if orphaned:
+        # Their earlier audit rows hold the text extracted from the erased evidence (create, before the
+        # person's edit): keep who/when, drop what. The person's current words stay in the row.
+        chunk = sql_id_list(sorted(orphaned))
+        store.commit(lambda: store.audit.update(where=f"entity_id IN {chunk}", values={"before": None, "after": None}))
     store.write_audit(audits)
     store.reader.forget_cached()
     return len(full)
@@ -231,7 +254,8 @@ def _frame_file(home: Path, path: str) -> Path | None:
     return p if p.exists() else None
 
 
-def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> dict:
+def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
+           extra_tables: Iterable[str] = ()) -> dict:
     now = utcnow()
     stones, audits, frames = [], [], []
     for kind, rows in found.items():
@@ -276,7 +300,7 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool) -> 
         # removed), tombstones (appended), relations with memories (edges dropped).
         changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
         changed |= {T.RELATIONS} if found.get("memory") else set()
-        purge(store, changed | ({T.REEMBED_STAGING} if staged else set()))
+        purge(store, changed | set(extra_tables) | ({T.REEMBED_STAGING} if staged else set()))
     return {
         "deleted": len(stones),
         "by_kind": {k: len(v) for k, v in found.items()},

@@ -22,7 +22,7 @@ PRINCIPALS = {
 READ_TOOLS = {"memory_search", "memory_recall", "memory_get", "evidence_search", "evidence_get", "timeline", "status",
               "memory_related", "memory_chain", "memory_list"}
 WRITE_TOOLS = {"memory_add", "memory_update", "memory_forget", "memory_relate", "memory_reinforce", "evidence_add",
-               "relation_remove", "consolidate"}
+               "relation_remove", "consolidate", "evidence_forget"}
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 
 
@@ -67,6 +67,8 @@ def write_calls(ids: dict) -> dict:
         "memory_forget": {"ids": [ids["c"]]},
         "memory_relate": {"src": ids["b"], "relation": "TRIGGERED", "dst": ids["a"]},
         "memory_reinforce": {"ids": [ids["a"]]},
+        # before evidence_add: it erases the seeded kitty row only (scope named, so "other" is refused)
+        "evidence_forget": {"app": "kitty", "scope": "work", "confirm": True},
         "evidence_add": {"text": f"billing deploy key {AWS_KEY}", "app": "kitty", "scope": "work"},
         "relation_remove": {"id": ids["rel"]},
         "consolidate": {"dry_run": False, "scope": "work"},
@@ -161,6 +163,8 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
     assert store.memories.count_rows("text = 'Billing alerts go to #billing-oncall' AND scope = 'work'") == 1
     actors = {r["actor"] for r in store.rows(store.audit, "actor LIKE 'mcp:%'", ["actor"], None)}
     assert actors == {"mcp:writer"}
+    assert store.evidence.count_rows(f"id = '{seeded['evd']}'") == 0  # evidence_forget app=kitty
+    assert store.evidence.count_rows(f"id = '{seeded['pev']}'") == 1
     added = store.rows(store.evidence, "source = 'mcp'", ["text", "scope"], None)
     assert added == [{"text": "billing deploy key [REDACTED:aws_key]", "scope": "work"}]
     assert store.relations.count_rows(f"id = '{seeded['rel']}'") == 0
