@@ -28,12 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extract_quality import holds, load_items, norm  # noqa: E402
 
-from memory.consolidation.salience import FEATURES, TYPES, features, noise_sign  # noqa: E402
+from memory.consolidation.salience import FEATURES, TYPES, features, vetoes  # noqa: E402
 from memory.consolidation.statements import compose, render, segment_row  # noqa: E402
 from memory.consolidation.verbatim import whole_records  # noqa: E402
 
 CS = (0.1, 0.3, 1.0)
 NOISE_COST = 0.015
+# A sign seen on a handful of statements must not outweigh the rest: standardising a rare 0/1 sign by its
+# tiny spread would give it a huge value.
+STD_FLOOR = 0.3
 THRESHOLDS = [round(x, 2) for x in np.arange(0.2, 0.96, 0.025)]
 
 
@@ -50,7 +53,7 @@ def dataset(items: list[dict], embedder) -> dict:
             keep.append(int(bool(held)))
             types.append(sorted({t for f in held for t in f["types"]}))
             item_of.append(n)
-            vetoed.append(noise_sign(s.text) is not None)
+        vetoed.extend(vetoes(ss))
     vecs = np.asarray(embedder.embed([s.text for s in segs]), dtype=np.float32)
     return {"segs": segs, "feats": np.asarray(feats, dtype=np.float32), "vecs": vecs, "keep": np.asarray(keep),
             "types": types, "item": np.asarray(item_of), "vetoed": np.asarray(vetoed)}
@@ -68,7 +71,7 @@ def fit(d: dict, idx: np.ndarray, c: float):
 
     idx = idx[~d["vetoed"][idx]]
     mean = d["feats"][idx].mean(axis=0)
-    std = d["feats"][idx].std(axis=0) + 1e-3
+    std = np.maximum(d["feats"][idx].std(axis=0), STD_FLOOR)
     x = design(d, mean, std, idx)
     keep = LogisticRegression(C=c, max_iter=3000, class_weight="balanced").fit(x, d["keep"][idx])
     pos = idx[d["keep"][idx] == 1]

@@ -75,6 +75,20 @@ _CONTENT = re.compile(r"(?i)\b(?!(?:uh|um|erm|hmm|huh|mm|yeah|yes|no|okay|ok|tot
                       r"just|really|the|and|but|you|know|mean|hi|hey|bye|thanks|sorry|your|anyway|ugh|mmm|what|day|test)\b)[a-z]{3,}")
 _SYSTEM = re.compile(r"(?i)\b(?:joined|left) #[\w-]+|\bwas added (?:to|by)\b|\bhas (?:joined|left) the (?:channel|call|meeting)\b|"
                      r"\bstop recording\b|\bnever mind\b|\[(?:inaudible|silence|music|laughter|crosstalk|[a-z ]*noise)\]")
+# Words of talk that carries no fact: greetings, thanks, audio checks, losing the thread.
+_PHATIC = {"thanks", "thank", "everyone", "everybody", "bye", "goodbye", "see", "have", "good", "great", "nice",
+           "weekend", "evening", "morning", "afternoon", "hello", "welcome", "sorry", "wait", "where", "was",
+           "forgot", "forget", "gonna", "going", "say", "said", "saying", "testing", "one", "two", "three", "this",
+           "thing", "can", "hear", "mute", "muted", "unmute", "screen", "share", "sharing", "join", "joined",
+           "minute", "second", "moment", "let", "lets", "let's", "try", "again", "still", "there", "here", "back",
+           "cool", "fine", "sure", "maybe", "guess", "think", "all", "everything", "stuff", "things", "bit",
+           "lag", "lagging", "frozen", "connection", "internet", "audio", "video", "camera", "mic", "microphone",
+           "recording", "start", "started", "ready", "hang", "hold", "talk", "later", "soon", "guys", "folks",
+           "people", "how", "are", "doing", "today", "well", "what", "who", "now", "then", "got", "get", "yep",
+           "nope", "cheers", "bye-bye", "hmm", "mhm", "mm-hmm", "uh-huh", "wow", "oops", "whoops"}
+# Commands a person types to look around, whose output is the file system or the prompt, not a fact.
+_LOOK_AROUND = re.compile(r"^\s*(?:[$%#>]|\w+@[\w.-]+:\S*[$#])\s*(?:ls|ll|la|dir|pwd|clear|cd|tree|exit|history|whoami|"
+                          r"htop|top|git status|git branch|git log --oneline)(?:\s+-\w+)*(?:\s+\S+)?\s*$")
 _COLUMN_WORDS = {"name", "date", "modified", "type", "size", "status", "created", "ports", "image", "age", "ready",
                  "restarts", "kind", "owner", "id", "command", "names", "container", "last", "updated", "title"}
 _FILE = re.compile(r"[\w.-]+\.(?:[a-z]{2,5}|[A-Z]{3,4})")
@@ -140,22 +154,39 @@ def noise_sign(text: str) -> str | None:
         return "consent banner"
     if _SMALLTALK.search(t) or _SYSTEM.search(t):
         return "small talk"
-    if _HEADER.match(t) or (len(words) >= 3 and sum(w.lower().strip(":") in _COLUMN_WORDS for w in words) >= 0.75 * len(words)):
+    caps = sum(1 for w in words if re.fullmatch(r"[A-Z][A-Z0-9_%+#/-]*", w))
+    if _HEADER.match(t) or (len(words) >= 5 and caps >= 0.75 * len(words) and not _NUM.search(t)) or (len(words) >= 3 and sum(w.lower().strip(":") in _COLUMN_WORDS for w in words) >= 0.75 * len(words)):
         return "column header"
     if (_LISTING.search(t) and not _FUNCTION.search(t)) or (_SIZE.search(t) and _FILE.search(t)) or _FILE.fullmatch(t):
         return "file listing"
+    if _LOOK_AROUND.match(t):
+        return "terminal chrome"
+    if len(words) >= 6 and sum(1 for w in words if w[:1].isupper()) >= 0.6 * len(words) \
+            and not re.search(r"[.,;!?:()\d]", t):
+        return "menu"
     if _TOC.match(t):
         return "table of contents"
     if len(_UI.findall(t)) >= 2:
         return "menu"
-    lower = sum(1 for w in words if w[:1].islower())
+    lower = sum(1 for w in words if w[:1].islower() and not re.match(r"i[A-Z]", w))  # "iPad" is a name
     if len(words) >= 5 and lower <= 0.15 * len(words) and not _FUNCTION.search(t) and not re.search(r"[\d:.]", t):
         return "menu"
+    content = [w.lower() for w in _CONTENT.findall(t)]
+    if content and len(words) <= 16 and sum(w in _PHATIC for w in content) >= 0.5 * len(content) \
+            and not _NUM.search(t) and not _CAPWORD.search(t):
+        return "small talk"
     if _WEATHER.search(t) and re.search(r"\d\s?°", t):
         return "weather widget"
     if len(_CONTENT.findall(t)) < 2 and not _NUM.search(t) and not re.search(r"[A-Z]\w+[A-Z0-9]|[/@:=]", t):
         return "no content"
     return None
+
+
+def vetoes(segs: list[Segment]) -> list[bool]:
+    """noise_sign per statement; the output under a look-around command (`ls`, `git status`) goes with it."""
+    out = [noise_sign(s.text) is not None for s in segs]
+    dead = {(s.row, s.title) for s, v in zip(segs, out, strict=True) if v and s.is_title and _LOOK_AROUND.match(s.text)}
+    return [v or (s.row, s.title) in dead for s, v in zip(segs, out, strict=True)]
 
 
 def rule_score(feats: list[float]) -> float:

@@ -14,7 +14,7 @@ from datetime import datetime
 import numpy as np
 
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
-from memory.consolidation.salience import SalienceModel, features, load_model, noise_sign, rule_score, rule_type
+from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
 from memory.consolidation.statements import Segment, compose, render, segment_row
 from memory.types import MemoryType, build_details
 
@@ -57,7 +57,7 @@ class StatementEngine:
                 raw_source.append(r.get("source") or "")
         if not segs:
             return []
-        vetoed = np.asarray([noise_sign(s.text) is not None for s in segs])
+        vetoed = np.asarray(vetoes(segs))
         types: list[str]
         if self.model is not None and self.embed is not None:
             x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
