@@ -17,6 +17,8 @@ from typing import Any
 
 from memory.errors import InputError, NotFoundError
 from memory.mcp.auth import Principal
+from memory.retrieval.relevance import RELEVANCE_FLOOR  # noqa: F401 - re-exported; the browser uses the same floor
+from memory.retrieval.relevance import relevant as _relevant
 from memory.scopes import in_scopes, scope_filter, sql_literal, validate_scope
 from memory.store.audit import utcnow
 from memory.store.fingerprint import fingerprint
@@ -150,38 +152,6 @@ def memory_search(store, p: Principal, query: str, types: list[str] | None = Non
     return {"query": query, "scopes": scopes, "results": [_memory_brief(h.row, h.score) for h in hits],
             "hint": "call memory_get with an id for every field and its evidence ids" if hits
             else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
-
-
-# Fused ranks say only which memory is closest, not whether any is close: a query about something never
-# stored would still return the nearest memories. A hit is kept when it shares a word stem with the query
-# or its embedding is at least this similar (cosine). Measured with the bundled all-MiniLM-L6-v2 on the
-# MCP tests' seeds: the memory a query is about scores 0.5-0.8, unrelated pairs stay below 0.25 (so does
-# a loose paraphrase sharing no word; the word-stem test keeps every hit that shares one).
-RELEVANCE_FLOOR = 0.3
-
-
-def _relevant(store, query: str, hits: list) -> list:
-    from memory.retrieval.snippets import stems
-
-    mem = [h for h in hits if h.kind == "memory"]
-    if not mem:
-        return hits
-    q_stems = stems(query)
-    unsure = [h.id for h in mem if not (q_stems & stems(f"{h.row.get('title') or ''} {h.row.get('text') or ''}"))]
-    if not unsure:
-        return hits
-    qv = store.embedder.embed_query(query)
-    vecs = store.get_many("memory", unsure, ["id", "vector"])
-    drop = {i for i in unsure if i not in vecs or _cosine(qv, vecs[i]["vector"]) < RELEVANCE_FLOOR}
-    return [h for h in hits if h.id not in drop]
-
-
-def _cosine(a, b) -> float:
-    import numpy as np
-
-    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    n = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b) / n if n else 0.0
 
 
 def memory_recall(store, p: Principal, query: str, budget_tokens: int = 1000, types: list[str] | None = None,
