@@ -1,15 +1,23 @@
-"""The memory browser: hybrid search, filters, a lazily paged table, details, edit and delete."""
+"""The memory browser: search memories or captured evidence, filters, a lazily paged table, a detail card,
+edit and delete.
+
+A search keeps only hits about the query (the relevance floor MCP memory_search applies, in
+memory/retrieval/relevance.py), marks the words it matched and shows how close each hit is; after a new
+search the detail pane shows the first hit, or says nothing matched — never the previous memory.
+`refresh()` re-reads the current list keeping the selection and scroll position (the app's live
+refresh calls it when the store changes)."""
 
 from __future__ import annotations
 
 import logging
 from functools import partial
 
-from PySide6.QtCore import QItemSelectionModel, Qt, QTimer, Signal
+from PySide6.QtCore import QItemSelectionModel, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
+    QCompleter,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -18,21 +26,32 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QPushButton,
     QSplitter,
+    QStackedWidget,
+    QTabBar,
     QTableView,
     QVBoxLayout,
     QWidget,
 )
 
-from desktop.ui.browser_data import TIME_RANGES, MemoryFilter, memory_keys
+from desktop.ui.browser_data import (
+    TIME_RANGES,
+    MemoryFilter,
+    evidence_search_keys,
+    known_scopes,
+    memory_keys,
+    normalise_scope,
+)
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
-from desktop.ui.qt_models import ROW_ROLE, MemoryTableModel, sort_proxy
+from desktop.ui.qt_models import ROW_ROLE, BrowserEvidenceModel, BrowserMemoryModel, HighlightDelegate, sort_proxy
 from desktop.ui.workers import Jobs
+from memory.errors import InputError
 from memory.types import EVIDENCE_SOURCES, MemoryType
 
 log = logging.getLogger(__name__)
 
+MODES = ("Memories", "Captured (evidence)")  # the two lists the search runs over
 STATUS_CHOICES = {"Active and candidates": None, "Active": ["active"], "Candidates": ["candidate"],
                   "Superseded": ["superseded"], "Rejected": ["rejected"], "Every status": []}
 
@@ -64,7 +83,7 @@ def selected_rows(view: QTableView) -> list[dict]:
 
 
 class MemoryBrowser(QMainWindow):
-    """Search, filter, inspect, edit and forget memories."""
+    """Search, filter, inspect, edit and forget memories; search captured evidence in the same window."""
 
     changed = Signal()  # something was edited or deleted (the tray refreshes its count)
 
@@ -74,18 +93,33 @@ class MemoryBrowser(QMainWindow):
         self.setWindowTitle("Mirador — Memories")
         self.setWindowIcon(icon("capturing"))
         self.resize(1200, 720)
-        self.model = MemoryTableModel(jobs, store, parent=self)
+        self.model = BrowserMemoryModel(jobs, store, parent=self)
+        self.ev_model = BrowserEvidenceModel(jobs, store, parent=self)
         self._detail_gen = 0
+        self._follow = False  # after a new search: show its first hit (or nothing) once the list is in
+        self._restore: tuple[list[str], int] | None = None  # a refresh's selection ids and scroll value
         self._build()
         self._shortcuts()
-        self.model.reloaded.connect(self._count)
-        self.model.page_loaded.connect(lambda _n: self._count(self.model.total))
+        for m in (self.model, self.ev_model):
+            m.reloaded.connect(lambda _n, m=m: self._count_if(m))
+            m.page_loaded.connect(lambda _n, m=m: self._count_if(m))
+            m.page_loaded.connect(lambda _n, m=m: self._follow_first(m))
+            m.modelReset.connect(lambda m=m: self._list_reset(m))
+            m.refreshed.connect(lambda reset, m=m: self._refreshed(m, reset))
         jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
+        self.jobs.submit(known_scopes, self.store, on_done=self._scopes_known)
+        self.search.setFocus()  # typing starts a search as soon as the window opens
         self.reload()
 
     # ---- layout -------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        self.mode_tabs = QTabBar()
+        for m in MODES:
+            self.mode_tabs.addTab(m)
+        self.mode_tabs.setTabToolTip(0, "What Mirador remembers: facts, events, procedures, links, your profile")
+        self.mode_tabs.setTabToolTip(1, "What was captured: screen text, transcripts and notes, as they were seen")
+        self.mode_tabs.setFocusPolicy(Qt.FocusPolicy.TabFocus)  # the search field has the focus when the window opens
         self.search = QLineEdit(placeholderText="Search memories — words or a question (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.type_box = QComboBox()
@@ -93,6 +127,7 @@ class MemoryBrowser(QMainWindow):
         self.status_box = QComboBox()
         self.status_box.addItems(list(STATUS_CHOICES))
         self.scope_edit = QLineEdit(placeholderText="scope, e.g. work")
+        self.scope_edit.setToolTip("Only this scope and the scopes under it (work also shows work/acme)")
         self.time_box = QComboBox()
         self.time_box.addItems(list(TIME_RANGES))
         self.source_box = QComboBox()
@@ -100,12 +135,22 @@ class MemoryBrowser(QMainWindow):
         self.app_edit = QLineEdit(placeholderText="app, e.g. Slack")
         for w in (self.scope_edit, self.app_edit):
             w.setMaximumWidth(140)
+        top = QHBoxLayout()
+        top.addWidget(self.mode_tabs)
+        top.addStretch(1)
         filters = QHBoxLayout()
         for w in (self.search, self.type_box, self.status_box, self.scope_edit, self.time_box, self.source_box,
                   self.app_edit):
             filters.addWidget(w)
         filters.setStretch(0, 3)
         self.table = make_table(self.model, self)
+        self.table.setItemDelegateForColumn(BrowserMemoryModel.COL_TITLE, HighlightDelegate(self.table))
+        self.ev_table = make_table(self.ev_model, self, stretch=BrowserEvidenceModel.COL_TEXT)
+        self.ev_table.setItemDelegateForColumn(BrowserEvidenceModel.COL_TEXT, HighlightDelegate(self.ev_table))
+        self.ev_table.setIconSize(QSize(40, 22))  # a hint of the frame; the card shows it large
+        self.lists = QStackedWidget()
+        self.lists.addWidget(self.table)
+        self.lists.addWidget(self.ev_table)
         self.detail = DetailView(self, jobs=self.jobs, store=self.store)
         self.edit_btn = QPushButton("Edit…")
         self.delete_btn = QPushButton("Delete…")
@@ -125,11 +170,12 @@ class MemoryBrowser(QMainWindow):
         rl.addWidget(self.detail)
         rl.addLayout(buttons)
         split = QSplitter()
-        split.addWidget(self.table)
+        split.addWidget(self.lists)
         split.addWidget(right)
-        split.setSizes([700, 500])
+        split.setSizes([680, 520])
         central = QWidget()
         lay = QVBoxLayout(central)
+        lay.addLayout(top)
         lay.addLayout(filters)
         lay.addWidget(split)
         self.setCentralWidget(central)
@@ -143,14 +189,17 @@ class MemoryBrowser(QMainWindow):
             box.currentIndexChanged.connect(lambda _i: self.reload())
         for edit in (self.scope_edit, self.app_edit):
             edit.editingFinished.connect(self.reload)
-        self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
+        self.mode_tabs.currentChanged.connect(self._mode_changed)
+        for view in (self.table, self.ev_table):
+            view.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.table.doubleClicked.connect(lambda _i: self.edit_selected())
-        self._selection_changed()
+        self._mode_changed(0)
 
     def _shortcuts(self) -> None:
         QShortcut(QKeySequence.StandardKey.Find, self, activated=self._focus_search)
-        QShortcut(QKeySequence(Qt.Key.Key_Delete), self.table, activated=self.delete_selected,
-                  context=Qt.ShortcutContext.WidgetShortcut)
+        for view in (self.table, self.ev_table):
+            QShortcut(QKeySequence(Qt.Key.Key_Delete), view, activated=self.delete_selected,
+                      context=Qt.ShortcutContext.WidgetShortcut)
         for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             QShortcut(QKeySequence(key), self.table, activated=self.edit_selected,
                       context=Qt.ShortcutContext.WidgetShortcut)
@@ -159,12 +208,53 @@ class MemoryBrowser(QMainWindow):
         self.search.setFocus()
         self.search.selectAll()
 
+    def _scopes_known(self, scopes: list[str]) -> None:
+        completer = QCompleter(scopes, self.scope_edit)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.scope_edit.setCompleter(completer)
+        self.scopes = scopes
+
+    # ---- which list ---------------------------------------------------------------------------
+
+    @property
+    def evidence_mode(self) -> bool:
+        """True while the window lists captured evidence rather than memories."""
+        return self.mode_tabs.currentIndex() == 1
+
+    def current_model(self):
+        """The model of the list on show."""
+        return self.ev_model if self.evidence_mode else self.model
+
+    def current_table(self) -> QTableView:
+        """The table on show."""
+        return self.ev_table if self.evidence_mode else self.table
+
+    def show_evidence(self, on: bool = True) -> None:
+        """Switch to the captured-evidence list (or back to memories)."""
+        self.mode_tabs.setCurrentIndex(1 if on else 0)
+
+    def _mode_changed(self, index: int) -> None:
+        ev = index == 1
+        self.lists.setCurrentIndex(index)
+        self.type_box.setVisible(not ev)  # evidence has no type or status
+        self.status_box.setVisible(not ev)
+        self.search.setPlaceholderText("Search captured screens and speech — words or a question (Ctrl+F)" if ev
+                                       else "Search memories — words or a question (Ctrl+F)")
+        self.edit_btn.setVisible(not ev)
+        if hasattr(self, "count_label"):
+            self.reload()
+
     # ---- loading ------------------------------------------------------------------------------
 
     def current_filter(self) -> MemoryFilter:
-        """The filter the controls describe."""
+        """The filter the controls describe (a scope as typed is normalised: "Work" → "work")."""
         t = self.type_box.currentText()
         scope = self.scope_edit.text().strip()
+        if scope:
+            try:
+                scope = normalise_scope(scope)
+            except InputError:
+                pass  # shown by reload(); the store refuses it with the expected form
         app = self.app_edit.text().strip()
         src = self.source_box.currentText()
         return MemoryFilter.with_range(
@@ -173,44 +263,153 @@ class MemoryBrowser(QMainWindow):
             scopes=[scope] if scope else None, sources=None if src == "Any source" else [src],
             apps=[app] if app else None)
 
-    def reload(self) -> None:
-        """Re-run the search or listing in a worker; the table resets when the ids are in."""
-        self._debounce.stop()
-        self.count_label.setText("loading…")
-        self.model.reload(partial(memory_keys, self.store, self.current_filter()))
+    def _keys_fn(self):
+        return partial(evidence_search_keys if self.evidence_mode else memory_keys, self.store, self.current_filter())
 
-    def _count(self, total: int) -> None:
-        what = "matches" if self.search.text().strip() else "memories"
-        self.count_label.setText(f"{self.model.rowCount():,} of {total:,} {what} shown")
+    def _scope_ok(self) -> bool:
+        scope = self.scope_edit.text().strip()
+        if not scope:
+            return True
+        try:
+            normal = normalise_scope(scope)
+        except InputError as e:
+            self.statusBar().showMessage(f"Scope filter not applied — {e}", 10_000)
+            return False
+        if normal != scope:
+            self.scope_edit.setText(normal)
+        return True
+
+    def reload(self) -> None:
+        """Run a new search or listing in a worker. The table resets when the ids are in; the detail pane
+        then shows the first hit of a search, or is cleared — never what was selected before."""
+        self._debounce.stop()
+        if not self._scope_ok():
+            return
+        self.count_label.setText("searching…" if self.search.text().strip() else "loading…")
+        self._follow, self._restore = True, None
+        self.table.setColumnHidden(BrowserMemoryModel.COL_RELEVANCE, not self.search.text().strip())
+        self.ev_table.setColumnHidden(BrowserEvidenceModel.COL_RELEVANCE, not self.search.text().strip())
+        self.current_model().reload(self._keys_fn())
+
+    def refresh(self) -> None:
+        """Re-read the list on show with the same query and filters, keeping the selected rows and the scroll
+        position (rows that no longer exist drop out). Cheap when nothing changed: no reset, no flicker."""
+        if self._debounce.isActive() or not self._scope_ok():
+            return
+        table = self.current_table()
+        self._restore = ([r["id"] for r in selected_rows(table)], table.verticalScrollBar().value())
+        self.current_model().refresh(self._keys_fn())
+
+    def _refreshed(self, model, reset: bool) -> None:
+        if model is not self.current_model():
+            return
+        keep, self._restore = self._restore, None
+        if reset and keep is not None:
+            ids, scroll = keep
+            self.select_ids(ids, scroll_to=False)
+            self.current_table().verticalScrollBar().setValue(scroll)
+            self._selection_changed()
+        else:
+            self._reload_detail()  # same rows; a status or text may have changed
+        self._count(model)
+
+    def _list_reset(self, model) -> None:
+        # a reset clears the view's selection without a selectionChanged signal
+        if model is self.current_model() and self._restore is None:
+            self._selection_changed()
+
+    def _follow_first(self, model) -> None:
+        if not self._follow or model is not self.current_model():
+            return
+        self._follow = False
+        if self.search.text().strip() and model.rowCount():
+            table = self.current_table()
+            self._select_index(table, table.model().index(0, 0))
+
+    def _count_if(self, model) -> None:
+        if model is self.current_model():
+            self._count(model)
+            if self._follow and model.total == 0:
+                self._follow = False
+                self._selection_changed()
+
+    def _count(self, model=None) -> None:
+        model = model if model is not None else self.current_model()
+        q, total, shown = self.search.text().strip(), model.total, model.rowCount()
+        what = "captured row" if model is self.ev_model else "memory"
+        if q:
+            text = (f"{total:,} {'match' if total == 1 else 'matches'} for “{q[:40]}”" if total
+                    else f"nothing matches “{q[:40]}”")
+        else:
+            text = f"{total:,} {what if total == 1 else ('memories' if what == 'memory' else 'captured rows')}"
+        if shown < total:
+            text += f" ({shown:,} loaded — scroll for more)"
+        self.count_label.setText(text)
 
     def _selection_changed(self) -> None:
-        rows = selected_rows(self.table)
+        rows = selected_rows(self.current_table())
+        ev = self.evidence_mode
         vault = len(rows) == 1 and rows[0].get("type") == "vault"
-        self.edit_btn.setEnabled(len(rows) == 1 and not vault)
+        self.edit_btn.setEnabled(len(rows) == 1 and not vault and not ev)
         self.reveal_btn.setVisible(vault)
         self.reveal_btn.setEnabled(vault)
         self.delete_btn.setEnabled(bool(rows))
         self.delete_btn.setText(f"Delete {len(rows)}…" if len(rows) > 1 else "Delete…")
         self._detail_gen += 1
         if len(rows) != 1:
-            self.detail.show_row(None)
+            self.detail.show_row(None, hint=self._empty_hint(len(rows)))
             return
-        gen = self._detail_gen
-        self.jobs.submit(load_detail, self.store, rows[0]["id"],
-                         on_done=lambda row: gen == self._detail_gen and self.detail.show_row(row))
+        self._reload_detail(rows[0])
 
-    def select_id(self, id_: str) -> bool:
-        """Select the loaded row with this id (for the tray and tests); False if not loaded."""
-        i = self.model.index_of(id_)
-        if i < 0:
-            return False
-        proxy = self.table.model()
-        idx = proxy.mapFromSource(self.model.index(i, 0))
-        sel = self.table.selectionModel()
+    def _empty_hint(self, selected: int) -> str:
+        if selected > 1:
+            return f"{selected} selected."
+        q = self.search.text().strip()
+        model = self.current_model()
+        if q and model.total == 0 and not model.busy:
+            other = "memories" if self.evidence_mode else "Captured (evidence)"
+            return (f"Nothing matches “{q}”. Try other words, fewer filters, or search {other} "
+                    "with the tab above.")
+        return ("Select a captured row to see what was on screen or said." if self.evidence_mode
+                else "Select a memory to see what it says, when, and where it came from.")
+
+    def _reload_detail(self, row: dict | None = None) -> None:
+        if row is None:
+            rows = selected_rows(self.current_table())
+            if len(rows) != 1:
+                return
+            row = rows[0]
+        gen = self._detail_gen
+        match = row.get("_match") or []
+        self.jobs.submit(load_detail, self.store, row["id"],
+                         on_done=lambda r: gen == self._detail_gen and self.detail.show_row(r, match=match))
+
+    def _select_index(self, table: QTableView, idx) -> None:
+        sel = table.selectionModel()
         # NoUpdate: the view's setCurrentIndex would re-select just one cell, and selectedRows() wants whole rows
         sel.setCurrentIndex(idx, QItemSelectionModel.SelectionFlag.NoUpdate)
         sel.select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-        self.table.scrollTo(idx)
+        table.scrollTo(idx)
+
+    def select_id(self, id_: str) -> bool:
+        """Select the loaded row with this id (for the tray and tests); False if not loaded."""
+        return self.select_ids([id_])
+
+    def select_ids(self, ids: list[str], scroll_to: bool = True) -> bool:
+        """Select the loaded rows with these ids in the list on show; False if none is loaded."""
+        model, table = self.current_model(), self.current_table()
+        proxy = table.model()
+        idxs = [proxy.mapFromSource(model.index(i, 0)) for i in (model.index_of(x) for x in ids) if i >= 0]
+        sel = table.selectionModel()
+        if not idxs:
+            sel.clearSelection()
+            return False
+        sel.setCurrentIndex(idxs[0], QItemSelectionModel.SelectionFlag.NoUpdate)
+        sel.select(idxs[0], QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        for idx in idxs[1:]:
+            sel.select(idx, QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows)
+        if scroll_to:
+            table.scrollTo(idxs[0])
         return True
 
     # ---- edit and delete ----------------------------------------------------------------------
@@ -218,12 +417,12 @@ class MemoryBrowser(QMainWindow):
     def edit_selected(self) -> EditDialog | None:
         """Open the edit form for the one selected memory (non-blocking)."""
         rows = selected_rows(self.table)
-        if len(rows) != 1:
+        if len(rows) != 1 or self.evidence_mode:
             return None
         if rows[0].get("type") == "vault":
-            self.statusBar().showMessage("vault entries are edited with `mirador edit`", 8000)
+            self.statusBar().showMessage("Vault entries are changed from the command line: mirador edit", 8000)
             return None
-        dlg = EditDialog(rows[0], self)
+        dlg = EditDialog(rows[0], self, scopes=getattr(self, "scopes", None))
         dlg.accepted.connect(lambda: self._save(rows[0]["id"], dlg.changes))
         dlg.open()
         self.edit_dialog = dlg
@@ -241,44 +440,61 @@ class MemoryBrowser(QMainWindow):
 
     def _save(self, id_: str, changes: dict) -> None:
         if not changes:
-            self.statusBar().showMessage("nothing changed", 4000)
+            self.statusBar().showMessage("Nothing changed", 4000)
             return
-        self.statusBar().showMessage("saving…")
+        self.statusBar().showMessage("Saving…")
         self.jobs.submit(lambda: self.store.update_memory(id_, actor="person", **changes), on_done=self._saved)
 
     def _saved(self, row: dict) -> None:
         self.model.replace_row(row)
-        self.statusBar().showMessage("saved", 4000)
+        self.statusBar().showMessage("Saved", 4000)
         self._selection_changed()
         self.changed.emit()
 
     def confirm_delete(self, rows: list[dict]) -> bool:
         """Ask before erasing (modal question; tests patch QMessageBox.question)."""
-        what = f"“{(rows[0].get('title') or '')[:60]}”" if len(rows) == 1 else f"{len(rows)} memories"
+        ev = self.evidence_mode
+        if len(rows) == 1:
+            label = rows[0].get("title") or rows[0].get("text") or ""
+            what = f"“{_clip(label, 60)}”"
+        else:
+            what = f"{len(rows)} captured rows" if ev else f"{len(rows)} memories"
+        extra = " and its frame" if ev and len(rows) == 1 else " and their frames" if ev else ""
         answer = QMessageBox.question(
             self, "Delete for good?",
-            f"Erase {what}? It is removed from every table, old version and index; only a tombstone "
+            f"Erase {what}{extra}? It is removed from every table, old version and index; only a tombstone "
             "remains so it is never re-extracted. This cannot be undone.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
         return answer == QMessageBox.StandardButton.Yes
 
     def delete_selected(self) -> None:
-        """Erase the selected memories after confirmation (memory.store.erasure.forget, in a worker)."""
-        rows = selected_rows(self.table)
+        """Erase the selected rows after confirmation (memory.store.erasure.forget, in a worker)."""
+        table, model = self.current_table(), self.current_model()
+        rows = selected_rows(table)
         if not rows or not self.confirm_delete(rows):
             return
         from memory.store.erasure import forget
 
         ids = [r["id"] for r in rows]
-        self.statusBar().showMessage(f"erasing {len(ids)}…")
-        self.jobs.submit(forget, self.store, ids, on_done=lambda res: self._deleted(ids, res))
+        self.statusBar().showMessage(f"Erasing {len(ids)}…")
+        self.jobs.submit(forget, self.store, ids, on_done=lambda res: self._deleted(model, ids, res))
 
-    def _deleted(self, ids: list[str], result: dict) -> None:
-        self.model.remove_ids(ids)
-        self._count(self.model.total)
-        self.statusBar().showMessage(f"erased {result['deleted']} row(s)", 6000)
+    def _deleted(self, model, ids: list[str], result: dict) -> None:
+        model.remove_ids(ids)
+        self._count(model)
+        self._selection_changed()
+        self.statusBar().showMessage(f"Erased {result['deleted']} row(s)", 6000)
         self.changed.emit()
 
     def show_error(self, message: str) -> None:
         """Show a background job's failure in the status bar."""
         self.statusBar().showMessage(message, 10_000)
+
+
+def _clip(text: str, n: int) -> str:
+    """At most n characters, cut at a word boundary with "…" (never mid-word)."""
+    text = " ".join(str(text).split())
+    if len(text) <= n:
+        return text
+    cut = text[:n].rsplit(" ", 1)[0]
+    return (cut or text[:n]) + "…"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -81,7 +83,9 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
         if ev_ids is not None:  # source/app narrow a short ranked list; the scope filter ran in the query
             allowed = set(ev_ids)
             hits = [h for h in hits if allowed.intersection(h.row.get("provenance") or [])]
-        return KeyList([h.id for h in hits], {h.id: vault_view(h.row) if h.kind == "vault" else h.row for h in hits})
+        hits, rel = _judged(store, f.text, hits)
+        rows = {h.id: _with_relevance(vault_view(h.row) if h.kind == "vault" else h.row, rel[h.id]) for h in hits}
+        return KeyList([h.id for h in hits], rows)
     pairs = []
     if not f.types or mem_types:
         where = store.where("memory", scopes=f.scopes, types=mem_types, statuses=f.statuses,
@@ -96,6 +100,78 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
                            ["id", "updated_at"])
         pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
     pairs.sort(key=lambda p: (p[1] is not None, p[1]), reverse=True)
+    return KeyList([i for i, _ in pairs])
+
+
+def _judged(store, query: str, hits: list) -> tuple[list, dict]:
+    """The hits about the query (the floor MCP memory_search applies) and each one's relevance."""
+    from memory.retrieval.relevance import judge
+
+    rel = judge(store, query, hits, measure_all=True)
+    return [h for h in hits if rel[h.id].kept], rel
+
+
+def _with_relevance(row: dict, rel) -> dict:
+    """The row with what the views show of its relevance: `_match` (query stems it shares), `_relevance` (0-1)."""
+    return {**row, "_match": sorted(rel.words), "_relevance": relevance_score(rel.similarity, bool(rel.words))}
+
+
+def relevance_score(similarity: float | None, words: bool) -> float:
+    """One 0-1 figure for a hit: its meaning similarity, at least 0.5 when it shares a word with the query."""
+    sim = 1.0 if similarity is None else max(0.0, min(1.0, similarity))
+    return max(sim, 0.5) if words else sim
+
+
+def relevance_label(score: float | None) -> str:
+    """Five dots for a person: how close a hit is to the query ("" outside a search)."""
+    if score is None:
+        return ""
+    n = 5 if score >= 0.6 else 4 if score >= 0.5 else 3 if score >= 0.4 else 2 if score >= 0.3 else 1
+    return "●" * n + "○" * (5 - n)
+
+
+_WORD = re.compile(r"[^\W_]+")
+MARK_STYLE = "background-color:#ffe27a; color:#1d1d1d"  # a highlighter pen; readable on light and dark themes
+
+
+def highlight(text: str, match: list[str] | frozenset[str] | None) -> str:
+    """HTML of text (escaped) with each word whose stem is in `match` marked (Qt rich text has no <mark>)."""
+    from memory.retrieval.snippets import stems
+
+    text = text or ""
+    if not match:
+        return html.escape(text)
+    want, out, last = set(match), [], 0
+    for m in _WORD.finditer(text):
+        if stems(m.group()) & want:
+            out.append(html.escape(text[last:m.start()]))
+            out.append(f"<span style='{MARK_STYLE}'>{html.escape(m.group())}</span>")
+            last = m.end()
+    out.append(html.escape(text[last:]))
+    return "".join(out)
+
+
+def query_stems(text: str) -> list[str]:
+    """The word stems of a query, as highlight() takes them."""
+    from memory.retrieval.snippets import stems
+
+    return sorted(stems(text or ""))
+
+
+def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
+    """Captured evidence (screens, transcripts, notes) matching the filter's text, best first, or every row
+    the filter allows, newest first. Hits about nothing the query names are left out, as for memories."""
+    if f.text.strip():
+        from memory.retrieval.search import search_evidence
+
+        hits = search_evidence(store, f.text, scopes=f.scopes, sources=f.sources, apps=f.apps, since=f.since,
+                               until=f.until, limit=SEARCH_LIMIT)
+        hits, rel = _judged(store, f.text, hits)
+        return KeyList([h.id for h in hits], {h.id: _with_relevance(h.row, rel[h.id]) for h in hits})
+    where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps, since=f.since, until=f.until)
+    keys = store.scan(store.evidence, where, ["id", "captured_at"])
+    pairs = sorted(zip(keys["id"].to_pylist(), keys["captured_at"].to_pylist(), strict=True),
+                   key=lambda p: p[1], reverse=True)
     return KeyList([i for i, _ in pairs])
 
 
@@ -168,3 +244,26 @@ def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
         key = (local.strftime("%Y-%m-%d"), app or "(no app)")
         counts[key] = counts.get(key, 0) + 1
     return sorted(((d, a, n) for (d, a), n in counts.items()), key=lambda x: (x[0], x[2]), reverse=True)
+
+
+def known_scopes(store) -> list[str]:
+    """Every scope something is stored in (kept counts, no scan), the default scope and the scope rules' scopes."""
+    found: set[str] = set()
+    for kind in ("memory", "evidence", "vault"):
+        found.update(key[0] for key, t in store.tallies.groups(kind).items() if t.count)
+    cfg = getattr(store, "config", None)
+    if cfg is not None:
+        found.add(cfg.store.default_scope)
+        found.update(r.scope for r in cfg.capture.scope_rules)
+        if cfg.capture.scope:
+            found.add(cfg.capture.scope)
+    return sorted(found)
+
+
+def normalise_scope(text: str) -> str:
+    """A scope as a person may type it ("Work / Acme Corp") in the stored form ("work/acme-corp");
+    raises InputError (memory.scopes) with the expected form when it still is not one."""
+    from memory.scopes import validate_scope
+
+    parts = [re.sub(r"\s+", "-", p.strip().lower()) for p in (text or "").split("/")]
+    return validate_scope("/".join(p for p in parts if p))

@@ -1,99 +1,273 @@
-"""The detail pane: every field of a memory and its provenance (evidence, thumbnails, transcripts)."""
+"""The detail pane: a memory (or a captured row) as a card a person reads.
+
+What it says (large), when (in plain words: "Tuesday 3 Dec, 14:05"), where it came from (an app and
+window, something said, a typed note) with the captured frame or transcript large enough to read
+(click the frame to enlarge it), and its relations. Ids, fingerprints, salience and the raw fields
+are behind a collapsed "Technical details" link.
+"""
 
 from __future__ import annotations
 
 import html
 import json
+from datetime import datetime, timezone
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QTextBrowser
+from PySide6.QtGui import QDesktopServices, QImage, QPixmap
+from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QTextBrowser, QVBoxLayout
 
-from desktop.ui.browser_data import memory_detail
+from desktop.ui.browser_data import highlight, memory_detail, resolve_frame
 from desktop.ui.qt_models import local_time
 
-THUMB = 220
-FIELDS = ["id", "type", "status", "scope", "title", "confidence", "salience", "origin", "user_edited", "pinned",
-          "created_at", "updated_at", "valid_from", "valid_to", "supersedes", "superseded_by", "fingerprint"]
+THUMB = 460  # wide enough to read a captured window's text in the pane; click to see it whole
+TECH_FIELDS = ["id", "type", "status", "scope", "confidence", "salience", "origin", "user_edited", "pinned",
+               "created_at", "updated_at", "valid_from", "valid_to", "supersedes", "superseded_by", "fingerprint"]
+STATUS_WORDS = {"candidate": "Waiting for your review", "active": "", "superseded": "Replaced by a newer memory",
+                "rejected": "Rejected", "deleted": "Deleted"}
+TYPE_WORDS = {"episodic": "Event", "semantic": "Fact", "procedural": "How-to", "resource": "Link or file",
+              "core": "About you", "vault": "Secret (vault)"}
+SOURCE_WORDS = {"screen": "Seen on screen", "audio": "Spoken", "manual": "Typed note", "import": "Imported",
+                "mcp": "Sent by an assistant"}
+MUTED = "color:#666"
 
 
-def load_detail(store, memory_id: str) -> dict:
-    """Worker: the memory, its evidence rows, and a thumbnail QImage per frame that still exists."""
+def load_detail(store, row_id: str) -> dict:
+    """Worker: a memory with its evidence rows (or one captured row) and a readable image per frame."""
+    from memory.store.rows import kind_of
+
+    if kind_of(row_id) == "evidence":
+        return load_evidence_detail(store, row_id)
     from memory.graph.relations import related
 
-    row = memory_detail(store, memory_id)
+    row = memory_detail(store, row_id)
     # the person sees every status; vault entries take no relations (they link memories only)
-    row["_relations"] = [] if row.get("type") == "vault" else related(store, memory_id, statuses=[])
+    row["_relations"] = [] if row.get("type") == "vault" else related(store, row_id, statuses=[])
     for e in row["_evidence"]:
-        if e.get("_frame"):
-            img = QImage(e["_frame"])
-            e["_thumb"] = None if img.isNull() else img.scaledToWidth(THUMB, Qt.TransformationMode.SmoothTransformation)
+        e["_thumb"] = _thumb(e.get("_frame"))
     return row
 
 
-def _value(key: str, v) -> str:
-    if key.endswith("_at") or key in ("valid_from", "valid_to"):
-        return html.escape(local_time(v) if v else "—")
-    if v is None or v == "":
-        return "—"
-    return html.escape(str(v))
+def load_evidence_detail(store, evidence_id: str) -> dict:
+    """Worker: one captured row, its frame image, and the memories drawn from it."""
+    from memory.scopes import sql_literal
+
+    row = dict(store.get(evidence_id))
+    frame = resolve_frame(store, row.get("frame_path"))
+    row["_frame"] = str(frame) if frame else None
+    row["_thumb"] = _thumb(row["_frame"])
+    where = f"array_has_any(provenance, [{sql_literal(evidence_id)}])"
+    row["_derived"] = store.rows(store.memories, where, ["id", "title", "text", "type", "status"], limit=50)
+    return row
 
 
-def render(row: dict, revealed: str | None = None, removable: bool = False) -> str:
-    """HTML for one memory or vault entry; thumbnails are referenced as thumb://<evidence id> resources.
+def _thumb(path: str | None) -> QImage | None:
+    if not path:
+        return None
+    img = QImage(path)
+    if img.isNull():
+        return None
+    return img.scaledToWidth(min(THUMB, img.width()), Qt.TransformationMode.SmoothTransformation)
+
+
+def plain_time(v) -> str:
+    """'Tuesday 3 Dec, 14:05' in local time (the year only when it is not this year); '' for nothing."""
+    if not v:
+        return ""
+    if isinstance(v, str):
+        dt = datetime.fromisoformat(v.replace("Z", "+00:00"))
+    else:
+        dt = v
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    dt = dt.astimezone()
+    year = "" if dt.year == datetime.now().astimezone().year else f" {dt.year}"
+    return f"{dt.strftime('%A')} {dt.day} {dt.strftime('%b')}{year}, {dt.strftime('%H:%M')}"
+
+
+def _e(v) -> str:
+    return html.escape(str(v)) if v not in (None, "") else "—"
+
+
+def where_from(e: dict) -> str:
+    """Where a captured row came from, in words: "Seen on screen in Slack — #ledger-team", "Spoken by Sam"."""
+    source = e.get("source") or ""
+    if source == "screen":
+        place = " — ".join(x for x in (e.get("app"), e.get("window")) if x)
+        return f"Seen on screen in {place}" if place else "Seen on screen"
+    if source == "audio":
+        return f"Spoken by {e['speaker']}" if e.get("speaker") else "Spoken (microphone)"
+    words = SOURCE_WORDS.get(source, source.capitalize() or "Captured")
+    place = " — ".join(x for x in (e.get("app"), e.get("window")) if x)
+    return f"{words} in {place}" if place else words
+
+
+def _type_lines(row: dict, match) -> list[str]:
+    """The fields of the memory's type, as a person would say them."""
+    d = row.get("details") or {}
+    t = row.get("type")
+    out = []
+    if t == "episodic":
+        if d.get("when"):
+            out.append(f"<b>When:</b> {html.escape(plain_time(d['when']))}")
+        if d.get("who"):
+            out.append(f"<b>With:</b> {html.escape(', '.join(d['who']))}")
+        if d.get("where"):
+            out.append(f"<b>Where:</b> {html.escape(d['where'])}")
+    elif t == "semantic" and d.get("subject"):
+        out.append(f"<b>About:</b> {html.escape(d['subject'])}")
+    elif t == "procedural" and d.get("steps"):
+        steps = "".join(f"<li>{highlight(s, match)}</li>" for s in d["steps"])
+        out.append(f"<b>Steps</b><ol style='margin-top:2px'>{steps}</ol>")
+    elif t == "resource":
+        link = d.get("uri") or d.get("path")
+        if link:
+            href = link if "://" in link else QUrl.fromLocalFile(link).toString()
+            out.append(f"<b>Link:</b> <a href='{html.escape(href)}'>{html.escape(link)}</a>")
+        if d.get("kind"):
+            out.append(f"<b>Kind:</b> {html.escape(d['kind'])}")
+    elif t == "core" and d.get("block"):
+        out.append(f"<b>Profile section:</b> {html.escape(d['block'])}")
+    return out
+
+
+def _technical(row: dict, open_: bool, fields=TECH_FIELDS) -> list[str]:
+    if not open_:
+        return ["<p><a href='technical:show'>▸ Technical details</a></p>"]
+    h = ["<p><a href='technical:hide'>▾ Technical details</a></p><table cellspacing=0 cellpadding=2>"]
+    for k in fields:
+        if k in row:
+            v = row[k]
+            shown = local_time(v) if (k.endswith("_at") or k in ("valid_from", "valid_to")) and v else v
+            h.append(f"<tr><td style='{MUTED};padding-right:10px'>{k}</td><td>{_e(shown)}</td></tr>")
+    if row.get("details"):
+        h.append(f"<tr><td style='{MUTED}'>details</td><td><code>"
+                 f"{html.escape(json.dumps(row['details'], ensure_ascii=False, indent=1, default=str))}</code></td></tr>")
+    if row.get("provenance"):
+        h.append(f"<tr><td style='{MUTED}'>evidence ids</td><td><code>"
+                 f"{html.escape(', '.join(row['provenance']))}</code></td></tr>")
+    h.append("</table>")
+    return h
+
+
+def _frame_and_text(e: dict, match, limit: int = 4000) -> list[str]:
+    h = []
+    if e.get("_thumb") is not None:
+        h.append(f"<p><a href='frame:{e['id']}'><img src='thumb://{e['id']}'></a><br>"
+                 f"<span style='{MUTED}'>Click the picture to see it full size.</span></p>")
+    label = "What was said" if e.get("source") == "audio" else "Text"
+    text = (e.get("text") or "")[:limit]
+    h.append(f"<p style='{MUTED};margin-bottom:0'>{label}</p>"
+             f"<p style='white-space:pre-wrap;font-size:11pt;margin-top:2px;margin-left:8px'>"
+             f"{highlight(text, match)}</p>")
+    return h
+
+
+def render(row: dict, revealed: str | None = None, removable: bool = False, match=None,
+           technical: bool = False) -> str:
+    """HTML for one memory, vault entry or captured row; frames are referenced as thumb://<evidence id>.
 
     A vault entry's value appears only when `revealed` is given (after the person pressed Reveal).
+    `match`: query word stems to mark. `technical`: show ids, fingerprint, salience, raw fields.
     """
-    h = [f"<h3>{html.escape(row.get('title') or '')}</h3>"]
-    if row.get("type") == "vault":
+    if "source" in row and "captured_at" in row and "type" not in row:
+        return render_evidence(row, match, technical)
+    t = row.get("type")
+    kind = TYPE_WORDS.get(t, t or "")
+    status = STATUS_WORDS.get(row.get("status") or "", row.get("status") or "")
+    badge = f" · <span style='color:#a15c00'>{html.escape(status)}</span>" if status else ""
+    h = [f"<p style='{MUTED};margin-bottom:0'>{html.escape(kind)} · {html.escape(row.get('scope') or '')}{badge}</p>",
+         f"<h2 style='margin-top:2px'>{highlight(row.get('title') or '', match)}</h2>"]
+    if t == "vault":
         value = (f"<code style='white-space:pre-wrap'>{html.escape(revealed)}</code>" if revealed is not None
                  else "<i style='color:#666'>hidden — press Reveal to decrypt and show it "
                       "(each reveal is audited)</i>")
         h.append(f"<p><b>Secret value:</b> {value}</p>")
-    else:
-        h.append(f"<p style='white-space:pre-wrap'>{html.escape(row.get('text') or '')}</p>")
-    h.append("<table cellspacing=0 cellpadding=2>")
-    for k in FIELDS:
-        if k in row:
-            h.append(f"<tr><td style='color:#666;padding-right:10px'>{k}</td><td>{_value(k, row[k])}</td></tr>")
-    if row.get("type") == "vault":
-        h.append(f"<tr><td style='color:#666'>label</td><td>{_value('label', row.get('label'))}</td></tr>")
-    details = row.get("details") or {}
-    h.append("<tr><td style='color:#666'>details</td><td><code>"
-             f"{html.escape(json.dumps(details, ensure_ascii=False, indent=1))}</code></td></tr></table>")
+    elif (row.get("text") or "") != (row.get("title") or ""):
+        h.append(f"<p style='white-space:pre-wrap;font-size:12pt'>{highlight(row.get('text') or '', match)}</p>")
+    lines = _type_lines(row, match)
+    if lines:
+        h.append("<p>" + "<br>".join(lines) + "</p>")
+    when = [f"Noted {plain_time(row.get('created_at'))}"] if row.get("created_at") else []
+    if row.get("updated_at") and row.get("updated_at") != row.get("created_at"):
+        when.append(f"changed {plain_time(row['updated_at'])}")
+    if row.get("valid_from") or row.get("valid_to"):
+        span = "true " + (f"from {plain_time(row['valid_from'])} " if row.get("valid_from") else "") + \
+               (f"until {plain_time(row['valid_to'])}" if row.get("valid_to") else "onwards")
+        when.append(span.strip())
+    if row.get("user_edited"):
+        when.append("edited by you")
+    if row.get("pinned"):
+        when.append("pinned")
+    if when:
+        h.append(f"<p style='{MUTED}'>{html.escape(' · '.join(when))}</p>")
+    if t != "vault":
+        h.extend(_sources(row, match))
+        h.extend(_relations(row.get("_relations") or [], removable))
+    h.extend(_technical(row, technical, TECH_FIELDS + (["label"] if t == "vault" else [])))
+    return "".join(h)
+
+
+def _origin_words(origin: str | None) -> str:
+    o = origin or "person"
+    if o in ("person", "cli"):
+        return "You wrote this yourself."
+    if o == "extractor":
+        return "Drawn from captured screens or speech that are no longer kept."
+    if o == "dream":
+        return "Proposed by Dream while tidying memories."
+    return f"Added by {o.removeprefix('mcp:')}."
+
+
+def _sources(row: dict, match) -> list[str]:
     evidence = row.get("_evidence") or []
     missing = len(row.get("provenance") or []) - len(evidence)
-    h.append(f"<h4>Provenance — {len(evidence)} evidence row(s)</h4>")
+    h = ["<h3>Where it came from</h3>"]
     if not evidence:
-        h.append("<p style='color:#666'>Added by hand or from a source that kept no evidence.</p>")
+        h.append(f"<p style='{MUTED}'>{html.escape(_origin_words(row.get('origin')))}</p>")
     for e in evidence:
-        where = " · ".join(x for x in (e.get("app"), e.get("window"), e.get("speaker")) if x)
-        h.append(f"<p><b>{html.escape(e.get('source') or '')}</b> {html.escape(local_time(e.get('captured_at')))}"
-                 f" <span style='color:#666'>{html.escape(where)}</span><br><code>{html.escape(e['id'])}</code></p>")
-        if e.get("_thumb") is not None:
-            h.append(f"<p><img src='thumb://{e['id']}'></p>")
-        label = "Transcript" if e.get("source") == "audio" else "Text"
-        h.append(f"<blockquote><i>{label}:</i> {html.escape((e.get('text') or '')[:1500])}</blockquote>")
+        h.append(f"<p><b>{html.escape(where_from(e))}</b><br><span style='{MUTED}'>"
+                 f"{html.escape(plain_time(e.get('captured_at')))}</span></p>")
+        h.extend(_frame_and_text(e, match, 1500))
     if missing > 0:
-        h.append(f"<p style='color:#a60'>{missing} evidence row(s) were deleted since.</p>")
-    if row.get("type") != "vault":
-        h.extend(_relations(row.get("_relations") or [], removable))
+        h.append(f"<p style='color:#a60'>{missing} captured source(s) of this memory were deleted since.</p>")
+    return h
+
+
+def render_evidence(row: dict, match=None, technical: bool = False) -> str:
+    """HTML for one captured row: where and when, the frame large, the text, and the memories drawn from it."""
+    h = [f"<p style='{MUTED};margin-bottom:0'>Captured · {html.escape(row.get('scope') or '')}</p>",
+         f"<h2 style='margin-top:2px'>{html.escape(where_from(row))}</h2>",
+         f"<p style='{MUTED}'>{html.escape(plain_time(row.get('captured_at')))}</p>"]
+    h.extend(_frame_and_text(row, match))
+    derived = row.get("_derived") or []
+    h.append(f"<h3>Memories drawn from it — {len(derived)}</h3>")
+    if not derived:
+        h.append(f"<p style='{MUTED}'>None yet. Mirador reads new captures every few minutes and keeps what "
+                 "is worth remembering.</p>")
+    for m in derived:
+        status = STATUS_WORDS.get(m.get("status") or "", "")
+        note = f" <span style='{MUTED}'>({html.escape(status.lower())})</span>" if status else ""
+        h.append(f"<p>{html.escape(m.get('title') or m.get('text') or '')}{note}</p>")
+    fields = ["id", "source", "app", "window", "speaker", "scope", "captured_at", "frame_path", "fingerprint"]
+    h.extend(_technical(row, technical, fields))
     return "".join(h)
 
 
 def _relations(edges: list[dict], removable: bool) -> list[str]:
     """The relations section: 'RELATION → other' (this memory is src) or '← RELATION other', with "remove"
     links only where a view can run the removal (the browser; not the review panes)."""
-    h = [f"<h4>Relations — {len(edges)}</h4>"]
+    h = [f"<h3>Relations — {len(edges)}</h3>"]
     if not edges:
-        h.append("<p style='color:#666'>None. Add one with <code>mirador relate SRC REL DST</code>.</p>")
+        h.append(f"<p style='{MUTED}'>None. Relations link memories — this decision BECAUSE that fact; Dream "
+                 "proposes them for review, and assistants connected over MCP can add them.</p>")
     for e in edges:
         o = e["other"]
         arrow = f"{e['relation']} →" if e["direction"] == "out" else f"← {e['relation']}"
         remove = f" <a href='unrelate:{html.escape(e['id'])}'>remove</a>" if removable else ""
+        status = STATUS_WORDS.get(o.get("status") or "", "")
+        note = f" <span style='{MUTED}'>({html.escape(status.lower())})</span>" if status else ""
         h.append(f"<p><b>{html.escape(arrow)}</b> {html.escape(o.get('title') or o.get('text') or '')}"
-                 f" <span style='color:#666'>{html.escape(o['type'] or '')} · {html.escape(o['status'] or '')}"
-                 f" · {html.escape(e['origin'] or '')}</span>{remove}<br><code>{html.escape(o['id'])}</code></p>")
+                 f"{note}{remove}</p>")
     return h
 
 
@@ -105,8 +279,23 @@ def remove_and_reload(store, edge_id: str, memory_id: str) -> dict:
     return load_detail(store, memory_id)
 
 
+class FrameViewer(QDialog):
+    """A captured frame at full size (scrolls when larger than the screen)."""
+
+    def __init__(self, path: str, title: str = "", parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Mirador — {title}" if title else "Mirador — captured frame")
+        self.image = QLabel()
+        self.image.setPixmap(QPixmap(path))
+        scroll = QScrollArea()
+        scroll.setWidget(self.image)
+        lay = QVBoxLayout(self)
+        lay.addWidget(scroll)
+        self.resize(min(1280, self.image.pixmap().width() + 40), min(860, self.image.pixmap().height() + 40))
+
+
 class DetailView(QTextBrowser):
-    """A read-only rich-text pane that serves thumb://<id> images from the loaded row.
+    """A read-only rich-text card that serves thumb://<id> images from the loaded row.
 
     With jobs and a store it also removes relations: the "remove" link runs in a worker.
     """
@@ -120,7 +309,10 @@ class DetailView(QTextBrowser):
         self.anchorClicked.connect(self._anchor)
         self._images: dict[str, QImage] = {}
         self.row: dict | None = None
+        self.match: list[str] = []
+        self.technical = False  # the "Technical details" section is open
         self.revealed: str | None = None  # a vault value, only after Reveal; dropped when the selection changes
+        self.viewer: FrameViewer | None = None
         self.show_row(None)
 
     def loadResource(self, type_: int, url: QUrl):  # noqa: N802 - Qt override
@@ -129,8 +321,32 @@ class DetailView(QTextBrowser):
         return super().loadResource(type_, url)
 
     def _anchor(self, url: QUrl) -> None:
-        if url.scheme() == "unrelate":
+        scheme = url.scheme()
+        if scheme == "unrelate":
             self.remove_relation(url.path())
+        elif scheme == "technical":
+            self.set_technical(url.path() == "show")
+        elif scheme == "frame":
+            self.open_frame(url.path())
+        elif scheme in ("http", "https", "file", "mailto"):
+            QDesktopServices.openUrl(url)
+
+    def set_technical(self, on: bool) -> None:
+        """Open or close the "Technical details" section (stays so for the next memory)."""
+        self.technical = on
+        self._render()
+
+    def open_frame(self, evidence_id: str) -> FrameViewer | None:
+        """Show a captured frame of the card at full size."""
+        if self.row is None:
+            return None
+        rows = [self.row] if self.row.get("id") == evidence_id else (self.row.get("_evidence") or [])
+        e = next((r for r in rows if r.get("id") == evidence_id and r.get("_frame")), None)
+        if e is None:
+            return None
+        self.viewer = FrameViewer(e["_frame"], where_from(e), self)
+        self.viewer.show()
+        return self.viewer
 
     def remove_relation(self, edge_id: str) -> None:
         """Remove one of the shown memory's relations off the GUI thread, then show the memory again."""
@@ -140,24 +356,39 @@ class DetailView(QTextBrowser):
 
         def done(row: dict) -> None:
             if self.row is not None and self.row["id"] == memory_id:
-                self.show_row(row)
+                self.show_row(row, match=self.match)
             self.relation_removed.emit(edge_id)
 
         self.jobs.submit(remove_and_reload, self.store, edge_id, memory_id, on_done=done)
 
-    def show_row(self, row: dict | None) -> None:
-        """Show a loaded memory, or a hint when nothing is selected (GUI thread)."""
-        self.row, self.revealed = row, None
+    def show_row(self, row: dict | None, match=None, hint: str | None = None) -> None:
+        """Show a loaded memory or captured row (match: query stems to mark), or a hint when there is none.
+        Showing the same row again keeps the pane's scroll position."""
+        same = row is not None and self.row is not None and self.row.get("id") == row.get("id")
+        scroll = self.verticalScrollBar().value() if same else 0
+        self.row, self.revealed, self.match = row, None, list(match or [])
         if row is None:
             self._images = {}
-            self.setHtml("<p style='color:#666'>Select a memory to see every field and where it came from.</p>")
+            hint = hint or "Select a memory to see what it says, when, and where it came from."
+            self.setHtml(f"<p style='{MUTED}'>{html.escape(hint)}</p>")
             return
-        self._images = {e["id"]: e["_thumb"] for e in row.get("_evidence") or [] if e.get("_thumb") is not None}
-        self.setHtml(render(row, removable=self.jobs is not None))
+        rows = [row] if row.get("_thumb") is not None else (row.get("_evidence") or [])
+        self._images = {e["id"]: e["_thumb"] for e in rows if e.get("_thumb") is not None}
+        self._render()
+        if same:
+            self.verticalScrollBar().setValue(scroll)
+
+    def _render(self) -> None:
+        if self.row is None:
+            return
+        scroll = self.verticalScrollBar().value()
+        self.setHtml(render(self.row, self.revealed, removable=self.jobs is not None, match=self.match,
+                            technical=self.technical))
+        self.verticalScrollBar().setValue(scroll)
 
     def show_value(self, row_id: str, value: str) -> None:
         """Show a decrypted vault value for the entry on display (ignored if the selection moved on)."""
         if self.row is None or self.row["id"] != row_id:
             return
         self.revealed = value
-        self.setHtml(render(self.row, value))
+        self._render()

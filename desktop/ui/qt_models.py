@@ -9,9 +9,10 @@ from datetime import datetime
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtGui import QImage, QPalette, QPixmap, QTextDocument
+from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from desktop.ui.browser_data import KeyList, fetch_rows, resolve_frame
+from desktop.ui.browser_data import KeyList, fetch_rows, highlight, relevance_label, resolve_frame
 from desktop.ui.workers import Jobs
 
 log = logging.getLogger(__name__)
@@ -19,6 +20,7 @@ log = logging.getLogger(__name__)
 ROW_ROLE = Qt.ItemDataRole.UserRole + 1  # the whole public row (dict)
 ID_ROLE = Qt.ItemDataRole.UserRole + 2
 SORT_ROLE = Qt.ItemDataRole.UserRole + 3  # native value, so the proxy sorts numbers and times correctly
+HTML_ROLE = Qt.ItemDataRole.UserRole + 4  # the cell as rich text with the query's words marked (search results)
 
 THUMB_WIDTH = 96
 
@@ -54,6 +56,7 @@ class LazyRowModel(QAbstractTableModel):
     loading_changed = Signal(bool)
     reloaded = Signal(int)  # how many ids match, once the id list is in
     page_loaded = Signal(int)  # rows loaded so far
+    refreshed = Signal(bool)  # a refresh() is in: True when the list changed (the model was reset)
 
     def __init__(self, jobs: Jobs, store, fetch: Callable = fetch_rows, parent=None) -> None:
         super().__init__(parent)
@@ -94,6 +97,49 @@ class LazyRowModel(QAbstractTableModel):
         self.reloaded.emit(len(self._ids))
         if self.canFetchMore(QModelIndex()):
             self.fetchMore(QModelIndex())
+
+    def refresh(self, keys_fn: Callable[[], KeyList]) -> None:
+        """Re-read the id list and the rows already shown, in a worker, without a visible reset when
+        nothing moved: same ids in the same order → rows are updated in place (selection and scroll
+        stay); otherwise the model resets to the new list with as many rows loaded as before, and
+        `refreshed(True)` tells the view to restore its selection and scroll position."""
+        self._generation += 1
+        gen, shown = self._generation, max(len(self._rows), min(self.PAGE, len(self._ids)) or self.PAGE)
+        self._set_fetching(True)
+
+        def work() -> tuple[KeyList, list[dict]]:
+            keys = keys_fn()
+            want = keys.ids[:shown]
+            have = {i: keys.rows[i] for i in want if i in keys.rows}
+            missing = [i for i in want if i not in have]
+            if missing:
+                have.update((r["id"], r) for r in self._load_page(missing))
+            return keys, [have[i] for i in want if i in have]
+
+        self.jobs.submit(work, on_done=lambda res: self._on_refreshed(gen, shown, *res),
+                         on_error=lambda _msg: self._set_fetching(False))
+
+    def _on_refreshed(self, gen: int, shown: int, keys: KeyList, rows: list[dict]) -> None:
+        if gen != self._generation:
+            return
+        self._set_fetching(False)
+        fetched = {r["id"] for r in rows}
+        gone = {i for i in keys.ids[:shown] if i not in fetched}  # forgotten between listing and fetching
+        ids = [i for i in keys.ids if i not in gone]
+        if ids == self._ids and [r["id"] for r in rows] == [r["id"] for r in self._rows]:
+            changed = [i for i, r in enumerate(rows) if not _same_row(r, self._rows[i])]
+            for i in changed:
+                self._rows[i] = {**rows[i], **{k: v for k, v in self._rows[i].items() if k.startswith("_")
+                                               and k not in rows[i]}}
+            if changed:
+                self.dataChanged.emit(self.index(min(changed), 0), self.index(max(changed), self.columnCount() - 1))
+            self.refreshed.emit(False)
+            return
+        self.beginResetModel()
+        self._ids, self._rows, self._prefetched = ids, list(rows), dict(keys.rows)
+        self.endResetModel()
+        self.reloaded.emit(len(self._ids))
+        self.refreshed.emit(True)
 
     def canFetchMore(self, parent=QModelIndex()) -> bool:  # noqa: B008 - Qt signature
         return not parent.isValid() and not self._fetching and len(self._rows) < len(self._ids)
@@ -149,10 +195,10 @@ class LazyRowModel(QAbstractTableModel):
         return next((i for i, r in enumerate(self._rows) if r["id"] == id_), -1)
 
     def replace_row(self, row: dict) -> None:
-        """Show an updated row in place (one dataChanged, no reset)."""
+        """Show an updated row in place (one dataChanged, no reset); what a search added (`_match`...) stays."""
         i = self.index_of(row["id"])
         if i >= 0:
-            self._rows[i] = row
+            self._rows[i] = {**{k: v for k, v in self._rows[i].items() if k.startswith("_")}, **row}
             self.dataChanged.emit(self.index(i, 0), self.index(i, self.columnCount() - 1))
 
     def remove_ids(self, ids) -> None:
@@ -196,6 +242,11 @@ class LazyRowModel(QAbstractTableModel):
         return None
 
 
+def _same_row(a: dict, b: dict) -> bool:
+    """Equal public fields (what a refresh compares; images and search marks are the view's own)."""
+    return {k: v for k, v in a.items() if not k.startswith("_")} == {k: v for k, v in b.items() if not k.startswith("_")}
+
+
 class MemoryTableModel(LazyRowModel):
     """Memories: title, type, status, scope, confidence, updated."""
 
@@ -209,6 +260,34 @@ class MemoryTableModel(LazyRowModel):
         Column("Updated", "updated_at", local_time, width=130),
     ]
     KIND = "memory"
+
+
+class _Marked:
+    """Search results: the text column as rich text with the query's words marked, and a relevance column."""
+
+    TEXT_KEY = "title"
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if role == HTML_ROLE and index.isValid() and index.row() < len(self._rows):
+            col = self.COLUMNS[index.column()]
+            row = self._rows[index.row()]
+            if col.key == self.TEXT_KEY and row.get("_match"):
+                return highlight(_one_line(row.get(col.key)), row["_match"])
+            return None
+        if role == Qt.ItemDataRole.ToolTipRole and index.isValid() and self.COLUMNS[index.column()].key == "_relevance":
+            row = self._rows[index.row()]
+            words = ", ".join(row.get("_match") or [])
+            return ("Shares the words: " + words if words else "Matched by meaning, no shared word") + \
+                f" — closeness {row.get('_relevance', 0):.0%}"
+        return super().data(index, role)
+
+
+class BrowserMemoryModel(_Marked, MemoryTableModel):
+    """The browser's memory list: MemoryTableModel plus how relevant each search hit is."""
+
+    COLUMNS = [MemoryTableModel.COLUMNS[0], Column("Relevance", "_relevance", relevance_label, width=80),
+               *MemoryTableModel.COLUMNS[1:]]
+    COL_RELEVANCE = 1
 
 
 class EvidenceTableModel(LazyRowModel):
@@ -247,6 +326,45 @@ class EvidenceTableModel(LazyRowModel):
                 self._pixmaps[row["id"]] = QPixmap.fromImage(img)
             return self._pixmaps[row["id"]]
         return super().data(index, role)
+
+
+class BrowserEvidenceModel(_Marked, EvidenceTableModel):
+    """The browser's "Captured" list: evidence with thumbnails, marked words and relevance when searching."""
+
+    TEXT_KEY = "text"
+    COLUMNS = [Column("Captured", "captured_at", local_time, width=200),
+               Column("Relevance", "_relevance", relevance_label, width=80),
+               Column("App", "app", width=100),
+               Column("Window", "window", _one_line, width=160),
+               Column("Text", "text", _one_line)]
+    COL_TIME, COL_RELEVANCE, COL_APP, COL_WINDOW, COL_TEXT = range(5)
+
+
+class HighlightDelegate(QStyledItemDelegate):
+    """Paints a cell's HTML_ROLE rich text (the marked query words) where the model gives one."""
+
+    def paint(self, painter, option, index) -> None:
+        markup = index.data(HTML_ROLE)
+        if not markup:
+            super().paint(painter, option, index)
+            return
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        opt.text = ""
+        style = opt.widget.style() if opt.widget else QApplication.style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        color = opt.palette.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
+        doc = QTextDocument()
+        doc.setDefaultFont(opt.font)
+        doc.setDocumentMargin(0)
+        doc.setHtml(f"<span style='color:{color.name()}; white-space:pre'>{markup}</span>")
+        rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, opt, opt.widget)
+        painter.save()
+        painter.setClipRect(rect)
+        painter.translate(rect.left() + 3, rect.top() + (rect.height() - doc.size().height()) / 2)
+        doc.drawContents(painter)
+        painter.restore()
 
 
 def sort_proxy(model: LazyRowModel, parent=None) -> QSortFilterProxyModel:
