@@ -105,7 +105,8 @@ def evaluate(items: list[dict], d: dict, idx_items: list[int], scores: np.ndarra
         groups = compose(segs, keep)
         out = []
         for g in groups:
-            best = max(g, key=lambda j: scores[rows[j]])
+            body = [j for j in g if not segs[j].is_title] or g
+            best = max(body, key=lambda j: scores[rows[j]])
             out.append((render(segs, g), types[rows[best]]))
         if not it["facts"]:
             noise += len(out)

@@ -76,7 +76,9 @@ class StatementEngine:
             groups = compose(row_segs, keep)
             for g in groups:
                 text = _cap(render(row_segs, g))
-                best = idx[max(g, key=lambda j: scores[idx[j]])]
+                # The type is the kept body's, not its title's: under `$ curl ...` the output is the fact.
+                body = [j for j in g if not row_segs[j].is_title] or g
+                best = idx[max(body, key=lambda j: scores[idx[j]])]
                 conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
                 out.append(_draft(text, types[best], conf, r))
         return out
