@@ -16,7 +16,7 @@ their provenance (the evidence ids each derives from) and scored against the lab
 - items_per_min: evidence items through the job per minute (model load excluded: the app keeps
   its model loaded), and the same figures per source and per kind.
 
-    .venv/bin/python bench/extract_quality.py [--split dev|train|all] [--limit N] [--engine auto|statements|llm|rules]
+    .venv/bin/python bench/extract_quality.py [--split dev|train|all] [--limit N] [--engine auto|statements|llm|rules] [--no-weights]
 
 The annotation guide is bench/data/extraction/README.md. Progress goes to stderr.
 """
@@ -165,8 +165,11 @@ class _JobLog(logging.Handler):
             self.llm_fallbacks += 1
 
 
-def run(items: list[dict], engine: str) -> dict:
-    """Write the items as evidence in a temp store, run the scheduler's extraction job, score the result."""
+def run(items: list[dict], engine: str, weights: bool = True) -> dict:
+    """Write the items as evidence in a temp store, run the scheduler's extraction job, score the result.
+
+    weights=False: the statement engine judges by its rule scores alone, as it does when the store's
+    embedder is not the one its weights were fitted with."""
     from memory.consolidation.extraction import shared_llm
     from memory.consolidation.scheduler import job_extract
     from memory.store.core import EvidenceSpec, Store
@@ -177,6 +180,12 @@ def run(items: list[dict], engine: str) -> dict:
         # More items than a scheduled run takes: the job would stop after max_items_per_run.
         store.config.extraction.max_items_per_run = max(store.config.extraction.max_items_per_run, len(items))
         model, load_s = None, 0.0
+        if engine in ("auto", "statements"):
+            from memory.consolidation import salience, verbatim
+
+            if not weights:
+                verbatim.load_model = lambda: None  # the engine then judges by rule scores
+            model = "statements, judged by " + ("MiniLM salience weights" if weights and salience.load_model() else "rules")
         if engine == "llm":
             t0 = time.monotonic()
             try:  # load (and assemble the bundled GGUF) before timing: the app keeps its model loaded
@@ -232,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", choices=["dev", "train", "all"], default="dev")
     ap.add_argument("--limit", type=int, default=0, help="only the first N items (a fixed mix of kinds)")
     ap.add_argument("--engine", choices=["auto", "statements", "llm", "rules"], default="auto")
+    ap.add_argument("--no-weights", action="store_true",
+                    help="statement engine without its fitted weights (the rules judge), as with another embedder")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     items = load_items(a.split)
@@ -240,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     if not items:
         print(f"error: no items in split {a.split!r} under {DATA}; check the data folder", file=sys.stderr)
         return 2
-    out = {"split": a.split, **run(items, a.engine)}
+    out = {"split": a.split, **run(items, a.engine, weights=not a.no_weights)}
     print(json.dumps(out, indent=1, ensure_ascii=False))
     return 0
 
