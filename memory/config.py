@@ -249,7 +249,10 @@ class ExtractionConfig(_Section):
     active_min_confidence: float = Field(0.8, ge=0, le=1, description="a draft below this stays a candidate for review")
     active_sources: list[str] = Field(default_factory=lambda: ["audio", "manual"],
                                       description="only these sources may create active memories; never screen")
-    corroborate_similarity: float = Field(0.9, gt=0, le=1, description="cosine above which a draft is a paraphrase")
+    corroborate_similarity: float = Field(0.9, gt=0, le=1, description="cosine above which a draft with no number or "
+                                          "name of its own is a paraphrase")
+    paraphrase_similarity: float = Field(0.8, gt=0, le=1, description="cosine above which a draft stating the same numbers "
+                                         "and names as a memory is a paraphrase of it")
     supersede_similarity: float = Field(0.5, ge=0, le=1, description="same subject and at least this similar")
     corroborate_boost: float = Field(0.05, ge=0, le=1, description="confidence a memory gains when new evidence repeats it")
 

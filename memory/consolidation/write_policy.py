@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -95,6 +96,16 @@ def tombstoned_fps(store, fps: list[str]) -> set[str]:
 
 
 _ALL_STATUSES = ("candidate", "active", "superseded", "rejected")
+_DIGITS = re.compile(r"\d+")
+_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w'’-]*[\w]")
+_NOT_NAMES = {"i", "i'm", "i've", "i'll", "i'd", "the", "a", "an", "we", "it", "this", "that", "my", "our"}
+
+
+def detail_terms(text: str) -> set[str]:
+    """The numbers and names a text states (lower case): what makes two similar sentences different facts."""
+    t = " ".join(str(text).split())
+    names = {m.group(0).lower() for m in _NAME.finditer(t)} - _NOT_NAMES
+    return set(_DIGITS.findall(t)) | names
 
 
 def _neighbour_filter(mtype: str, scope: str, statuses) -> str:
@@ -176,7 +187,7 @@ class WritePolicy:
                 report.outcomes.append(Outcome("skipped", skip, draft=d))
                 continue
             dup = next((p for p in seen if float(np.dot(p[1], vec)) >= self.cfg.corroborate_similarity
-                        and p[0].type == d.type), None)
+                        and p[0].type == d.type and detail_terms(d.text) <= detail_terms(p[0].text)), None)
             if dup:  # two drafts of the same thing in one batch: one memory, both sources
                 dup[0].evidence_ids = list(dict.fromkeys(dup[0].evidence_ids + d.evidence_ids))
                 d.same_as = dup[0].key or None  # its links now start or end at the merged memory
@@ -210,10 +221,22 @@ class WritePolicy:
             return "the person deleted what this evidence produced"
         return None
 
+    def _paraphrase(self, text: str, near: dict) -> bool:
+        """Says the same as `near`: close in meaning and no detail of its own. Vectors barely tell "SK 4615"
+        from "SK 4616", so a number or name the memory lacks makes it news; the same details in other
+        words ("Reminder: the Oslo flight SK 4615 leaves at 07:20" after "My flight to Oslo is SK 4615 ...")
+        are a paraphrase at a lower similarity."""
+        mine, theirs = detail_terms(text), detail_terms(near["text"])
+        if not mine <= theirs:
+            return False
+        if near["similarity"] >= self.cfg.corroborate_similarity:
+            return True
+        return bool(mine) and mine == theirs and near["similarity"] >= self.cfg.paraphrase_similarity
+
     def _against_store(self, d: Draft, vec, scope: str, status: str, conf: float) -> Outcome | None:
         near = neighbours(self.store, vec, d.type, scope, k=5)
         fp = fingerprint(d.text)
-        same = [n for n in near if n["fingerprint"] == fp or n["similarity"] >= self.cfg.corroborate_similarity]
+        same = [n for n in near if n["fingerprint"] == fp or self._paraphrase(d.text, n)]
         if same:
             best = max(same, key=lambda n: (n["status"] in ("candidate", "active"), n["similarity"]))
             if best["status"] not in ("candidate", "active"):

@@ -175,3 +175,26 @@ def test_the_shipped_weights_load_and_fit_the_embedder_a_new_store_uses(tmp_path
     model = load_model()
     assert model is not None, "memory/consolidation/data/salience.json unusable: rerun bench/train_salience.py --out"
     assert model.embedder == Store(tmp_path / "h").embedder.name
+
+
+def _spoken(store: Store, texts: list[str], start: datetime) -> list[dict]:
+    return store.add_evidence_batch([EvidenceSpec(text=t, source="audio", app="microphone", window="",
+                                                  captured_at=start + timedelta(hours=i)) for i, t in enumerate(texts)])
+
+
+def test_a_paraphrase_corroborates_and_a_changed_detail_does_not(store):
+    _spoken(store, ["My flight to Oslo is SK 4615 on the 14th, it leaves at 07:20.",
+                    "We're going with PostgreSQL, not Mongo, for the billing service."], T0)
+    job_extract(store)
+    before = {m["id"]: m for m in store.list("memory", limit=100)}
+    later = _spoken(store, ["Reminder: the Oslo flight SK 4615 leaves at 07:20 on the 14th.",
+                            "For billing we go with PostgreSQL rather than Mongo.",
+                            "My flight to Oslo is SK 4616 on the 15th, it leaves at 07:20."], T0 + timedelta(days=1))
+    job_extract(store)
+    after = {m["id"]: m for m in store.list("memory", limit=100)}
+    new = [m for i, m in after.items() if i not in before]
+    assert [m["text"] for m in new] == ["My flight to Oslo is SK 4616 on the 15th, it leaves at 07:20."]
+    flight = next(m for m in after.values() if "SK 4615" in m["text"])
+    db = next(m for m in after.values() if "PostgreSQL" in m["text"])
+    assert later[0]["id"] in flight["provenance"] and later[1]["id"] in db["provenance"]
+    assert later[2]["id"] not in flight["provenance"]
