@@ -1,4 +1,10 @@
-"""Sentence embeddings with sentence-transformers, offline, lazy-loaded, batched, with a query cache."""
+"""Sentence embeddings on onnxruntime, offline, lazy-loaded, batched, with a query cache.
+
+The run-time path imports neither torch, transformers nor sentence-transformers: the model's graph is
+built from its safetensors weights (models/bert_onnx.py) and cached (models/onnx_encoder.py). The torch
+path (sentence-transformers) remains for `models.embedder_onnx = false`, a model the builder does not
+reproduce, and the training benches; it needs the dev extra.
+"""
 
 from __future__ import annotations
 
@@ -24,13 +30,13 @@ class Embedder:
     """Turns text into L2-normalised float32 vectors.
 
     model_dir: a sentence-transformers model directory; None = the bundled all-MiniLM-L6-v2.
-    batch_size: texts per forward pass when embedding many at once.
-    threads: torch's intra-op threads (onnxruntime's query session takes at least two, see
-      query_threads); 0 keeps their defaults.
+    batch_size: texts per forward pass when embedding many at once (torch path).
+    threads: the thread count asked for (onnxruntime's session takes at least two, see query_threads;
+      torch's pool takes it as it is); 0 keeps their defaults.
     cache_size: how many distinct query strings keep their vector (repeated searches are free).
-    device: "cpu" here; any torch device string elsewhere.
-    onnx_dir: where the onnxruntime export of the model is kept (models/onnx_encoder.py); None = the
-      per-user cache directory. use_onnx=False keeps every text on torch.
+    device: "cpu" here; any torch device string elsewhere (torch path only).
+    onnx_dir: where the model's onnxruntime graph is kept (models/onnx_encoder.py); None = the
+      per-user cache directory. use_onnx=False keeps every text on torch (needs the dev extra).
     tuning: a delta of models/tuning.py (models.tuning.BUNDLED: Mirador's) merged into the weights;
       None, or a delta made for other weights (logged), embeds with the weights as they are.
     """
@@ -62,15 +68,13 @@ class Embedder:
         self.device = device
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
-        self._model = None
+        self._model = None  # sentence-transformers, only where torch serves
         self._lock = threading.Lock()
         self.onnx_dir = Path(onnx_dir) if onnx_dir else None
         self.use_onnx = use_onnx and device == "cpu"
-        self._onnx = None  # a TextEncoder once exported/loaded and checked here; until then torch serves
-        self._light = None  # a cached export with its own tokenizer: serves without torch (onnx_encoder.cached)
-        self._light_tried = False
-        self._onnx_done = threading.Event()
-        self.onnx_error: str | None = None
+        self._onnx = None  # a TextEncoder once its graph is built or loaded (models/onnx_encoder.py)
+        self._onnx_tried = False
+        self.onnx_error: str | None = None  # why onnxruntime does not serve this model, if it does not
 
     @property
     def dim(self) -> int:
@@ -78,6 +82,8 @@ class Embedder:
         pooling = self.model_dir / "1_Pooling" / "config.json"
         if pooling.exists():
             return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        if self._encoder() is not None:
+            return int(self._encoder().encode(["dim"]).shape[1])
         return int(self._load().get_sentence_embedding_dimension())
 
     @property
@@ -87,6 +93,7 @@ class Embedder:
         return f"{base}+tuned-{self.model_dir.name}" if self.tuning else base
 
     def _load(self):
+        """sentence-transformers and torch: only for use_onnx=False or a model onnxruntime cannot serve."""
         with self._lock:
             if self._model is None:
                 # Never reach for a hub: the weights are local and the machine may be offline.
@@ -97,9 +104,12 @@ class Embedder:
                     import torch
                     from sentence_transformers import SentenceTransformer
                 except ImportError as e:
+                    why = f"onnxruntime cannot embed with it: {self.onnx_error}" if self.onnx_error else \
+                        "models.embedder_onnx = false asks for torch"
                     raise RuntimeError(
-                        "sentence-transformers is not installed — run `make run` once or "
-                        "`pip install sentence-transformers torch==2.13.0`"
+                        f"the embedder {self.model_dir} needs torch and sentence-transformers ({why}), which "
+                        "the app does not ship — set models.embedder_onnx = true and use a BERT model with mean "
+                        "pooling (the bundled one is), or install them: `pip install 'mirador[dev]'`"
                     ) from e
                 try:  # a progress bar on stderr would pollute every CLI call's output
                     import transformers
@@ -110,40 +120,32 @@ class Embedder:
                     pass
                 if self.threads:
                     _set_torch_threads(torch, self.threads)
-                log.info("loading embedder from %s", self.model_dir)
+                log.info("loading embedder from %s on torch", self.model_dir)
                 self._model = SentenceTransformer(str(self.model_dir), device=self.device)
-                self._start_onnx()
             return self._model
 
-    def _start_onnx(self) -> None:
-        """Load (or export once, which takes a while) the onnxruntime encoder beside the queries, never in their way.
+    def _encoder(self):
+        """The onnxruntime encoder, its graph built once per machine if missing; None where torch serves.
 
-        Not a daemon thread: an export cut off by the interpreter's exit would leave nothing useful, so
-        the first process to export waits for it on the way out.
+        Tried once per embedder: a model the builder does not reproduce (not BERT with mean pooling) or a
+        graph that cannot be built stays on torch, and onnx_error says why.
         """
-        if not self.use_onnx:
-            self._onnx_done.set()
-            return
-
-        def work() -> None:
-            try:
-                self._onnx = onnx_encoder.load_or_export(
-                    self._model, self.model_dir, self.onnx_dir or onnx_encoder.default_dir(), self.query_threads,
-                    self._torch_one)
-                log.info("query encoder: onnxruntime (%s)", self._onnx.path)
-            except Exception as e:  # any failure leaves the torch path, which is always correct
-                self.onnx_error = str(e)
-                log.warning("query encoder stays on torch (slower, ~27 ms a query): %s", e)
-            finally:
-                self._onnx_done.set()
-
-        # daemon=False explicitly: a thread inherits daemon from its creator (the hook runs in a daemon
-        # thread), and an onnxruntime load cut off at exit aborts the process (std::terminate).
-        threading.Thread(target=work, name="embedder-onnx", daemon=False).start()
+        if not self._onnx_tried and self.use_onnx:
+            with self._lock:
+                if not self._onnx_tried:
+                    try:
+                        self._onnx = onnx_encoder.load_or_build(
+                            self.model_dir, self.onnx_dir or onnx_encoder.default_dir(), self.query_threads)
+                        log.info("embedder: onnxruntime (%s)", self._onnx.path)
+                    except Exception as e:
+                        self.onnx_error = str(e)
+                        log.warning("the embedder cannot run on onnxruntime, trying torch: %s", e)
+                    self._onnx_tried = True
+        return self._onnx
 
     @property
     def query_threads(self) -> int:
-        """onnxruntime's threads for one query: at least two where there are two cores.
+        """onnxruntime's threads for one call: at least two where there are two cores.
 
         Why not `threads`: its default of one is for torch, whose pool spin-waits when the other core is
         busy. onnxruntime's pool here does not spin (models/onnx_encoder.py), so the second thread costs
@@ -156,48 +158,38 @@ class Embedder:
 
     @property
     def backend(self) -> str:
-        """Which engine embeds a single text right now: "onnxruntime" or "torch"."""
-        return "onnxruntime" if self._onnx is not None or self._light is not None else "torch"
+        """Which engine embeds: "onnxruntime" or "torch" (what it will be, before the first text)."""
+        if self._onnx is not None:
+            return "onnxruntime"
+        if self._model is not None or not self.use_onnx or self._onnx_tried:
+            return "torch"
+        return "onnxruntime"
 
     @property
     def torch_loaded(self) -> bool:
-        """Whether this embedder has loaded sentence-transformers and torch (no export cached yet, or
-        embedder_onnx off)."""
+        """Whether this embedder has loaded sentence-transformers and torch (embedder_onnx off, or a model
+        onnxruntime cannot serve)."""
         return self._model is not None
 
-    def _light_encoder(self):
-        """The export already cached for this model, served without torch; None until one exists.
-
-        Why: importing sentence-transformers and torch takes seconds and much memory, which a CLI recall, a
-        hook or the capture process would otherwise pay to embed a few texts. Looked up once per embedder.
-        """
-        if not self._light_tried and self.use_onnx:
-            with self._lock:
-                if not self._light_tried:
-                    self._light = onnx_encoder.cached(self.model_dir, self.onnx_dir or onnx_encoder.default_dir(),
-                                                      self.query_threads)
-                    self._light_tried = True
-        return self._light
-
     def _onnx_vectors(self, texts: list[str]) -> np.ndarray | None:
-        """texts through onnxruntime: the cached export if there is one, else the one torch's load made
-        (or None: torch serves)."""
-        enc = self._light_encoder() or self._onnx
+        """texts through onnxruntime, or None where torch serves."""
+        enc = self._encoder()
         return enc.encode(texts) if enc is not None else None
 
     def wait_ready(self, timeout: float | None = None) -> str:
-        """Block until the onnxruntime encoder is loaded or has failed; returns the backend."""
-        self._load()
-        self._onnx_done.wait(timeout)
+        """Load the encoder (building its graph if this machine has none yet); returns the backend.
+
+        timeout: kept for callers of the earlier background export; the load is synchronous now.
+        """
+        if self._encoder() is None:
+            self._load()
         return self.backend
 
     def embed(self, texts: list[str]) -> np.ndarray:
         """Embed many texts in batches; returns an (n, dim) float32 array."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if len(texts) == 1:  # a single row (live capture, one note) takes the query path's speed
-            return self._embed_one(texts[0])[None, :]
-        vecs = self._onnx_vectors(list(texts))  # faster than torch at every batch size measured (TextEncoder)
+        vecs = self._onnx_vectors(list(texts))
         if vecs is not None:
             return vecs
         model = self._load()
@@ -251,22 +243,19 @@ class Embedder:
         return [out[t] for t in texts]
 
     def _embed_one(self, text: str) -> np.ndarray:
-        """One text through onnxruntime once it is ready, else through torch; the same vector either way."""
+        """One text through onnxruntime, or torch where it serves; the same vector either way."""
         vecs = self._onnx_vectors([text])
-        if vecs is None:
-            self._load()  # loading starts the export beside the torch path
-            vecs = self._onnx_vectors([text])
         return vecs[0] if vecs is not None else self._torch_one(text)
 
     def _torch_one(self, text: str) -> np.ndarray:
         """One text through the model's own modules (tokenizer, transformer, pooling, normalize).
 
-        Why not encode(): for a single short query its batching machinery is pure overhead, and search
-        would pay it on every new query. Same vector as embed().
+        Why not encode(): for a single short query its batching machinery is pure overhead. Same vector
+        as embed() on torch.
         """
+        model = self._load()  # first: without torch installed it says what to do
         import torch
 
-        model = self._load()
         feats = onnx_encoder.features(model, [text]).items()
         features = {k: (v.to(model.device) if isinstance(v, torch.Tensor) else v) for k, v in feats}
         with torch.inference_mode():
@@ -312,8 +301,8 @@ def _set_torch_threads(torch, n: int) -> None:
 def bulk_threads(n: int) -> Iterator[None]:
     """torch's pool at n threads (0: one per core) while a bulk job (an import) embeds its batches.
 
-    Only where torch serves (no export cached yet, or embedder_onnx off): the onnxruntime path has its
-    own two non-spinning threads, and this never imports torch for a process that does not use it.
+    Only where torch serves (embedder_onnx off, the dev extra): the onnxruntime path has its own two
+    non-spinning threads, and this never imports torch for a process that does not use it.
     Why not always two: with the other core busy, torch's two-thread pool spin-waited and a query
     got several times slower, so the default stays one thread. With OMP_WAIT_POLICY=PASSIVE (models/
     __init__.py) the waiting threads sleep instead: two threads embed batches much faster on an idle

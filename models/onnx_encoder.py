@@ -1,12 +1,11 @@
-"""The embedder's transformer exported to ONNX and run by onnxruntime.
+"""The embedder run by onnxruntime, from an ONNX graph built from its weights without torch.
 
-Why: onnxruntime runs the same graph as torch several times faster for a single query, with vectors
-equal to torch's to 1e-6. Once the export is cached, batches
-go through it too (TextEncoder: chunks of 8, shortest first, faster than torch on one or two threads),
-and a process never needs to import torch or sentence-transformers.
-
-The export is derived from the local weights only (torch.onnx, no hub) and kept in a cache
-directory, keyed by the weights' content and torch version, so it is made once per machine and model.
+Why: onnxruntime runs the sentence encoder fast for one query and for batches, in a fraction of the
+memory torch needs, and the installed app ships neither torch, transformers nor sentence-transformers.
+The graph is written from the local safetensors by models/bert_onnx.py (NumPy and onnx.helper, no hub),
+with vectors equal to the torch path's to about 1e-6 (tests/models/test_bert_onnx.py), and kept in a
+cache directory keyed by the weights' content and the builder's version, so it is made once per machine
+and model (a second or two) and then loaded.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import json
 import logging
 import os
 import threading
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +22,19 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-PROBE = "onnx export check: why did we pick PostgreSQL?"
-MIN_PROBE_COSINE = 0.9999
+PROBE = "onnx graph check: why did we pick PostgreSQL?"
+# Part of every graph's cache name: a change to models/bert_onnx.py that changes the graph bumps it, so
+# each machine builds the new graph once instead of loading the old one.
+GRAPH_VERSION = "bert_onnx-1"
 
 
 class OnnxUnavailable(RuntimeError):
-    """This model cannot be served by onnxruntime; the torch path keeps serving it."""
+    """This model cannot be served by onnxruntime (not a BERT encoder with mean pooling, or no graph could
+    be built); only the torch path (the dev extra) could embed with it."""
 
 
 def default_dir() -> Path:
-    """Per-machine cache: the export holds public weights only, never anything from a store."""
+    """Per-machine cache: a graph holds public weights only, never anything from a store."""
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("mirador", appauthor=False)) / "onnx"
@@ -59,9 +60,9 @@ _SAMPLES = 8
 def fingerprint(weights: Path) -> str:
     """A digest of the weights' size and eight 1 MB slices spread over the file, from the header to
     the end: the same weights installed in two places share it. Other weights differ in the slices
-    (fine-tuning changes nearly every byte); a file that differed only elsewhere would be caught by
-    load_or_export's probe against torch, which removes an export that does not reproduce it. Reading
-    the whole file on every start would slow every CLI call and hook."""
+    (fine-tuning changes nearly every byte, and Mirador's tuned copies also have a name of their own,
+    which is part of the graph's). Reading the whole file on every start would slow every CLI call and
+    hook."""
     size = weights.stat().st_size
     h = hashlib.sha1(str(size).encode())
     with weights.open("rb") as f:
@@ -72,30 +73,17 @@ def fingerprint(weights: Path) -> str:
 
 
 def export_path(model_dir: Path, cache_dir: Path) -> Path:
-    """Where this model's export lives; other weights or another torch version get another name.
+    """Where this model's graph lives; other weights or another builder version get another name.
 
     Keyed by the weights' content, not their path: every checkout or reinstall of the same model
-    shares one ~90 MB export instead of making its own.
+    shares one ~90 MB graph instead of making its own.
     """
     weights = next((p for p in (model_dir / "model.safetensors", model_dir / "pytorch_model.bin") if p.exists()),
                    None)
     if weights is None:
         raise OnnxUnavailable(f"no weights file in {model_dir}")
-    key = f"{fingerprint(weights)}|{torch_version()}"
+    key = f"{fingerprint(weights)}|{GRAPH_VERSION}"
     return Path(cache_dir) / f"{model_dir.name}-{hashlib.sha1(key.encode()).hexdigest()[:16]}.onnx"
-
-
-def torch_version() -> str:
-    """The installed torch's version, read from its metadata: importing torch costs time and memory,
-    which a process that only needs the export (TextEncoder) never pays."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("torch")
-    except PackageNotFoundError:  # a frozen app may ship torch without its metadata
-        import torch
-
-        return torch.__version__
 
 
 class Tokenize:
@@ -131,8 +119,7 @@ CHUNK = 8  # texts per onnxruntime call when encoding many
 
 
 class TextEncoder:
-    """An export already in the cache, served with Tokenize: texts to vectors with neither
-    sentence-transformers nor torch loaded (importing them would dominate a cold `mirador recall`).
+    """A built graph served with Tokenize: texts to vectors with neither sentence-transformers nor torch.
 
     Many texts go in chunks of CHUNK, shortest first, so that little of each call is padding: that way
     batches embed faster than through torch, on one thread or two, idle or with the other core busy.
@@ -161,70 +148,72 @@ class TextEncoder:
         return out
 
 
-def cached(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder | None:
-    """A TextEncoder for this model if an export of it is already cached, else None.
-
-    The export was checked against torch when it was made (load_or_export removes one that is not);
-    a file that does not load is left for that path to replace.
-    """
-    try:
-        if not mean_pooled(model_dir):
-            return None
-        path = export_path(model_dir, cache_dir)
-        if not path.exists():
-            return None
-        enc = TextEncoder(path, model_dir, threads)
-        prune(cache_dir, keep=path)  # marks ours used; a process that never loads torch cleans up too
-        return enc
-    except Exception as e:  # any failure: the torch path loads and exports or checks as before
-        log.info("no cached query encoder for %s: %s", model_dir, e)
-        return None
+_BUILDING = threading.Lock()  # one build at a time in a process (the tuned model and the one as shipped)
 
 
-_EXPORTING = threading.Lock()
+def build(model_dir: Path, target: Path) -> None:
+    """Write model_dir's graph (models/bert_onnx.py) to target, atomically."""
+    from models import bert_onnx
 
-
-def export(st_model, target: Path) -> None:
-    """Write the transformer (token ids -> last hidden state) as ONNX, atomically."""
-    import torch
-
-    try:
-        import onnx  # noqa: F401  (torch.onnx needs it to serialise)
-    except ImportError as e:
-        raise OnnxUnavailable("the onnx package is not installed (`pip install onnx`)") from e
-
-    hf = st_model[0].auto_model
-
-    class _Hidden(torch.nn.Module):
-        def __init__(self, m) -> None:
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.m(input_ids=input_ids, attention_mask=attention_mask,
-                          token_type_ids=token_type_ids).last_hidden_state
-
-    feats = features(st_model, [PROBE])
-    args = tuple(feats[k] for k in INPUTS)
-    dyn = {k: {0: "batch", 1: "tokens"} for k in (*INPUTS, "hidden")}
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # unique per writer
     try:
-        # The tracer warns about data-dependent Python branches it freezes; for fixed-shape-agnostic
-        # BERT ops that is expected, and the probe in load_or_export checks the result anyway.
-        # torch.onnx keeps its tracing state in globals: two embedders exporting at once in one
-        # process (the tuned model and the one as shipped) would trip over each other.
-        with _EXPORTING, torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(_Hidden(hf).eval(), args, str(tmp), input_names=list(INPUTS),
-                              output_names=["hidden"], dynamic_axes=dyn, opset_version=17, dynamo=False)
-        os.replace(tmp, target)  # another process exporting at once writes its own tmp file
+        bert_onnx.write(model_dir, tmp)
+        os.replace(tmp, target)  # another process building at once writes its own tmp file
     finally:
         tmp.unlink(missing_ok=True)
 
 
+def _checked(path: Path, model_dir: Path, threads: int) -> TextEncoder:
+    """The graph at path loaded, with a probe text giving a finite unit vector (a truncated or foreign file
+    fails here or in the load)."""
+    enc = TextEncoder(path, model_dir, threads)
+    v = enc.encode([PROBE])[0]
+    if not (np.all(np.isfinite(v)) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-3):
+        raise ValueError("the probe text's vector is not a finite unit vector")
+    return enc
+
+
+def load_or_build(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder:
+    """An encoder for this model from the cached graph, building the graph first if the cache has none.
+
+    A cached file that does not load (damaged, cut off, foreign) is removed and built again.
+    Raises OnnxUnavailable when the model is not a BERT encoder with mean pooling or no graph works.
+    """
+    if not mean_pooled(model_dir):
+        raise OnnxUnavailable(f"{model_dir} is not a transformer with mean pooling")
+    try:
+        Tokenize(model_dir)
+    except Exception as e:
+        raise OnnxUnavailable(f"{model_dir}: its tokenizer.json cannot be read ({e})") from e
+    path = export_path(model_dir, cache_dir)
+    if path.exists():
+        try:
+            enc = _checked(path, model_dir, threads)
+            prune(cache_dir, keep=path)
+            return enc
+        except Exception as e:
+            log.warning("the embedder graph %s could not be loaded (%s); removed, building it again", path, e)
+            path.unlink(missing_ok=True)
+    with _BUILDING:
+        if not path.exists():  # another thread may have built it meanwhile
+            log.info("building the embedder graph %s from %s (once per model)", path, model_dir)
+            try:
+                build(model_dir, path)
+            except Exception as e:
+                raise OnnxUnavailable(f"could not build the embedder graph for {model_dir}: {e}") from e
+    try:
+        enc = _checked(path, model_dir, threads)
+    except Exception as e:
+        path.unlink(missing_ok=True)
+        raise OnnxUnavailable(f"the embedder graph built in {path} does not load ({e}); removed") from e
+    prune(cache_dir, keep=path)
+    return enc
+
+
 def features(st_model, texts: list[str]) -> dict:
-    """The model's tokenizer output for texts (the method was renamed in sentence-transformers 6)."""
+    """sentence-transformers' tokenizer output for texts (the method was renamed in sentence-transformers 6).
+    Only the torch path (the dev extra) and tests use it."""
     prep = getattr(st_model, "preprocess", None) or st_model.tokenize
     return prep(texts)
 
@@ -235,7 +224,7 @@ def as_numpy(features: dict) -> dict:
 
 
 class OnnxEncoder:
-    """One loaded onnxruntime session; encode() takes the sentence-transformers features of one text."""
+    """One loaded onnxruntime session; encode() takes Tokenize's features and gives unit vectors."""
 
     def __init__(self, path: Path, threads: int) -> None:
         import onnxruntime as ort
@@ -243,7 +232,7 @@ class OnnxEncoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads  # 0 = onnxruntime's default (one per core)
         opts.inter_op_num_threads = 1
-        # Same reason as the torch setting: a spinning pool starves capture on the other core.
+        # A spinning pool starves capture on the other core.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.path = path
@@ -252,41 +241,7 @@ class OnnxEncoder:
         ids = np.asarray(features["input_ids"], dtype=np.int64)
         feeds = {k: (np.asarray(features[k], dtype=np.int64) if k in features else np.zeros_like(ids))
                  for k in INPUTS}
-        hidden = self.session.run(None, feeds)[0]
-        mask = feeds["attention_mask"][..., None].astype(np.float32)
-        vec = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        vec /= np.clip(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12, None)
-        return vec.astype(np.float32, copy=False)
-
-
-def load_or_export(st_model, model_dir: Path, cache_dir: Path, threads: int, torch_vector) -> TextEncoder:
-    """An encoder for this model, exporting it first if the cache has none; checked against torch.
-
-    torch_vector(text) gives the torch path's vector: an export that does not reproduce it through
-    Tokenize (a damaged file, an exporter bug) is discarded and the torch path keeps serving.
-    """
-    if not mean_pooled(model_dir):
-        raise OnnxUnavailable(f"{model_dir} is not transformer + mean pooling")
-    try:
-        Tokenize(model_dir)  # a tokenizer problem is not the export's: keep the file
-    except Exception as e:
-        raise OnnxUnavailable(f"{model_dir}: its tokenizer cannot be read without torch ({e})") from e
-    path = export_path(model_dir, cache_dir)
-    if not path.exists():
-        log.info("exporting the query encoder to %s (once per model)", path)
-        export(st_model, path)
-    try:
-        enc = TextEncoder(path, model_dir, threads)
-        got = enc.encode([PROBE])[0]
-    except Exception as e:  # a truncated or foreign file: remove it so the next start exports again
-        path.unlink(missing_ok=True)
-        raise OnnxUnavailable(f"{path} could not be loaded ({e}); removed, it is exported again next start") from e
-    cos = float(got @ torch_vector(PROBE))
-    if cos < MIN_PROBE_COSINE:
-        path.unlink(missing_ok=True)
-        raise OnnxUnavailable(f"{path} gives vectors unlike torch's (cosine {cos:.5f}); removed")
-    prune(cache_dir, keep=path)
-    return enc
+        return self.session.run(None, feeds)[0].astype(np.float32, copy=False)
 
 
 UNUSED_DAYS = 30  # an export no install has loaded for this long is deleted
@@ -294,11 +249,12 @@ _TMP_HOURS = 24  # an unfinished export this old was left by a process that died
 
 
 def prune(cache_dir: Path, keep: Path) -> list[Path]:
-    """Mark `keep` as used now, and delete the exports nothing has loaded for UNUSED_DAYS.
+    """Mark `keep` as used now, and delete the graphs nothing has loaded for UNUSED_DAYS.
 
-    Why: every new torch version or weights file gets a new ~90 MB export, and the old ones would pile
-    up. Not "every other export": two installs on one machine with different torch versions (a dev
-    checkout and the app) each keep theirs, since each marks its own on every load.
+    Why: every new builder version or weights file gets a new ~90 MB graph, and the old ones (torch
+    exports of earlier releases too) would pile up. Not "every other graph": two installs on one machine
+    with different versions (a dev checkout and the app) each keep theirs, since each marks its own on
+    every load.
     """
     import time
 

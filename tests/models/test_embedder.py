@@ -55,17 +55,19 @@ def test_configured_dir_must_hold_a_model(tmp_path):
         Embedder(tmp_path)
 
 
-def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
-    # A query served by onnxruntime must land where torch (and so every stored vector) puts it.
+def test_onnx_graph_is_built_once_and_serves_queries_and_batches_alike(tmp_path):
+    # A query must land where a batch (and so every stored vector) puts it; the graph is built once per
+    # machine and model (models/bert_onnx.py), then only loaded. Equality with the torch path that made
+    # older stores' vectors: tests/models/test_bert_onnx.py.
     emb = Embedder(onnx_dir=tmp_path, threads=1)
     assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
-    # One torch thread (it spin-waits), but two for the query session, whose pool does not spin.
+    # Two threads for the session, whose pool does not spin, even where one is asked for (torch's setting).
     assert emb._onnx.session.get_session_options().intra_op_num_threads == min(2, os.cpu_count())
     assert (Embedder(threads=0).query_threads, Embedder(threads=3).query_threads) == (0, 3)
-    exported = list(tmp_path.glob("*.onnx"))
-    assert len(exported) == 1 and not list(tmp_path.glob("*.tmp"))
+    built = list(tmp_path.glob("*.onnx"))
+    assert len(built) == 1 and not list(tmp_path.glob("*.tmp"))
     texts = ["why did we pick PostgreSQL?", "naïve café — 東京 ✓", " ".join(["word"] * 400)]
-    batch = emb.embed(texts)  # batches stay on torch
+    batch = emb.embed(texts)
     for i, t in enumerate(texts):
         assert np.allclose(emb.embed_query(t), batch[i], atol=1e-5)
         assert np.allclose(emb.embed([t])[0], batch[i], atol=1e-5)
@@ -74,10 +76,11 @@ def test_onnx_query_encoder_is_exported_once_and_matches_torch(tmp_path):
     for got, want in zip(emb.embed_queries(fresh), emb.embed(fresh), strict=True):
         assert np.allclose(got, want, atol=1e-5)
     assert all(t in emb._cache for t in fresh)
-    written = exported[0].stat().st_ino  # an export is written to a temporary file and renamed
+    assert not emb.torch_loaded
+    written = built[0].stat().st_ino  # a graph is written to a temporary file and renamed
     again = Embedder(onnx_dir=tmp_path, threads=1)
     assert again.wait_ready(120) == "onnxruntime"
-    assert list(tmp_path.glob("*.onnx")) == exported and exported[0].stat().st_ino == written
+    assert list(tmp_path.glob("*.onnx")) == built and built[0].stat().st_ino == written
 
 
 def test_exports_unused_for_a_month_are_deleted(tmp_path):
@@ -101,19 +104,38 @@ def test_exports_unused_for_a_month_are_deleted(tmp_path):
     assert time.time() - emb._onnx.path.stat().st_mtime < 60  # ours is marked used at every load
 
 
-def test_damaged_onnx_export_is_removed_and_torch_keeps_serving(tmp_path, caplog):
+def test_damaged_onnx_graph_is_removed_and_built_again(tmp_path, caplog):
     from models.onnx_encoder import export_path
 
-    emb = Embedder(onnx_dir=tmp_path, threads=1, use_onnx=False)
-    path = export_path(emb.model_dir, tmp_path)
+    path = export_path(embedder_dir(), tmp_path)
     path.write_bytes(b"not an onnx graph")
     emb = Embedder(onnx_dir=tmp_path, threads=1)
     with caplog.at_level("WARNING"):
-        assert emb.wait_ready(120) == "torch"
-    assert "could not be loaded" in emb.onnx_error and not path.exists()
-    assert "stays on torch" in caplog.text
+        assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
+    assert "could not be loaded" in caplog.text and "building it again" in caplog.text
+    assert path.stat().st_size > 1_000_000 and emb._onnx.path == path and not emb.torch_loaded
     v = emb.embed_query("still answers")
     assert v.shape == (emb.dim,) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4
+
+
+def test_without_torch_a_model_onnxruntime_cannot_serve_says_what_to_do(tmp_path, monkeypatch):
+    """A configured model the graph builder does not reproduce needs the torch path, which the app does
+    not ship: the error names the model, why, and the two ways out."""
+    import json
+    import shutil
+    import sys
+
+    model = tmp_path / "cls-pooled"
+    shutil.copytree(embedder_dir(), model)
+    cfg = json.loads((model / "1_Pooling" / "config.json").read_text())
+    (model / "1_Pooling" / "config.json").write_text(json.dumps(
+        {**cfg, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": True}))
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if not installed
+    emb = Embedder(model, onnx_dir=tmp_path / "onnx", threads=1)
+    with pytest.raises(RuntimeError, match="needs torch and sentence-transformers") as e:
+        emb.embed_query("hello")
+    assert "mean pooling" in str(e.value) and "mirador[dev]" in str(e.value) and str(model) in str(e.value)
+    assert emb.onnx_error and not list((tmp_path / "onnx").glob("*.onnx"))
 
 
 def test_process_exits_cleanly_when_a_daemon_thread_first_loaded_the_embedder(tmp_path):
@@ -162,7 +184,7 @@ def test_one_export_serves_every_install_of_the_same_weights(tmp_path):
 def test_bulk_threads_nest_and_survive_an_embedder_loading_inside(tmp_path):
     """Two overlapping bulk jobs keep the larger pool until the last ends; an embedder that loads during
     one (sizing torch to its own threads) gets its size back only after the job."""
-    import torch
+    torch = pytest.importorskip("torch", reason="the torch path is in the dev extra only")
 
     from models.embedder import bulk_threads
 
@@ -201,20 +223,17 @@ TRICKY = ["  leading and trailing spaces  ", "Ünïcödé façade — naïve caf
           "why did we pick PostgreSQL?\nline two\tand a tab"]
 
 
-def test_cached_export_tokenizes_and_embeds_like_torch(tmp_path):
-    """The torch-free path (tokenizers + the cached export) gives sentence-transformers' token ids and
-    torch's vectors, truncation and padding included."""
+def test_tokenize_gives_sentence_transformers_ids_and_chunks_keep_rows(tmp_path):
+    """The torch-free path (tokenizers + the built graph) gives sentence-transformers' token ids,
+    truncation and padding included; many texts in chunks keep each vector on its own row."""
     from models import onnx_encoder as O
 
-    emb = Embedder(onnx_dir=tmp_path, threads=1)
-    assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
-    st = emb._load()
-    ours = O.Tokenize(emb.model_dir)(TRICKY)
-    theirs = O.as_numpy(O.features(st, TRICKY))
+    st = pytest.importorskip("sentence_transformers", reason="the torch path is in the dev extra only")
+    ours = O.Tokenize(embedder_dir())(TRICKY)
+    theirs = O.as_numpy(O.features(st.SentenceTransformer(str(embedder_dir()), device="cpu"), TRICKY))
     for k in O.INPUTS:
         assert np.array_equal(ours[k], theirs[k]), k
-    light = O.cached(emb.model_dir, tmp_path, 1)
-    assert light is not None and light.path == emb._onnx.path
+    light = O.load_or_build(embedder_dir(), tmp_path, 1)
     got = light.encode(TRICKY)
     want = Embedder(onnx_dir=tmp_path, threads=1, use_onnx=False).embed(TRICKY)
     assert np.min(np.sum(got * want, axis=1)) > 0.99999
@@ -227,7 +246,7 @@ def test_cached_export_tokenizes_and_embeds_like_torch(tmp_path):
 
 def test_with_a_cached_export_nothing_loads_torch(tmp_path):
     """A CLI recall, a hook, the capture process or an import embeds queries and batches without
-    importing sentence-transformers or torch (~4 s, ~480 MB)."""
+    importing sentence-transformers or torch."""
     import subprocess
     import sys
     import time
@@ -235,8 +254,8 @@ def test_with_a_cached_export_nothing_loads_torch(tmp_path):
     from models.onnx_encoder import UNUSED_DAYS
 
     first = Embedder(onnx_dir=tmp_path, threads=1)
-    assert first.wait_ready(120) == "onnxruntime", first.onnx_error  # makes the export
-    stale = tmp_path / "model-0000000000000000.onnx"  # an old torch version's, unused for a month
+    assert first.wait_ready(120) == "onnxruntime", first.onnx_error  # builds the graph
+    stale = tmp_path / "model-0000000000000000.onnx"  # an earlier release's, unused for a month
     stale.write_bytes(b"old export")
     t = time.time() - (UNUSED_DAYS + 1) * 86400
     os.utime(stale, (t, t))
@@ -257,7 +276,7 @@ def test_with_a_cached_export_nothing_loads_torch(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    # The stale export is gone: a process that never loads torch cleans up too.
+    # The stale graph is gone: every process that loads one cleans up.
     assert out.stdout.split("\n")[:3] == ["onnxruntime False False", "False", "False False"], out.stdout
 
 
@@ -267,10 +286,9 @@ def test_tokenize_lower_cases_where_the_model_config_says_so(tmp_path):
     import json
     import shutil
 
-    from sentence_transformers import SentenceTransformer
-
     from models import onnx_encoder as O
 
+    SentenceTransformer = pytest.importorskip("sentence_transformers").SentenceTransformer
     model = tmp_path / "cased"
     shutil.copytree(embedder_dir(), model)
     cfg = json.loads((model / "sentence_bert_config.json").read_text())
