@@ -44,6 +44,8 @@ FACTS = [
      "Assignee: Omar Haddad\nDue: 2026-11-20", ["PAY-4471", "Omar Haddad"], {"episodic", "semantic"}),
     ("manual", "mirador", "Quick note", "My passport number is X4471920 and it expires in March 2031.",
      ["X4471920"], {"core", "semantic", "resource"}),
+    ("import", "notes", "garden.md", "# Garden\nThe apple tree was planted on 12 April 2024 by Hugo.\n"
+     "Water the tomatoes every second evening in July.", ["apple tree", "12 April 2024"], {"episodic", "semantic"}),
 ]
 NOISE = [
     ("screen", "Safari", "news site", "We value your privacy. We and our 312 partners use cookies to personalise "
