@@ -61,7 +61,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 # pip: quiet, and without the machine-specific "Location ... is ignored" noise.
 pip_q() { "$VPY" -m pip "$@" 2> >(grep -v "^WARNING: Location" >&2); }
 pip_q install -q --upgrade pip setuptools wheel
-# CPU torch first: left to the resolver, sentence-transformers would pull a multi-GB CUDA build.
+# CPU torch first (the dev extra's: training, benches, tests against the torch path; the app runs without
+# it): left to the resolver, sentence-transformers would pull a multi-GB CUDA build.
 # Elsewhere set TORCH_INDEX=https://download.pytorch.org/whl/cpu to get the CPU wheel.
 pip_q install -q "torch==2.13.0" ${TORCH_INDEX:+--index-url "$TORCH_INDEX"}
 # llama.cpp must be built portably: the native build segfaults in decode on some CPUs and
