@@ -84,6 +84,13 @@ class Services:
             # the same device checks as at start, so a missing microphone stays off quietly
             screen, audio = capture_sources(config.capture)
             out.problems += self.capture.apply_config(config, screen=screen, audio=audio)
+            if config.capture.enabled != old.capture.enabled:  # Settings → General "Pause capture", applied now
+                if not config.capture.enabled:
+                    self.capture.pause()
+                elif self.capture.health.state == "stopped":
+                    self.capture.start()
+                else:
+                    self.capture.resume()
         elif (config.capture, config.privacy) != (old.capture, old.privacy):
             out.restart.append("capture (it was off when Mirador started)")
         if self.scheduler is not None:

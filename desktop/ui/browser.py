@@ -172,7 +172,7 @@ class MemoryBrowser(QMainWindow):
         split = QSplitter()
         split.addWidget(self.lists)
         split.addWidget(right)
-        split.setSizes([680, 520])
+        split.setSizes([740, 500])
         central = QWidget()
         lay = QVBoxLayout(central)
         lay.addLayout(top)

@@ -190,7 +190,7 @@ def render(row: dict, revealed: str | None = None, removable: bool = False, matc
     when = [f"Noted {plain_time(row.get('created_at'))}"] if row.get("created_at") else []
     if row.get("updated_at") and row.get("updated_at") != row.get("created_at"):
         when.append(f"changed {plain_time(row['updated_at'])}")
-    if row.get("valid_from") or row.get("valid_to"):
+    if row.get("valid_to") or (row.get("valid_from") and _minutes_apart(row["valid_from"], row.get("created_at"))):
         span = "true " + (f"from {plain_time(row['valid_from'])} " if row.get("valid_from") else "") + \
                (f"until {plain_time(row['valid_to'])}" if row.get("valid_to") else "onwards")
         when.append(span.strip())
@@ -205,6 +205,11 @@ def render(row: dict, revealed: str | None = None, removable: bool = False, matc
         h.extend(_relations(row.get("_relations") or [], removable))
     h.extend(_technical(row, technical, TECH_FIELDS + (["label"] if t == "vault" else [])))
     return "".join(h)
+
+
+def _minutes_apart(a, b) -> bool:
+    """True when two times differ by a minute or more (a validity that starts at creation says nothing)."""
+    return plain_time(a) != plain_time(b)
 
 
 def _origin_words(origin: str | None) -> str:

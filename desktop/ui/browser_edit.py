@@ -256,6 +256,7 @@ class EditDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         lay = QVBoxLayout(self)
         lay.addLayout(form)
+        lay.addStretch(1)
         lay.addWidget(self.error)
         lay.addWidget(self.buttons)
 
