@@ -62,7 +62,7 @@ _LISTING = re.compile(r"(?i)(?:\b[\w-]+\.[a-z0-9]{2,5}\b|^[\w.-]+/|^\S+(?: \S+)?
                       r"KiB|MiB|GiB)\b|\bfile folder\b|\b(?:application|[A-Z]{3,4} image|text|excel|pdf)$|"
                       r"\d{1,2}:\d{2} (?:-|—)$|\b(?:today|yesterday) \d{1,2}:\d{2}\b)")
 _SIZE = re.compile(r"\b\d+(?:[.,]\d+)? ?(?:KB|MB|GB|TB|KiB|MiB|GiB|kB)\b")
-_HEADER = re.compile(r"^(?:[A-Z][A-Z0-9_/-]+(?: [A-Z][A-Z0-9_/-]+)*\s*){3,}$")
+_HEADER = re.compile(r"^[A-Z][A-Z0-9_/%+#-]*(?:\s+[A-Z][A-Z0-9_/%+#-]*){2,}$")  # three or more upper-case words
 _CONSENT = re.compile(r"(?i)\b(?:cookies?|consent|partners|personali[sz]ed? (?:content|ads)|before you continue|"
                       r"accept all|reject all|manage (?:options|preferences)|we value your privacy)\b")
 _SMALLTALK = re.compile(r"(?i)\b(?:can you (?:hear|see) me|(?:you're|you are) on mute|still muted|can you see my screen|"
@@ -183,9 +183,13 @@ def noise_sign(text: str) -> str | None:
 
 
 def vetoes(segs: list[Segment]) -> list[bool]:
-    """noise_sign per statement; the output under a look-around command (`ls`, `git status`) goes with it."""
+    """noise_sign per statement; what stands under a vetoed look-around command or column header goes with it."""
     out = [noise_sign(s.text) is not None for s in segs]
-    dead = {(s.row, s.title) for s, v in zip(segs, out, strict=True) if v and s.is_title and _LOOK_AROUND.match(s.text)}
+    # A block goes with its title when the title is a look-around command, or a row of column names with
+    # no value in it (a process or file table: "PID USER ... Command").
+    dead = {(s.row, s.title) for s, v in zip(segs, out, strict=True)
+            if v and s.is_title and (_LOOK_AROUND.match(s.text) or noise_sign(s.text) == "column header"
+                                     and not _NUM.search(s.text))}
     return [v or (s.row, s.title) in dead for s, v in zip(segs, out, strict=True)]
 
 
