@@ -285,10 +285,10 @@ class _Marked:
 class BrowserMemoryModel(_Marked, MemoryTableModel):
     """The browser's memory list: MemoryTableModel plus how relevant each search hit is."""
 
-    COLUMNS = [MemoryTableModel.COLUMNS[0], Column("Relevance", "_relevance", relevance_label, width=64),
+    COLUMNS = [MemoryTableModel.COLUMNS[0], Column("Relevance", "_relevance", relevance_label, width=78),
                Column("Type", "type", width=80), Column("Status", "status", width=78),
                Column("Scope", "scope", width=95),
-               Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=74),
+               Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=84),
                Column("Updated", "updated_at", local_time, width=118)]
     COL_RELEVANCE = 1
 
@@ -336,7 +336,7 @@ class BrowserEvidenceModel(_Marked, EvidenceTableModel):
 
     TEXT_KEY = "text"
     COLUMNS = [Column("Captured", "captured_at", local_time, width=200),
-               Column("Relevance", "_relevance", relevance_label, width=64),
+               Column("Relevance", "_relevance", relevance_label, width=78),
                Column("App", "app", width=100),
                Column("Window", "window", _one_line, width=160),
                Column("Text", "text", _one_line)]
