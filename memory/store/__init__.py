@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import importlib
 
+from memory.store import lazy_deps
+
+lazy_deps.install()  # before any module of this package imports lancedb (lazy_deps.py says why)
+
 _EXPORTS = {"Store": "memory.store.core", "MemorySpec": "memory.store.core", "EvidenceSpec": "memory.store.core"}
 
 __all__ = sorted(_EXPORTS)

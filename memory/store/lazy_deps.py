@@ -1,0 +1,63 @@
+"""Keep LanceDB's import light: no REST client it does not use, no signature checks of its own classes.
+
+`import lancedb` imports `lance_namespace`, which imports the models of the generated REST client
+`lance_namespace_urllib3_client`; importing any submodule first runs that package's __init__, which
+imports every API module of the client as well. Mirador opens local directories and never calls that
+REST API, yet every CLI call and Claude Code hook paid for loading it (the largest single part of a
+cold `mirador search`). install() registers the package without running its __init__, so importing
+its `models` loads the models alone; the first attribute read from the package itself runs the real
+__init__ then, so a caller that does use the client still gets all of it.
+
+On Python < 3.12 LanceDB also marks about a hundred methods with the `overrides` package's @override,
+which checks each one's signature against its base class by disassembling bytecode at import: a
+development-time check of LanceDB's own classes that cost every cold start more than a second.
+install() swaps in the marker Python 3.12's typing.override is (the method gets __override__ = True,
+which the package's EnforceOverrides base still checks), before LanceDB is imported.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+LAZY_PACKAGES = ("lance_namespace_urllib3_client",)
+
+
+def _marker(method: Any = None, *, check_signature: bool = True, check_at_runtime: bool = False) -> Any:
+    """overrides.override without its checks: @override and @override(...) both mark the method."""
+    def mark(m: Any) -> Any:
+        m.__override__ = True
+        return m
+
+    return mark if method is None else mark(method)
+
+
+def install() -> None:
+    """Register each LAZY_PACKAGES package unexecuted (a no-op once it is imported, or if it is absent), and
+    make overrides.override a plain marker unless LanceDB is already imported."""
+    if "lancedb" not in sys.modules and sys.version_info < (3, 12):
+        try:
+            import overrides
+        except ImportError:
+            pass
+        else:
+            overrides.override = _marker
+    for name in LAZY_PACKAGES:
+        if name in sys.modules:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+
+        def __getattr__(attr: str, module=module, spec=spec):  # noqa: N807 - the module-level hook
+            module.__dict__.pop("__getattr__", None)
+            spec.loader.exec_module(module)  # the package's own __init__, into the registered module
+            return getattr(module, attr)
+
+        module.__getattr__ = __getattr__  # type: ignore[method-assign]
+        sys.modules[name] = module
