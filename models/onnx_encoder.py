@@ -25,7 +25,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 PROBE = "onnx graph check: why did we pick PostgreSQL?"
 # Part of every graph's cache name: a change to models/bert_onnx.py that changes the graph bumps it, so
 # each machine builds the new graph once instead of loading the old one.
-GRAPH_VERSION = "bert_onnx-1"
+GRAPH_VERSION = "bert_onnx-2"
 
 
 class OnnxUnavailable(RuntimeError):
@@ -152,16 +152,33 @@ _BUILDING = threading.Lock()  # one build at a time in a process (the tuned mode
 
 
 def build(model_dir: Path, target: Path) -> None:
-    """Write model_dir's graph (models/bert_onnx.py) to target, atomically."""
+    """Write model_dir's graph (models/bert_onnx.py) as target and its weights beside it, atomically.
+
+    Both files are made in a directory of this writer's own, then moved in: the weights first, so a
+    graph file in the cache always has its weights. Another process building the same graph at once
+    writes the same bytes, so whichever move comes last changes nothing.
+    """
+    import shutil
+
     from models import bert_onnx
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")  # unique per writer
     try:
-        bert_onnx.write(model_dir, tmp)
-        os.replace(tmp, target)  # another process building at once writes its own tmp file
+        tmp.mkdir()
+        bert_onnx.write(model_dir, tmp / target.name)
+        os.replace(bert_onnx.data_path(tmp / target.name), bert_onnx.data_path(target))
+        os.replace(tmp / target.name, target)
     finally:
-        tmp.unlink(missing_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove(path: Path) -> None:
+    """Delete a cached graph and its weights."""
+    from models.bert_onnx import data_path
+
+    path.unlink(missing_ok=True)
+    data_path(path).unlink(missing_ok=True)
 
 
 def _checked(path: Path, model_dir: Path, threads: int) -> TextEncoder:
@@ -194,7 +211,7 @@ def load_or_build(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder
             return enc
         except Exception as e:
             log.warning("the embedder graph %s could not be loaded (%s); removed, building it again", path, e)
-            path.unlink(missing_ok=True)
+            remove(path)
     with _BUILDING:
         if not path.exists():  # another thread may have built it meanwhile
             log.info("building the embedder graph %s from %s (once per model)", path, model_dir)
@@ -205,7 +222,7 @@ def load_or_build(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder
     try:
         enc = _checked(path, model_dir, threads)
     except Exception as e:
-        path.unlink(missing_ok=True)
+        remove(path)
         raise OnnxUnavailable(f"the embedder graph built in {path} does not load ({e}); removed") from e
     prune(cache_dir, keep=path)
     return enc
@@ -244,8 +261,8 @@ class OnnxEncoder:
         return self.session.run(None, feeds)[0].astype(np.float32, copy=False)
 
 
-UNUSED_DAYS = 30  # an export no install has loaded for this long is deleted
-_TMP_HOURS = 24  # an unfinished export this old was left by a process that died
+UNUSED_DAYS = 30  # a graph no install has loaded for this long is deleted
+_TMP_HOURS = 24  # an unfinished build this old was left by a process that died
 
 
 def prune(cache_dir: Path, keep: Path) -> list[Path]:
@@ -256,6 +273,7 @@ def prune(cache_dir: Path, keep: Path) -> list[Path]:
     with different versions (a dev checkout and the app) each keep theirs, since each marks its own on
     every load.
     """
+    import shutil
     import time
 
     now = time.time()
@@ -266,10 +284,13 @@ def prune(cache_dir: Path, keep: Path) -> list[Path]:
         old += [(p, _TMP_HOURS * 3600) for p in Path(cache_dir).glob("*.tmp")]
         for p, age in old:
             if now - p.stat().st_mtime > age:
-                p.unlink(missing_ok=True)
+                if p.is_dir():  # a build cut off (models/onnx_encoder.py build)
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    remove(p)
                 removed.append(p)
-    except OSError as e:  # a read-only or shared cache dir: the exports stay, queries are unaffected
-        log.warning("old query encoder exports in %s not cleaned up: %s", cache_dir, e)
+    except OSError as e:  # a read-only or shared cache dir: the old graphs stay, queries are unaffected
+        log.warning("old embedder graphs in %s not cleaned up: %s", cache_dir, e)
     if removed:
-        log.info("removed %d query encoder export(s) unused for %d days from %s", len(removed), UNUSED_DAYS, cache_dir)
+        log.info("removed %d embedder graph(s) unused for %d days from %s", len(removed), UNUSED_DAYS, cache_dir)
     return removed

@@ -8,7 +8,7 @@ list finds more of the evidence of conversations it never saw (bench/RESULTS.md)
 The delta (models/data/embedder_tuning.npz) names the weights it was trained on by their
 fingerprint, and is applied only to those. The merged model is an ordinary sentence-transformers
 directory in the per-machine cache, keyed by base weights and delta, made once (NumPy only:
-no torch) and then served like any other (its onnxruntime export included).
+no torch) and then served like any other (its onnxruntime graph is built from it, models/bert_onnx.py).
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ def release(copy_dir: Path, home: Path, onnx_dir: Path) -> int:
                 return 0
             f.unlink()  # that data dir is gone, or has moved on too
         files = [p for p in copy_dir.rglob("*") if p.is_file()]
-        exports = list(Path(onnx_dir).glob(f"{copy_dir.name}-*.onnx"))
+        exports = list(Path(onnx_dir).glob(f"{copy_dir.name}-*.onnx")) + \
+            list(Path(onnx_dir).glob(f"{copy_dir.name}-*.onnx.data"))  # a graph's weights (models/bert_onnx.py)
         freed = sum(p.stat().st_size for p in files + exports)
         shutil.rmtree(copy_dir)
         for p in exports:

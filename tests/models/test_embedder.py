@@ -96,11 +96,13 @@ def test_exports_unused_for_a_month_are_deleted(tmp_path):
         return p
 
     stale, recent = made("model-0000000000000000.onnx", UNUSED_DAYS + 1), made("model-1111111111111111.onnx", 2)
+    stale_weights = made("model-0000000000000000.onnx.data", UNUSED_DAYS + 1)  # goes with its graph
     crashed = made("model-2222222222222222.onnx.4242.tmp", 2)
     emb = Embedder(onnx_dir=tmp_path, threads=1)
     assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
-    assert not stale.exists() and not crashed.exists()
+    assert not stale.exists() and not stale_weights.exists() and not crashed.exists()
     assert recent.exists()  # another install's, loaded two days ago: kept
+    assert emb._onnx.path.with_name(emb._onnx.path.name + ".data").stat().st_size > 80e6  # the weights, beside
     assert time.time() - emb._onnx.path.stat().st_mtime < 60  # ours is marked used at every load
 
 
@@ -113,9 +115,18 @@ def test_damaged_onnx_graph_is_removed_and_built_again(tmp_path, caplog):
     with caplog.at_level("WARNING"):
         assert emb.wait_ready(120) == "onnxruntime", emb.onnx_error
     assert "could not be loaded" in caplog.text and "building it again" in caplog.text
-    assert path.stat().st_size > 1_000_000 and emb._onnx.path == path and not emb.torch_loaded
+    weights = path.with_name(path.name + ".data")
+    assert weights.stat().st_size > 80e6 and emb._onnx.path == path and not emb.torch_loaded
     v = emb.embed_query("still answers")
     assert v.shape == (emb.dim,) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-4
+    # Weights cut short (a full disk, a crash while copying a cache): the same.
+    with weights.open("r+b") as f:
+        f.truncate(weights.stat().st_size // 2)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        again = Embedder(onnx_dir=tmp_path, threads=1)
+        assert np.allclose(again.embed_query("still answers"), v, atol=1e-6)
+    assert "building it again" in caplog.text and weights.stat().st_size > 80e6
 
 
 def test_without_torch_a_model_onnxruntime_cannot_serve_says_what_to_do(tmp_path, monkeypatch):
