@@ -44,7 +44,14 @@ from desktop.ui.browser_data import (
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
-from desktop.ui.qt_models import ROW_ROLE, BrowserEvidenceModel, BrowserMemoryModel, HighlightDelegate, sort_proxy
+from desktop.ui.qt_models import (
+    ROW_ROLE,
+    BrowserEvidenceModel,
+    BrowserMemoryModel,
+    HighlightDelegate,
+    same_row,
+    sort_proxy,
+)
 from desktop.ui.workers import Jobs
 from memory.errors import InputError
 from memory.types import EVIDENCE_SOURCES, MemoryType
@@ -97,7 +104,8 @@ class MemoryBrowser(QMainWindow):
         self.ev_model = BrowserEvidenceModel(jobs, store, parent=self)
         self._detail_gen = 0
         self._follow = False  # after a new search: show its first hit (or nothing) once the list is in
-        self._restore: tuple[list[str], int] | None = None  # a refresh's selection ids and scroll value
+        self._restore: tuple[list[dict], int] | None = None  # a refresh's selected rows and scroll value
+        self._quiet = False  # True while a refresh puts the selection back
         self._build()
         self._shortcuts()
         for m in (self.model, self.ev_model):
@@ -297,20 +305,28 @@ class MemoryBrowser(QMainWindow):
         if self._debounce.isActive() or not self._scope_ok():
             return
         table = self.current_table()
-        self._restore = ([r["id"] for r in selected_rows(table)], table.verticalScrollBar().value())
+        self._restore = (selected_rows(table), table.verticalScrollBar().value())
         self.current_model().refresh(self._keys_fn())
 
     def _refreshed(self, model, reset: bool) -> None:
         if model is not self.current_model():
             return
         keep, self._restore = self._restore, None
+        before = keep[0] if keep is not None else []
         if reset and keep is not None:
-            ids, scroll = keep
-            self.select_ids(ids, scroll_to=False)
-            self.current_table().verticalScrollBar().setValue(scroll)
+            self._quiet = True  # selecting the same rows again is not a new selection
+            try:
+                self.select_ids([r["id"] for r in before], scroll_to=False)
+            finally:
+                self._quiet = False
+            self.current_table().verticalScrollBar().setValue(keep[1])
+        now = selected_rows(self.current_table())
+        # the card is loaded again only when what it shows changed (a revealed secret or a text selection
+        # in it is not reset by an unrelated capture)
+        if [r["id"] for r in now] != [r["id"] for r in before]:
             self._selection_changed()
-        else:
-            self._reload_detail()  # same rows; a status or text may have changed
+        elif len(now) == 1 and not same_row(now[0], before[0]):
+            self._reload_detail(now[0])
         self._count(model)
 
     def _list_reset(self, model) -> None:
@@ -347,6 +363,8 @@ class MemoryBrowser(QMainWindow):
         self.count_label.setText(text)
 
     def _selection_changed(self) -> None:
+        if self._quiet:
+            return
         rows = selected_rows(self.current_table())
         ev = self.evidence_mode
         vault = len(rows) == 1 and rows[0].get("type") == "vault"
@@ -452,25 +470,32 @@ class MemoryBrowser(QMainWindow):
         self.changed.emit()
 
     def confirm_delete(self, rows: list[dict]) -> bool:
-        """Ask before erasing (modal question; tests patch QMessageBox.question)."""
-        ev = self.evidence_mode
+        """Ask before erasing memories (modal question; tests patch QMessageBox.question)."""
         if len(rows) == 1:
-            label = rows[0].get("title") or rows[0].get("text") or ""
-            what = f"“{_clip(label, 60)}”"
+            what = f"“{_clip(rows[0].get('title') or rows[0].get('text') or '', 60)}”"
         else:
-            what = f"{len(rows)} captured rows" if ev else f"{len(rows)} memories"
-        extra = " and its frame" if ev and len(rows) == 1 else " and their frames" if ev else ""
+            what = f"{len(rows)} memories"
         answer = QMessageBox.question(
             self, "Delete for good?",
-            f"Erase {what}{extra}? It is removed from every table, old version and index; only a tombstone "
+            f"Erase {what}? It is removed from every table, old version and index; only a tombstone "
             "remains so it is never re-extracted. This cannot be undone.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
         return answer == QMessageBox.StandardButton.Yes
 
     def delete_selected(self) -> None:
-        """Erase the selected rows after confirmation (memory.store.erasure.forget, in a worker)."""
+        """Erase the selected rows after confirmation (memory.store.erasure, in a worker). Captured rows go
+        with the memories derived only from them, as an evidence delete by app or time does; the question
+        states what will be erased, with counts, before anything goes."""
         table, model = self.current_table(), self.current_model()
         rows = selected_rows(table)
+        if rows and self.evidence_mode:
+            from memory.store.erasure import plan_forget_evidence
+
+            ids = [r["id"] for r in rows]
+            self.statusBar().showMessage("Working out what goes with it…")
+            self.jobs.submit(plan_forget_evidence, self.store, ids,
+                             on_done=lambda plan: self._delete_evidence(model, ids, plan))
+            return
         if not rows or not self.confirm_delete(rows):
             return
         from memory.store.erasure import forget
@@ -478,6 +503,18 @@ class MemoryBrowser(QMainWindow):
         ids = [r["id"] for r in rows]
         self.statusBar().showMessage(f"Erasing {len(ids)}…")
         self.jobs.submit(forget, self.store, ids, on_done=lambda res: self._deleted(model, ids, res))
+
+    def _delete_evidence(self, model, ids: list[str], plan) -> None:
+        self.statusBar().clearMessage()
+        answer = QMessageBox.question(
+            self, "Delete for good?", f"{plan.describe()} This cannot be undone.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        if answer != QMessageBox.StandardButton.Yes:
+            return
+        from memory.store.erasure import forget_where
+
+        self.statusBar().showMessage(f"Erasing {len(ids)}…")
+        self.jobs.submit(lambda: forget_where(self.store, plan=plan), on_done=lambda res: self._deleted(model, ids, res))
 
     def _deleted(self, model, ids: list[str], result: dict) -> None:
         model.remove_ids(ids)

@@ -127,7 +127,7 @@ class LazyRowModel(QAbstractTableModel):
         gone = {i for i in keys.ids[:shown] if i not in fetched}  # forgotten between listing and fetching
         ids = [i for i in keys.ids if i not in gone]
         if ids == self._ids and [r["id"] for r in rows] == [r["id"] for r in self._rows]:
-            changed = [i for i, r in enumerate(rows) if not _same_row(r, self._rows[i])]
+            changed = [i for i, r in enumerate(rows) if not same_row(r, self._rows[i])]
             for i in changed:
                 self._rows[i] = {**rows[i], **{k: v for k, v in self._rows[i].items() if k.startswith("_")
                                                and k not in rows[i]}}
@@ -242,7 +242,7 @@ class LazyRowModel(QAbstractTableModel):
         return None
 
 
-def _same_row(a: dict, b: dict) -> bool:
+def same_row(a: dict, b: dict) -> bool:
     """Equal public fields (what a refresh compares; images and search marks are the view's own)."""
     return {k: v for k, v in a.items() if not k.startswith("_")} == {k: v for k, v in b.items() if not k.startswith("_")}
 

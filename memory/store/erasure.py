@@ -137,6 +137,28 @@ def plan_forget_where(store, *, scope: str | None = None, app: str | None = None
     return plan
 
 
+def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
+    """What erasing these captured rows (picked one by one, e.g. in the browser or the timeline) does, with
+    the same semantics as an evidence delete by app or time: their frames and the memories derived only
+    from them go, memories resting on other evidence too go to review, hand-written memories and vault
+    entries are never touched. Erase it with forget_where(store, plan=plan). Every id must exist."""
+    ids = list(dict.fromkeys(ids))
+    if not ids or any(kind_of(i) != "evidence" for i in ids):
+        raise InputError("give captured-row ids (evd_…); memories and vault entries are erased with forget")
+    plan = ForgetPlan()
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        plan.evidence += store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", _KIND_COLS["evidence"][1],
+                                    limit=len(chunk))
+    missing = set(ids) - {r["id"] for r in plan.evidence}
+    if missing:
+        raise NotFoundError(f"no captured row with id {sorted(missing)[0]} (already deleted?) — nothing was erased")
+    plan.memories, plan.review = _derived_from(store, set(ids), set())
+    paths = {r["frame_path"] for r in plan.evidence if r.get("frame_path")}
+    plan.frames = sum(1 for p in paths if _frame_file(store.home, p) is not None)
+    return plan
+
+
 def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], list[dict]]:
     """Memories whose provenance names evidence in `gone` (their provenance column or the derivations
     ledger), split into those resting only on it (erase) and those with surviving evidence too (review).

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 
 from PIL import Image, ImageDraw
 from PySide6.QtCore import QUrl
-from PySide6.QtWidgets import QPlainTextEdit
+from PySide6.QtWidgets import QMessageBox, QPlainTextEdit
 
 from desktop.ui.browser_data import MARK_STYLE
 from desktop.ui.qt_models import HTML_ROLE, BrowserMemoryModel
@@ -267,3 +267,52 @@ def test_refresh_keeps_selection_and_scroll_and_drops_gone_rows(qtbot, jobs, sto
         browser.refresh()
     wait_idle(qtbot, jobs)
     assert browser.detail.row is None and browser.table.selectionModel().selectedRows() == []
+
+
+def test_deleting_a_captured_row_takes_the_memories_drawn_only_from_it(qtbot, jobs, store, monkeypatch,
+                                                                        mirador_home):
+    import pytest
+
+    from memory.errors import NotFoundError
+    from tests.conftest import files_containing
+
+    frame = _frame(mirador_home)
+    slack = store.add_evidence("Maya Chen: the launch code word is heliotrope-5521", source="screen", app="Slack",
+                               window="#launch", frame_path=str(frame))
+    other = store.add_evidence("Launch checklist reviewed with Sam", source="audio", speaker="Sam")
+    only = store.add_memory("The launch code word is heliotrope-5521", scope="work", provenance=[slack["id"]])
+    both = store.add_memory("The launch was reviewed with Maya and Sam", scope="work",
+                            provenance=[slack["id"], other["id"]])
+    typed = store.add_memory("Launch party is on Friday", scope="work")
+    browser = open_browser(qtbot, jobs, store)
+    browser.show_evidence()
+    qtbot.waitUntil(lambda: browser.ev_model.rowCount() == 2, timeout=30_000)
+    browser.select_id(slack["id"])
+    qtbot.waitUntil(lambda: browser.detail.row is not None and browser.detail.row["id"] == slack["id"],
+                    timeout=30_000)
+    assert "Memories drawn from it — 2" in browser.detail.toPlainText()
+
+    asked = []
+
+    def answer(_parent, _title, text, *a, **k):
+        asked.append(text)
+        return QMessageBox.StandardButton.Cancel if len(asked) == 1 else QMessageBox.StandardButton.Yes
+
+    monkeypatch.setattr(QMessageBox, "question", answer)
+    browser.delete_selected()
+    qtbot.waitUntil(lambda: len(asked) == 1, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    assert store.get(slack["id"])["id"] == slack["id"], "cancel erases nothing"
+    assert "1 captured row" in asked[0] and "1 frame image" in asked[0] and "1 memory derived only" in asked[0]
+    assert "1 memory that also rest" in asked[0] and "Memories you wrote yourself" in asked[0]
+
+    browser.delete_selected()
+    qtbot.waitUntil(lambda: browser.ev_model.index_of(slack["id"]) < 0, timeout=60_000)
+    wait_idle(qtbot, jobs)
+    for gone in (slack["id"], only["id"]):
+        with pytest.raises(NotFoundError):
+            store.get(gone)
+    assert not frame.exists() and files_containing(mirador_home, "heliotrope-5521") == []
+    kept = store.get(both["id"])
+    assert kept["provenance"] == [other["id"]] and kept["status"] == "candidate", "rests on other evidence: review"
+    assert store.get(typed["id"])["text"] == "Launch party is on Friday", "hand-written memories are never touched"
