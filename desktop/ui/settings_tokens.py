@@ -72,8 +72,18 @@ class TokensPanel(QWidget):
 
     def create(self) -> None:
         """Create a token with the form's grants and show it once."""
-        read = [s.strip() for s in self.read.text().split(",") if s.strip()]
-        name, write, vault = self.name.text().strip(), self.write.text().strip() or None, self.vault.isChecked()
+        from desktop.ui.browser_data import normalise_scope
+        from memory.errors import InputError
+
+        try:  # scopes as a person types them ("Work, Personal") in their stored form
+            read = [normalise_scope(s) for s in self.read.text().split(",") if s.strip()]
+            write = normalise_scope(self.write.text()) if self.write.text().strip() else None
+        except InputError as e:
+            self.message.setText(f"Not created — {e}")
+            return
+        self.read.setText(", ".join(read))
+        self.write.setText(write or "")
+        name, vault = self.name.text().strip(), self.vault.isChecked()
 
         def done(result):
             self.new_token.setText(result[0])

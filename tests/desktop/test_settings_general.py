@@ -124,3 +124,26 @@ def test_pause_capture_setting_applies_to_the_running_capture_at_once():
     assert calls == ["pause", "resume"]
     svc.apply_config(Config())  # unchanged: the tray's own pause or resume is left alone
     assert calls == ["pause", "resume"]
+
+
+def test_token_scopes_are_normalised_and_a_bad_one_explained(qtbot, jobs, mirador_home):
+    from desktop.ui.settings_tokens import TokensPanel
+    from memory.mcp.auth import TokenStore
+    from tests.desktop.conftest import wait_idle
+
+    panel = TokensPanel(jobs, mirador_home)
+    qtbot.addWidget(panel)
+    panel.name.setText("claude-code")
+    panel.read.setText("Work/Acme, bad scope!")
+    panel.create()
+    assert panel.message.text().startswith("Not created — invalid scope")
+    wait_idle(qtbot, jobs)
+    assert TokenStore(mirador_home).list() == []
+    panel.read.setText("Work / Acme,  Personal")
+    panel.write.setText("WORK")
+    panel.create()
+    qtbot.waitUntil(lambda: panel.list.count() == 1, timeout=20_000)
+    wait_idle(qtbot, jobs)
+    rec = TokenStore(mirador_home).list()[0].public()
+    assert set(rec["read"]) >= {"work/acme", "personal"} and rec["write"] == "work"
+    assert panel.read.text() == "work/acme, personal"
