@@ -42,13 +42,23 @@ def cmd_capture(a) -> int:
     store = open_store_for_capture()
     screen = not a.no_screen and store.config.capture.screen
     audio = bool(a.audio_file) or (not a.no_audio and store.config.capture.audio)
+    no_mic = False
+    if audio and not a.audio_file:
+        from desktop.runtime.platform import has_microphone
+
+        no_mic = not has_microphone(store.config.capture.input_device)
+        audio = not no_mic  # never report audio as on without a microphone to record
     if not screen and not audio:
-        raise InputError("nothing to capture: drop --no-screen or --no-audio (or turn capture.screen/audio on)")
+        raise InputError("nothing to capture: " + ("no microphone was found (connect one, or set "
+                                                   "capture.input_device) and the screen is off" if no_mic else
+                                                   "drop --no-screen or --no-audio (or turn capture.screen/audio on)"))
     cap = Capture(store, screen=screen, audio=audio, audio_file=Path(a.audio_file) if a.audio_file else None)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     cap.start()
+    if no_mic:
+        cap.health.set(audio="unavailable: no microphone")  # what `mirador status` and the tray show
     print(f"capturing (screen {'on' if screen else 'off'}, audio {cap.health.audio}) — Ctrl+C to stop", flush=True)
     deadline = time.monotonic() + a.duration if a.duration else None
     while not stop.is_set():
@@ -64,12 +74,18 @@ def cmd_capture(a) -> int:
     return 0
 
 
+def _span(secs: float) -> str:
+    secs = int(round(secs))
+    return f"{secs}s" if secs < 90 else f"{secs // 60} min" if secs < 5400 else f"{secs // 3600} h {secs % 3600 // 60} min"
+
+
 def _ago(ts: float | None) -> str:
+    """A past time as 'HH:MM:SS (N ago)'; a time still ahead (a pause's end) as 'HH:MM:SS (in N)'."""
     if not ts:
         return "never"
     secs = time.time() - ts
     when = datetime.fromtimestamp(ts).strftime("%H:%M:%S")
-    return f"{when} ({secs:.0f}s ago)"
+    return f"{when} (in {_span(-secs)})" if secs < -1 else f"{when} ({_span(max(0.0, secs))} ago)"
 
 
 def cmd_status(a) -> int:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,17 @@ def run_app(home: Path | None = None) -> int:
     os._exit(code)
 
 
+def _live_tables(name: str, win) -> set[str]:
+    """The tables whose changes a window shows (desktop/ui/store_watch.py LiveViews)."""
+    from memory.store import tables as T
+
+    if name == "browser":
+        return {T.MEMORIES, T.VAULT} | ({T.EVIDENCE} if getattr(win, "evidence_mode", False) else set())
+    if name == "review":
+        return {T.MEMORIES, T.PROPOSALS}
+    return {T.EVIDENCE}  # the timeline
+
+
 class MiradorShell(QObject):
     """Owns the tray, the windows and the worker pool; talks to Services only through workers."""
 
@@ -76,6 +88,8 @@ class MiradorShell(QObject):
         self.jobs = Jobs(self, max_threads=3)
         self.tray = Tray(self.jobs, None, None, poll_ms=poll_ms, parent=self)
         self.windows: dict[str, Any] = {}
+        self.watch = None  # desktop.ui.store_watch.StoreWatch, once the store is open
+        self.live = None  # desktop.ui.store_watch.LiveViews: the windows that follow the store
         self._quitting = False
         self._stopping = False
         self.stop_times: dict[str, float] = {}
@@ -105,11 +119,28 @@ class MiradorShell(QObject):
         log.info("Mirador started: capture %s, scheduler %s, MCP %s", "on" if services.capture else "off",
                  "on" if services.scheduler else "off", services.mcp.url if services.mcp else "off")
         self.tray.set_sources(services.capture, lambda: pending_count(services.store))
+        self._watch_store(services.store)
         for p in services.problems:
             self.tray.icon.showMessage("Mirador", p, QSystemTrayIcon.MessageIcon.Warning, 10_000)
         if not QSystemTrayIcon.isSystemTrayAvailable():
             self.open("browser")
         self.started.emit(services)
+
+    def _watch_store(self, store) -> None:
+        """Live windows: one probe of the store's table versions per second (any process's writes) tells
+        the tray and the open windows to re-read what they show."""
+        from desktop.ui.store_watch import LiveViews, StoreWatch
+
+        self.watch = StoreWatch(self.jobs, store, parent=self)
+        self.live = LiveViews(self.watch, self)
+        self.watch.store_changed.connect(self._store_changed)
+        self.watch.start()
+
+    def _store_changed(self, changed: frozenset) -> None:
+        from memory.store import tables as T
+
+        if changed & {T.MEMORIES, T.PROPOSALS}:  # the pending count in the tray follows the store
+            self.tray.refresh()
 
     def _on_failed(self, message: str) -> None:
         log.error("Mirador could not start: %s", message)
@@ -126,13 +157,19 @@ class MiradorShell(QObject):
         if self.services is None:
             self.tray.icon.showMessage("Mirador", "Still starting — opening the store…")
             return None
+        from PySide6.QtCore import Qt
+
         win = self.windows.get(name)
         if win is None or name == "settings":
             win = self._make(name)
             self.windows[name] = win
+        if win.isMinimized():  # opened from the tray again: bring a minimised window back
+            win.setWindowState(win.windowState() & ~Qt.WindowState.WindowMinimized)
         win.show()
         win.raise_()
         win.activateWindow()
+        if self.live is not None:
+            self.live.shown(win)  # it may have missed changes while hidden
         return win
 
     def _make(self, name: str):
@@ -152,6 +189,8 @@ class MiradorShell(QObject):
         cls = {"browser": MemoryBrowser, "review": ReviewQueue, "timeline": EvidenceTimeline}[name]
         win = cls(self.jobs, store)
         win.changed.connect(self.tray.refresh)  # the pending count follows approvals and deletes
+        if self.live is not None:
+            self.live.add(win, partial(_live_tables, name, win))
         return win
 
     def apply_config(self, config) -> None:
@@ -171,6 +210,8 @@ class MiradorShell(QObject):
         """Close windows, show "Stopping…", stop services on a thread of their own, then leave the event loop."""
         if self._stopping:
             return
+        if self.watch is not None:
+            self.watch.stop()
         log.info("quitting: stopping capture, scheduler and MCP server")
         for w in self.windows.values():
             w.close()

@@ -2,15 +2,18 @@
 
 Approve makes a candidate active, reject makes it rejected (it never comes back to the queue,
 and extraction skips rejected fingerprints), edit-then-approve saves the person's edit first.
-Every action works on the whole selection.
+Every action works on the whole selection; afterwards the next candidate is selected. The window
+follows the store (`refresh()`, called by desktop/ui/store_watch.py LiveViews): a candidate approved in
+the CLI or over MCP leaves the list within seconds, the selection and scroll position stay. Its counts
+are the tray's (candidates plus open dream proposals: browser_data.pending_count).
 """
 
 from __future__ import annotations
 
 from functools import partial
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtCore import QItemSelectionModel, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -29,6 +32,7 @@ from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
 from desktop.ui.qt_models import Column, MemoryTableModel, local_time
 from desktop.ui.review_proposals import ProposalsPanel
+from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
 
 ORIGIN_LABEL = {"extractor": "extraction", "extraction": "extraction", "dream": "dream", "person": "you",
@@ -97,7 +101,7 @@ class ReviewQueue(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.addTab(candidates, "Candidates")
         self.tabs.addTab(self.proposals, "Dream proposals")
-        self.proposals.counted.connect(lambda n: self.tabs.setTabText(1, f"Dream proposals ({n})"))
+        self.proposals.counted.connect(self._proposals_counted)
         self.setCentralWidget(self.tabs)
         QShortcut(QKeySequence("A"), self.table, activated=lambda: self.decide("active"),
                   context=Qt.ShortcutContext.WidgetShortcut)
@@ -105,14 +109,47 @@ class ReviewQueue(QMainWindow):
                   context=Qt.ShortcutContext.WidgetShortcut)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.model.reloaded.connect(self._counted)
+        self.model.refreshed.connect(self._refreshed)
         jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
         self._detail_gen = 0
+        self._proposal_count = 0
+        self._restore: tuple[list[str], int] | None = None  # a refresh's selected ids and scroll value
+        self._centred = False
         self._selection_changed()
         self.reload()
 
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt name
+        """The first time it opens: in the middle of the screen, not wherever the tray icon is."""
+        if not self._centred:
+            self._centred = True
+            centre_on_screen(self)
+        super().showEvent(event)
+
     def reload(self) -> None:
         """Load every candidate, newest first."""
-        self.model.reload(partial(memory_keys, self.store, MemoryFilter(statuses=["candidate"])))
+        self.model.reload(self._keys_fn())
+
+    def _keys_fn(self):
+        return partial(memory_keys, self.store, MemoryFilter(statuses=["candidate"]))
+
+    @property
+    def refresh_busy(self) -> bool:
+        """A load or refresh of the candidates is still running."""
+        return self.model.busy or self.proposals.busy
+
+    def refresh(self) -> None:
+        """Re-read the candidates and proposals (the store changed), keeping the selection and the scroll
+        position; candidates decided elsewhere drop out."""
+        self._restore = ([r["id"] for r in selected_rows(self.table)], self.table.verticalScrollBar().value())
+        self.model.refresh(self._keys_fn())
+        self.proposals.refresh()
+
+    def _refreshed(self, reset: bool) -> None:
+        keep, self._restore = self._restore, None
+        if reset and keep is not None:
+            restore_selection(self.model, self.table, *keep)
+            self._selection_changed()
+        self._counted(self.model.total)
 
     def _selection_changed(self) -> None:
         rows = selected_rows(self.table)
@@ -149,16 +186,52 @@ class ReviewQueue(QMainWindow):
         return dlg
 
     def _decided(self, rows: list[dict], status: str) -> None:
-        self.model.remove_ids([r["id"] for r in rows])
+        # The next item takes the place of the first one decided (the person works down the list).
+        done = {r["id"] for r in rows}
+        proxy = self.table.model()
+        positions = [proxy.mapFromSource(self.model.index(i, 0)).row() for i in range(self.model.rowCount())
+                     if self.model.row_at(i)["id"] in done]
+        at = min(positions) if positions else -1
+        self.model.remove_ids(list(done))
+        if at >= 0 and proxy.rowCount():
+            idx = proxy.index(min(at, proxy.rowCount() - 1), 0)
+            sel = self.table.selectionModel()
+            sel.setCurrentIndex(idx, QItemSelectionModel.SelectionFlag.NoUpdate)
+            sel.select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            self.table.scrollTo(idx)
+        self._selection_changed()
         verb = "approved" if status == "active" else "rejected"
         self.statusBar().showMessage(f"{verb} {len(rows)}", 5000)
         self._counted(self.model.total)
         self.changed.emit()
 
     def _counted(self, n: int) -> None:
-        self.header.setText(f"{n} waiting for review" if n else "Nothing to review")
+        total = n + self._proposal_count  # what the tray's "Review (N pending)" counts
+        self.header.setText(f"{total} waiting for review" if total else "Nothing to review")
         self.tabs.setTabText(0, f"Candidates ({n})")
+        self.setWindowTitle(f"Mirador — Review ({total} pending)" if total else "Mirador — Review")
+
+    def _proposals_counted(self, n: int) -> None:
+        self._proposal_count = n
+        self.tabs.setTabText(1, f"Dream proposals ({n})")
+        self._counted(self.model.total)
+
+    @property
+    def pending(self) -> int:
+        """Candidates plus open proposals, as shown (the tray's pending count)."""
+        return self.model.total + self._proposal_count
 
     def show_error(self, message: str) -> None:
         """Show a background job's failure in the status bar."""
         self.statusBar().showMessage(message, 10_000)
+
+
+def centre_on_screen(win) -> None:
+    """Move a top-level window to the middle of the screen it is on (the primary one before it is shown)."""
+    screen = win.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return
+    area = screen.availableGeometry()
+    frame = win.frameGeometry()
+    frame.moveCenter(area.center())
+    win.move(frame.topLeft())

@@ -6,7 +6,7 @@ They are few, so the model loads them all at once (in a worker) instead of pagin
 
 from __future__ import annotations
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from desktop.ui.browser import make_table, selected_rows
@@ -127,6 +127,34 @@ class ProposalsPanel(QWidget):
     def reload(self) -> None:
         """Load open proposals in a worker."""
         self.jobs.submit(load_proposals, self.store, on_done=self._loaded)
+
+    def refresh(self) -> None:
+        """Re-read the open proposals (the store changed), keeping the selection and the scroll position."""
+        self._refreshing = True
+        self.jobs.submit(load_proposals, self.store, on_done=self._refreshed,
+                         on_error=lambda _m: setattr(self, "_refreshing", False))
+
+    @property
+    def busy(self) -> bool:
+        """A refresh is still out."""
+        return getattr(self, "_refreshing", False)
+
+    def _refreshed(self, rows: list[dict]) -> None:
+        self._refreshing = False
+        if rows == self.model.rows:
+            return
+        keep = {r["id"] for r in selected_rows(self.table)}
+        scroll = self.table.verticalScrollBar().value()
+        self.model.set_rows(rows)
+        sel = self.table.selectionModel()
+        for i, r in enumerate(rows):
+            if r["id"] in keep:
+                sel.select(self.table.model().mapFromSource(self.model.index(i, 0)),
+                           QItemSelectionModel.SelectionFlag.Select
+                           | QItemSelectionModel.SelectionFlag.Rows)
+        self.table.verticalScrollBar().setValue(scroll)
+        self._selection_changed()
+        self._count()
 
     def _loaded(self, rows: list[dict]) -> None:
         self.model.set_rows(rows)

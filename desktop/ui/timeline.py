@@ -1,5 +1,7 @@
 """Evidence timeline: what was captured, by day and app, with thumbnails; delete a time range, a day or an app
-(memory/store/erasure.py: the evidence and the memories derived only from it; the dialog says what goes first)."""
+(memory/store/erasure.py: the evidence and the memories derived only from it; the dialog says what goes first).
+It follows the store (`refresh()`, called by desktop/ui/store_watch.py LiveViews): new captures appear in the open
+day, counts follow deletes made anywhere, and the selected day, app, rows and scroll position stay."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop.ui.browser import make_table
+from desktop.ui.browser import make_table, selected_rows
 from desktop.ui.browser_data import KeyList, evidence_groups, evidence_keys
 from desktop.ui.icons import icon
 from desktop.ui.qt_models import THUMB_WIDTH, EvidenceTableModel, now_utc
+from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
 
 DAY_ROLE = Qt.ItemDataRole.UserRole + 10
@@ -80,14 +83,61 @@ class EvidenceTimeline(QMainWindow):
         lay.addLayout(buttons)
         self.setCentralWidget(central)
         self.tree.currentItemChanged.connect(lambda *_: self._show_selection())
+        self.model.refreshed.connect(self._rows_refreshed)
         jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
+        self._groups: list[tuple[str, str, int]] | None = None
+        self._regrouping = False
+        self._restore: tuple[list[str], int] | None = None
         self.reload()
 
     def reload(self) -> None:
         """Recount evidence by day and app (worker) and show the newest day."""
         self.jobs.submit(evidence_groups, self.store, on_done=self._fill_tree)
 
-    def _fill_tree(self, groups: list[tuple[str, str, int]]) -> None:
+    @property
+    def refresh_busy(self) -> bool:
+        """A recount or a load of the rows is still running."""
+        return self._regrouping or self.model.busy
+
+    def refresh(self) -> None:
+        """Re-read the counts and the rows on show (the store changed), keeping the selected day/app, the
+        selected rows and the scroll position; new captures appear at the top of today."""
+        self._regrouping = True
+        self.jobs.submit(evidence_groups, self.store, on_done=self._regrouped,
+                         on_error=lambda _m: setattr(self, "_regrouping", False))
+
+    def _regrouped(self, groups: list[tuple[str, str, int]]) -> None:
+        self._regrouping = False
+        day, app = self._selected()
+        it = self.tree.currentItem()
+        raw_app = it.data(0, APP_ROLE) if it else None
+        if groups != self._groups:
+            expanded = {self.tree.topLevelItem(i).data(0, DAY_ROLE) for i in range(self.tree.topLevelItemCount())
+                        if self.tree.topLevelItem(i).isExpanded()}
+            self.tree.blockSignals(True)  # a rebuilt tree is not a new choice of day: no reload, no reset
+            try:
+                found = self._fill_tree(groups, keep=(day, raw_app), expanded=expanded)
+            finally:
+                self.tree.blockSignals(False)
+            if not found:  # the day or app shown is gone (deleted): show the newest day
+                self._show_selection()
+                return
+            self._buttons()
+        if day:
+            table = self.table
+            self._restore = ([r["id"] for r in selected_rows(table)], table.verticalScrollBar().value())
+            self.model.refresh(partial(evidence_keys, self.store, day=_day_bounds_utc(day), app=app))
+
+    def _rows_refreshed(self, reset: bool) -> None:
+        keep, self._restore = self._restore, None
+        if reset and keep:
+            restore_selection(self.model, self.table, *keep)
+
+    def _fill_tree(self, groups: list[tuple[str, str, int]], keep: tuple | None = None,
+                   expanded: set | None = None) -> bool:
+        """Rebuild the day/app tree; select `keep` (day, app item) if it is still there, else the newest day.
+        Returns whether `keep` was found."""
+        self._groups = groups
         self.tree.clear()
         days: dict[str, QTreeWidgetItem] = {}
         for day, app, n in groups:
@@ -100,13 +150,23 @@ class EvidenceTimeline(QMainWindow):
             days[day].setText(1, str(int(days[day].text(1)) + n))
         total = sum(n for *_, n in groups)
         self.summary.setText(f"{total:,} evidence rows over {len(days)} day(s)")
-        if days:
+        for day, item in days.items():
+            item.setExpanded(day in (expanded or ()))
+        target = None
+        if keep is not None and keep[0] in days:
+            item = days[keep[0]]
+            target = item if keep[1] is None else next(
+                (item.child(i) for i in range(item.childCount()) if item.child(i).data(0, APP_ROLE) == keep[1]), None)
+        if target is not None:
+            self.tree.setCurrentItem(target)
+        elif days:
             first = next(iter(days.values()))
             first.setExpanded(True)
             self.tree.setCurrentItem(first)
         else:
             self.model.reload(lambda: KeyList([]))
         self._buttons()
+        return target is not None
 
     def _selected(self) -> tuple[str | None, str | None]:
         it = self.tree.currentItem()

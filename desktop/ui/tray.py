@@ -19,6 +19,23 @@ from memory.types import utcnow
 log = logging.getLogger(__name__)
 
 PAUSE_MINUTES = 30
+MIC_CHECK_S = 60.0  # how often the tray asks the sound system again whether a microphone is there
+
+
+def _local_hhmm(dt: datetime) -> str:
+    return f"{dt.replace(tzinfo=timezone.utc).astimezone():%H:%M}"
+
+
+def audio_label(health: HealthView, microphone: bool | None) -> str:
+    """What the menu says about voice capture: on only while the capture reports a running voice source."""
+    audio = str(health.details.get("audio") or "off")
+    if audio.startswith("unavailable"):
+        return "Audio: unavailable (" + (audio.split(":", 1)[1].strip() or "no microphone") + ")"
+    if audio != "off" and health.state in ("capturing", "paused", "problem"):
+        return "Audio: on" + (" (paused)" if health.state == "paused" else "")
+    if microphone is False:
+        return "Audio: unavailable (no microphone)"
+    return "Audio: off"
 
 
 def _ago(dt: datetime | None) -> str:
@@ -46,6 +63,8 @@ class Tray(QObject):
         self.jobs, self.capture, self.pending_fn = jobs, capture, pending_fn
         self.health = HealthView(state="starting")
         self.pending = 0
+        self.microphone: bool | None = None  # desktop.runtime.platform.has_microphone, asked in a worker
+        self._mic_checked = 0.0
         self.stopping = False
         self._notified_problem: str | None = None
         self.icon = QSystemTrayIcon(icon("starting"), self)
@@ -72,8 +91,15 @@ class Tray(QObject):
     # ---- state --------------------------------------------------------------------------------
 
     def _poll(self) -> tuple[HealthView, int]:  # worker thread
+        import time
+
         health = read_health(self.capture.health()) if self.capture else HealthView(state="starting")
         pending = self.pending_fn() if self.pending_fn else 0
+        if time.monotonic() - self._mic_checked >= MIC_CHECK_S:
+            from desktop.runtime.platform import has_microphone
+
+            self._mic_checked = time.monotonic()
+            self.microphone = has_microphone()
         return health, pending
 
     def refresh(self) -> None:
@@ -102,8 +128,7 @@ class Tray(QObject):
         label = {"capturing": "capturing", "paused": "paused", "stopped": "capture off",
                  "problem": "capture problem", "starting": "starting"}.get(health.state, health.state)
         if health.state == "paused" and health.paused_until:
-            until = health.paused_until.replace(tzinfo=timezone.utc).astimezone()
-            label += f" until {until:%H:%M}"
+            label += f" until {_local_hhmm(health.paused_until)}"
         tip = f"Mirador — {label}\n{_ago(health.last_write)}"
         if pending:
             tip += f"\n{pending} to review"
@@ -124,9 +149,11 @@ class Tray(QObject):
             m.addAction("Stopping…").setEnabled(False)
             return
         h = self.health
-        status = m.addAction({"capturing": "● Capturing", "paused": "❚❚ Paused", "problem": "⚠ Capture problem"}
+        paused = "❚❚ Paused" + (f" until {_local_hhmm(h.paused_until)}" if h.paused_until else "")
+        status = m.addAction({"capturing": "● Capturing", "paused": paused, "problem": "⚠ Capture problem"}
                              .get(h.state, "Capture off" if h.state == "stopped" else "Starting…"))
         status.setEnabled(False)
+        m.addAction(audio_label(h, self.microphone)).setEnabled(False)
         has_capture = self.capture is not None
         if h.state in ("capturing", "problem"):
             self._add(m, "Pause capture", self.pause, has_capture)
