@@ -336,6 +336,75 @@ class SchedulerConfig(_Section):
         return v
 
 
+class RemoteBinding(_Section):
+    """One shared scope: the scope (and every scope below it) whose memories live in a LanceDB store on
+    S3-compatible object storage (memory/store/remote.py, docs/sharing.md). The access key and secret
+    are kept in the OS keyring under the binding's name, never in this file."""
+
+    name: str = Field(description="what `mirador remote` calls this binding (letters, digits, - and _)")
+    scope: str = Field(description="the shared scope: memories in it or below it are stored remotely")
+    url: str = Field(description="where the shared tables live: s3://bucket/prefix")
+    endpoint: str = Field("", description="the S3 endpoint, e.g. http://127.0.0.1:8333 for a SeaweedFS; "
+                                          "empty = AWS")
+    region: str = Field("us-east-1", description="the S3 region (SeaweedFS accepts any)")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        v = v.strip()
+        if not v or not all(c.isalnum() or c in "-_" for c in v) or len(v) > 64:
+            raise ValueError(f"{v!r} is not a binding name: use 1-64 letters, digits, - or _")
+        return v
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, v: str) -> str:
+        return scope_field(v.strip().lower())
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        v = v.strip().rstrip("/")
+        bucket = v.removeprefix("s3://").split("/", 1)[0]
+        if not v.startswith("s3://") or not bucket:
+            raise ValueError(f"{v!r} is not an s3://bucket/prefix address")
+        return v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str) -> str:
+        v = v.strip().rstrip("/")
+        if v and not v.startswith(("http://", "https://")):
+            raise ValueError(f"{v!r} is not an endpoint: give http://host:port or https://host")
+        return v
+
+
+class RemoteConfig(_Section):
+    """Shared scopes on S3-compatible object storage (memory/store/remote.py, docs/sharing.md)."""
+
+    bindings: list[RemoteBinding] = Field(default_factory=list,
+                                          description="shared scopes; manage them with `mirador remote add|remove`")
+    flush_interval_seconds: float = Field(30.0, gt=0, le=3600,
+                                          description="how often queued writes to a shared scope are retried "
+                                                      "while its store is unreachable")
+    timeout_seconds: float = Field(10.0, gt=0, le=300,
+                                   description="an S3 request slower than this fails (and the write waits in the outbox)")
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RemoteConfig:
+        names = [b.name for b in self.bindings]
+        scopes = [b.scope for b in self.bindings]
+        for label, values in (("name", names), ("scope", scopes)):
+            dup = {v for v in values if values.count(v) > 1}
+            if dup:
+                raise ValueError(f"two remote bindings share the {label} {sorted(dup)[0]!r}: remove one")
+        for a in scopes:
+            for b in scopes:
+                if a != b and b.startswith(a + "/"):
+                    raise ValueError(f"remote bindings for {a!r} and {b!r} overlap: bind one of them only")
+        return self
+
+
 class Config(_Section):
     """The whole config file. Every section is optional; unknown keys are errors."""
 
@@ -351,6 +420,7 @@ class Config(_Section):
     scheduler: SchedulerConfig = SchedulerConfig()
     reinforcement: ReinforcementConfig = ReinforcementConfig()
     hooks: HooksConfig = HooksConfig()
+    remote: RemoteConfig = RemoteConfig()
 
 
 def config_path(home: Path | None = None) -> Path:

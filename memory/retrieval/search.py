@@ -134,8 +134,16 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     found = store.reader.run(*legs)
     scores: dict[str, float] = {}
     seen: dict[str, dict] = {}
+    shared: dict[str, dict] = {}  # rows of shared scopes, with every hit column (memory/store/remote.py)
     if want_memories:
         vec_rows, fts_rows = found[0], found[1]
+        # Shared scopes' memories, under the same filter; merged into each list by its own score, so
+        # one fusion ranks local and shared rows together.
+        rvec, rfts = store.remotes.search(scopes, where, qv, query, hit_cols, pool)
+        if rvec or rfts:
+            shared = {r["id"]: r for r in (*rvec, *rfts)}
+            vec_rows = sorted([*vec_rows, *rvec], key=lambda r: r["_distance"])[:pool]
+            fts_rows = sorted([*fts_rows, *rfts], key=lambda r: -r["_score"])[:pool]
         seen = {r["id"]: r for r in (*vec_rows, *fts_rows)}
         # Averaged over the two lists, so memory scores and vault label scores (one list) share a scale.
         scores = {k: v / 2 for k, v in rrf([[r["id"] for r in vec_rows], [r["id"] for r in fts_rows]]).items()}
@@ -148,8 +156,10 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     if inline:
         rows = {i: seen[i] for i in winners}  # public_memory drops the leg's `_distance` / `_score`
     else:
-        rows = fetch_rows(store, store.memories, winners, where, hit_cols, {i: seen[i]["_rowid"] for i in winners},
+        local = [i for i in winners if i not in shared]
+        rows = fetch_rows(store, store.memories, local, where, hit_cols, {i: seen[i]["_rowid"] for i in local},
                           have=seen)
+        rows.update((i, shared[i]) for i in winners if i in shared)
     hits: list[Hit] = []
     for s, id_, vault_hit in ranked:
         if vault_hit is not None:

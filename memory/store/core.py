@@ -17,7 +17,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-import lancedb
 import pyarrow as pa
 
 from memory.config import Config, data_dir, load_config
@@ -40,9 +39,11 @@ from memory.store.embedder_record import (  # noqa: F401  (re-exported: callers 
 from memory.store.filters import TIME_COLUMN
 from memory.store.filters import where as build_where
 from memory.store.fingerprint import fingerprint
+from memory.store.lancedb_import import lancedb  # its pydantic models built on first use, not at import
 from memory.store.lifecycle import memory_rescoped
 from memory.store.migrations import apply_migrations
 from memory.store.reads import Reader
+from memory.store.remote import Remotes
 from memory.store.rows import (
     EvidenceRow,
     MemoryRow,
@@ -113,6 +114,8 @@ class Store:
         self.reopen_tables()
         self._check_dim()
         self.cipher = VaultCipher(self.home, self.config.vault.key_store)
+        # Shared scopes (config remote.bindings): their memories live on S3-compatible storage.
+        self.remotes = Remotes(self)
 
     # ---- the embedder ---------------------------------------------------------------------
 
@@ -266,6 +269,8 @@ class Store:
             chunk = wanted[start:start + ID_CHUNK]
             pred = f"id IN {sql_id_list(chunk)}" + (f" AND {extra}" if extra else "")
             out.update((r["id"], r) for r in self.rows(table, pred, cols, len(chunk)))
+            if kind == "memory" and len(out) < start + len(chunk):  # the rest may be in a shared scope
+                out.update((r["id"], r) for r in self.remotes.rows(scopes, pred, cols, len(chunk)) if r["id"] not in out)
         return out
 
     def versioned(self, key: str, table: Any, load: Callable[[Any], R], version: int | None = None) -> R:
@@ -309,6 +314,8 @@ class Store:
         self.append(self.audit, rows, T.audit_schema())
 
     def _upsert(self, table: Any, row: dict[str, Any]) -> None:
+        if table.name == T.MEMORIES and self.remotes.put(row):
+            return  # a shared scope's memory: queued for its remote store (memory/store/remote.py)
         data = to_arrow([row], table.schema)
         self.commit(
             lambda: table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
@@ -374,7 +381,8 @@ class Store:
             vecs = self.embedder.embed([r["search_text"] for r in mem_rows])
             for r, vec in zip(mem_rows, vecs, strict=True):
                 r["vector"] = vec
-            self.append(self.memories, mem_rows, self.memories.schema)
+            # Rows of shared scopes go to their remote store (through the outbox); the rest stay here.
+            self.append(self.memories, self.remotes.divert(mem_rows), self.memories.schema)
         self.append(self.vault, vault_rows, T.vault_schema())
         out = [public_vault(r) if v else public_memory(r) for r, v in zip(rows, is_vault, strict=True)]
         self.write_audit([
@@ -392,6 +400,8 @@ class Store:
         sf = scope_filter(scopes)
         # Through the async reader, as searches: the sync query builder costs extra round trips per read.
         rows = self.reader.run(Leg(self.kind_table(kind).name, where + (f" AND {sf}" if sf else ""), tuple(cols), 1))[0]
+        if not rows and kind == "memory":
+            rows = self.remotes.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
         if not rows:
             raise NotFoundError(_not_found(id_))
         return rows[0]
@@ -455,6 +465,7 @@ class Store:
             row["vector"] = old["vector"]
         self._upsert(self.memories, row)
         if row["scope"] != old["scope"]:
+            self.remotes.moved(id_, old["scope"], row["scope"])  # into or out of a shared scope
             memory_rescoped(self, id_, row["scope"])  # e.g. the end scopes of its edges (memory/graph)
         before, after = diff(public_memory(old), public_memory(row))
         after.pop("updated_at", None)
@@ -585,7 +596,10 @@ class Store:
         time_col = TIME_COLUMN[kind]
         where = self.where(kind, scopes=scopes, types=types, statuses=statuses)
         keys = self.scan(self.kind_table(kind), where, ["id", time_col])
-        order = sorted(zip(keys["id"].to_pylist(), keys[time_col].to_pylist(), strict=True),
+        pairs = list(zip(keys["id"].to_pylist(), keys[time_col].to_pylist(), strict=True))
+        if kind == "memory":  # and those of shared scopes, under the same filter
+            pairs += [(r["id"], r[time_col]) for r in self.remotes.rows(scopes, where, ["id", time_col], offset + limit)]
+        order = sorted(pairs,
                        key=lambda x: (x[1] is not None, x[1]), reverse=True)
         ids = [i for i, _ in order[offset: offset + limit]]
         rows = self.get_many(kind, ids)

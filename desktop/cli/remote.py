@@ -1,0 +1,190 @@
+"""`mirador remote add|list|test|remove`: shared scopes on S3-compatible object storage (docs/sharing.md)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+import time
+
+from desktop.cli.output import emit_json
+from memory.errors import InputError, MiradorError, NotFoundError
+
+SECRET_ENV = "MIRADOR_REMOTE_SECRET"
+
+
+def register(cmd, as_json, scope) -> None:
+    """Add `remote` and its actions."""
+    sp = cmd("remote", None, "shared scopes: bind a scope to an S3-compatible store (SeaweedFS, MinIO, AWS S3)")
+    sp.set_defaults(func=lambda a: (_ for _ in ()).throw(
+        InputError("`mirador remote` needs an action: add, list, test or remove")))
+    rsub = sp.add_subparsers(metavar="ACTION")
+    ap = rsub.add_parser("add", help="bind a scope (and the scopes below it) to s3://bucket/prefix; the key "
+                                     "and secret go to the OS keyring")
+    ap.set_defaults(func=cmd_add)
+    ap.add_argument("name", help="a name for the binding (letters, digits, - and _)")
+    ap.add_argument("--scope", required=True, help="the shared scope, e.g. work/acme")
+    ap.add_argument("--url", required=True, help="s3://bucket/prefix")
+    ap.add_argument("--endpoint", default="", help="the S3 endpoint, e.g. http://127.0.0.1:8333; empty = AWS")
+    ap.add_argument("--region", default="us-east-1", help="the S3 region (default us-east-1)")
+    ap.add_argument("--key-id", required=True, help="the S3 access key id")
+    ap.add_argument("--secret-stdin", action="store_true",
+                    help=f"read the secret from stdin (else ${SECRET_ENV}, else a prompt)")
+    as_json(ap)
+    lp = rsub.add_parser("list", help="the bindings, their queued writes and whether their store answers")
+    lp.set_defaults(func=cmd_list)
+    as_json(lp)
+    tp = rsub.add_parser("test", help="write, read back and delete a probe row; send queued writes; report times")
+    tp.set_defaults(func=cmd_test)
+    tp.add_argument("name", help="the binding's name")
+    as_json(tp)
+    mp = rsub.add_parser("remove", help="drop a binding and its keyring entry (the remote data stays)")
+    mp.set_defaults(func=cmd_remove)
+    mp.add_argument("name", help="the binding's name")
+    mp.add_argument("--yes", action="store_true", help="confirm (without it, say what would happen and do nothing)")
+    as_json(mp)
+
+
+def _home():
+    from memory.config import data_dir
+
+    return data_dir()
+
+
+def _secret(a) -> str:
+    if a.secret_stdin:
+        secret = sys.stdin.readline().strip()
+    elif os.environ.get(SECRET_ENV):
+        secret = os.environ[SECRET_ENV].strip()
+    elif sys.stdin.isatty():
+        secret = getpass.getpass("S3 secret access key: ").strip()
+    else:
+        secret = ""
+    if not secret:
+        raise InputError(f"no secret given: pipe it with --secret-stdin, set ${SECRET_ENV}, or run in a terminal "
+                         "to be asked (it is never taken as an argument, which other users could see)")
+    return secret
+
+
+def _binding(cfg, name: str):
+    for b in cfg.remote.bindings:
+        if b.name == name:
+            return b
+    known = ", ".join(b.name for b in cfg.remote.bindings) or "none yet"
+    raise NotFoundError(f"no remote binding named {name!r} (bindings: {known}) — see `mirador remote list`")
+
+
+def cmd_add(a) -> None:
+    from pydantic import ValidationError
+
+    from memory.config import Config, RemoteBinding, load_config, save_config
+    from memory.store.remote import save_credentials
+
+    home = _home()
+    cfg = load_config(home)
+    if any(b.name == a.name for b in cfg.remote.bindings):
+        raise InputError(f"a binding named {a.name!r} exists: `mirador remote remove {a.name} --yes` first")
+    try:
+        b = RemoteBinding(name=a.name, scope=a.scope, url=a.url, endpoint=a.endpoint, region=a.region)
+        data = cfg.model_dump()
+        data["remote"]["bindings"].append(b.model_dump())
+        new = Config.model_validate(data)
+    except ValidationError as e:
+        msg = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
+        raise InputError(f"binding not added: {msg}") from None
+    secret = _secret(a)
+    save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
+    save_config(new, home)
+    _report(a, {"added": b.model_dump(), "credentials": "OS keyring"},
+            f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
+            + "; credentials are in the OS keyring. Check it with `mirador remote test " + b.name + "`")
+
+
+def _health(store, probe: bool) -> list[dict]:
+    rows = store.remotes.health()
+    if probe:
+        for r in rows:
+            try:
+                r.update(store.remotes.shared[r["name"]].probe())
+                r["online"], r["last_error"] = True, None
+            except Exception as e:
+                r["online"], r["last_error"] = False, str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    return rows
+
+
+def cmd_list(a) -> None:
+    from desktop.cli.common import open_store
+
+    store = open_store()
+    rows = _health(store, probe=True)
+    if a.json:
+        emit_json({"bindings": rows})
+        return
+    if not rows:
+        print("no shared scopes: bind one with `mirador remote add NAME --scope S --url s3://bucket/prefix ...`")
+        return
+    for r in rows:
+        state = "online" if r["online"] else f"OFFLINE ({r['last_error']})"
+        print(f"{r['name']}: {r['scope']} -> {r['url']}" + (f" at {r['endpoint']}" if r["endpoint"] else "")
+              + f"  {state}; {r['pending']} writes queued" + (f"; {r['memories']} memories" if "memories" in r else ""))
+
+
+def cmd_test(a) -> None:
+    from desktop.cli.common import open_store
+
+    store = open_store()
+    shared = store.remotes.shared.get(a.name)
+    if shared is None:
+        _binding(store.config, a.name)  # raises NotFoundError naming the bindings
+    t0 = time.perf_counter()
+    try:
+        probe = shared.probe()
+    except MiradorError:
+        raise
+    except Exception as e:
+        raise MiradorError(f"{shared.binding.url} at {shared.binding.endpoint or 'AWS'} did not answer: "
+                           f"{str(e).splitlines()[0][:300] if str(e) else type(e).__name__} — check the endpoint, "
+                           "the bucket and the key (`mirador remote remove` and `add` again to change them)") from e
+    flushed = store.remotes.flush()
+    doc = {"name": a.name, "scope": shared.binding.scope, "url": shared.binding.url, **probe,
+           "total_ms": round((time.perf_counter() - t0) * 1000, 1), "sent": flushed["sent"],
+           "pending": flushed["pending"]}
+    _report(a, doc, f"{a.name}: {shared.binding.url} answers — write {probe['write_ms']} ms, read {probe['read_ms']} "
+                    f"ms; {probe['memories']} shared memories; sent {flushed['sent']} queued writes, "
+                    f"{flushed['pending']} still queued")
+
+
+def cmd_remove(a) -> None:
+    from memory.config import load_config, save_config
+    from memory.store.remote import delete_credentials
+
+    home = _home()
+    cfg = load_config(home)
+    b = _binding(cfg, a.name)
+    if not a.yes:
+        raise InputError(f"this drops the binding {b.name} ({b.scope} -> {b.url}) and its keyring entry; the "
+                         f"memories in {b.url} stay there and are no longer read here, and writes still queued "
+                         "for it are dropped. Nothing was changed: repeat with --yes to remove")
+    _drop_queued(home, b.name)
+    cfg.remote.bindings = [x for x in cfg.remote.bindings if x.name != b.name]
+    save_config(cfg, home)
+    delete_credentials(b.name)
+    _report(a, {"removed": b.name}, f"removed the binding {b.name}; {b.scope} is a local scope again "
+                                    f"(the data in {b.url} was not touched)")
+
+
+def _drop_queued(home, name: str) -> None:
+    import lancedb
+
+    from memory.store.remote import OUTBOX
+
+    db = lancedb.connect(str(home / "lancedb"))
+    if OUTBOX in db.table_names():
+        db.open_table(OUTBOX).delete(f"binding = '{name}'")
+
+
+def _report(a, doc: dict, text: str) -> None:
+    if a.json:
+        emit_json(doc)
+    else:
+        print(text)

@@ -1,0 +1,527 @@
+"""Shared scopes: the memories of a bound scope live in a LanceDB store on S3-compatible object storage.
+
+A binding (config `remote.bindings`, docs/sharing.md) names a scope, an `s3://bucket/prefix`, an endpoint
+and a region; the access key and secret are in the OS keyring under the binding's name. Memories whose
+scope is the bound scope or below it are written there instead of the local memories table; every
+other table (evidence, frames, vault, audit, tombstones, usage) stays on this machine.
+
+Writes go through a local outbox table first and are flushed in batches, at once when the remote
+answers and later (`Remotes.flush`, called on every write and by the scheduler) when it does not: a
+write never waits on the network, and a flush is idempotent (merge on id), so a batch retried after
+a lost answer is neither lost nor doubled. Reads (search, get, list) run the same scope filter inside
+the remote query as inside the local one and the store merges the rows (principle 5: scope in every
+query). Forget deletes the rows remotely, rewrites the fragments that held them, rebuilds the
+full-text index and removes every old version, so no object in the bucket keeps their text
+(principle 3).
+
+What is not here yet: relations and evidence of a shared scope stay local; tombstones are not
+shared, so another device's extraction could re-create a memory forgotten elsewhere.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from memory.errors import InputError, MiradorError
+from memory.store import tables as T
+from memory.store.lifecycle import on_forget
+from memory.store.rows import sql_id_list, to_arrow
+
+log = logging.getLogger(__name__)
+
+KEYRING_SERVICE = "mirador-remote"
+OUTBOX = "remote_outbox"
+PROBE = "mirador_probe"  # `mirador remote test` writes and deletes one row here
+FLUSH_BATCH = 500  # queued writes sent in one remote commit
+_ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
+
+
+def outbox_schema() -> pa.Schema:
+    """One queued remote write: put (payload: the row as Arrow IPC) or delete, in seq order."""
+    return pa.schema([
+        pa.field("seq", pa.int64()),
+        pa.field("binding", pa.string()),
+        pa.field("op", pa.string()),  # put | delete
+        pa.field("id", pa.string()),
+        pa.field("payload", pa.binary()),
+        pa.field("queued_at", T.TS),
+    ])
+
+
+# ---- credentials: the OS keyring only ------------------------------------------------------
+
+
+def _keyring():
+    import keyring
+    from keyring.errors import NoKeyringError
+
+    backend = keyring.get_keyring()
+    if type(backend).__module__.startswith("keyring.backends.fail") or getattr(backend, "priority", 1) <= 0:
+        raise NoKeyringError(f"{type(backend).__name__} cannot keep secrets")
+    return keyring
+
+
+def save_credentials(name: str, key_id: str, secret: str) -> None:
+    """Keep a binding's S3 access key and secret in the OS keyring (never in the config file)."""
+    if not key_id or not secret:
+        raise InputError("both an access key id and a secret are needed")
+    try:
+        _keyring().set_password(KEYRING_SERVICE, name, json.dumps({"key_id": key_id, "secret": secret}))
+    except Exception as e:  # NoKeyringError, a locked keyring, a D-Bus error
+        raise MiradorError(
+            f"cannot keep the credentials of {name!r} in the OS keyring ({e}) — install and unlock a Secret "
+            "Service (GNOME Keyring, KWallet), macOS Keychain or Windows Credential Manager, then run "
+            "`mirador remote add` again; Mirador never writes them to a file") from e
+
+
+def load_credentials(name: str) -> tuple[str, str] | None:
+    """(key id, secret) of a binding, or None when the keyring has none (or there is no keyring)."""
+    try:
+        raw = _keyring().get_password(KEYRING_SERVICE, name)
+    except Exception as e:
+        log.info("no OS keyring for the credentials of %s (%s)", name, e)
+        return None
+    if not raw:
+        return None
+    data = json.loads(raw)
+    return data["key_id"], data["secret"]
+
+
+def delete_credentials(name: str) -> None:
+    """Remove a binding's credentials from the keyring (absent ones are fine)."""
+    try:
+        _keyring().delete_password(KEYRING_SERVICE, name)
+    except Exception as e:  # PasswordDeleteError when absent, or no keyring
+        log.info("credentials of %s not removed from the keyring (%s)", name, e)
+
+
+def storage_options(binding: Any, key_id: str, secret: str, timeout: float) -> dict[str, str]:
+    """LanceDB / object_store options for a binding. Few retries: a remote that is down must fail fast,
+    and the write waits in the outbox instead."""
+    opts = {
+        "aws_access_key_id": key_id,
+        "aws_secret_access_key": secret,
+        "aws_region": binding.region,
+        "timeout": f"{timeout:g}s",
+        "connect_timeout": f"{min(timeout, 2.0):g}s",
+        "client_max_retries": "1",
+        "client_retry_timeout": f"{max(1, int(timeout))}",
+    }
+    if binding.endpoint:
+        opts["aws_endpoint"] = binding.endpoint
+        opts["allow_http"] = "true" if binding.endpoint.startswith("http://") else "false"
+    return opts
+
+
+# ---- scopes ---------------------------------------------------------------------------------
+
+
+def covers(bound: str, scope: str) -> bool:
+    """Whether a row in `scope` belongs to the binding of `bound` (the scope itself or below it)."""
+    return scope == bound or scope.startswith(bound + "/")
+
+
+def touches(bound: str, scopes: Iterable[str] | None) -> bool:
+    """Whether a read limited to `scopes` (None: all) can see rows of the binding of `bound`."""
+    if scopes is None:
+        return True
+    return any(covers(bound, s) or covers(s, bound) for s in scopes)
+
+
+def _retry(fn, attempts: int = 8):
+    delay = 0.05
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as e:  # lance raises plain errors for commit conflicts
+            text = str(e).lower()
+            if i == attempts - 1 or not ("conflict" in text or "retryable" in text or "concurrent" in text):
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+    raise AssertionError("unreachable")
+
+
+class Shared:
+    """One binding's remote LanceDB: a connection and its memories table, opened on first use."""
+
+    def __init__(self, binding: Any, dim: int, timeout: float) -> None:
+        self.binding = binding
+        self.dim = dim
+        self.timeout = timeout
+        self._db: Any = None
+        self._memories: Any = None
+        self.last_error: str | None = None
+        self.last_ok: float | None = None
+
+    def _connect(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            creds = load_credentials(self.binding.name)
+            if creds is None:
+                raise MiradorError(
+                    f"no credentials for the shared scope {self.binding.scope!r} (binding {self.binding.name!r}) "
+                    "in the OS keyring — run `mirador remote add` again with --key-id and the secret")
+            self._db = lancedb.connect(self.binding.url, read_consistency_interval=timedelta(0),
+                                       storage_options=storage_options(self.binding, *creds, self.timeout))
+        return self._db
+
+    def memories(self, create: bool = True) -> Any:
+        """The remote memories table (same schema as the local one); created by the first writer."""
+        if self._memories is None:
+            db = self._connect()
+            try:
+                self._memories = db.open_table(T.MEMORIES)
+            except (ValueError, FileNotFoundError) as e:  # not there yet
+                if not create:
+                    raise
+                log.info("creating the shared memories table at %s (%s)", self.binding.url, e)
+                self._memories = _retry(lambda: db.create_table(
+                    T.MEMORIES, schema=T.memories_schema(self.dim), exist_ok=True))
+            stored = self._memories.schema.field("vector").type.list_size
+            if stored != self.dim:
+                self._memories = None
+                raise MiradorError(
+                    f"the shared store at {self.binding.url} holds {stored}-dimension vectors and this machine's "
+                    f"embedder makes {self.dim}: every device sharing a scope must use the same embedder")
+        return self._memories
+
+    def _ok(self) -> None:
+        self.last_ok, self.last_error = time.time(), None
+
+    def _failed(self, e: Exception) -> None:
+        self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        self._db = self._memories = None  # reconnect next time: the endpoint may have restarted
+
+    def put(self, data: pa.Table) -> None:
+        """Upsert rows by id: a batch sent twice leaves one row per id."""
+        t = self.memories()
+        _retry(lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+
+    def delete(self, ids: list[str]) -> None:
+        t = self.memories()
+        for start in range(0, len(ids), 500):
+            chunk = sql_id_list(ids[start:start + 500])
+            _retry(lambda c=chunk: t.delete(f"id IN {c}"))
+
+    def ensure_text_index(self) -> None:
+        """The full-text index the search's text leg needs (rows added after it are still scanned)."""
+        from memory.store.indexes import ensure_fts, has_index
+
+        t = self.memories()
+        if t.count_rows() and not has_index(t, "search_text"):
+            _retry(lambda: ensure_fts(t, "search_text"))
+
+    def purge(self) -> None:
+        """Remove deleted rows' bytes from the bucket: rewrite the fragments that held them, rebuild the
+        full-text index (it keeps deleted rows' tokens), and drop every old version and its files."""
+        from memory.store.indexes import ensure_fts, has_index
+
+        t = self.memories()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+
+            def compact() -> None:
+                ds = t.to_lance()
+                if any(f.metadata.num_deletions for f in ds.get_fragments()):
+                    ds.optimize.compact_files(materialize_deletions=True,
+                                              materialize_deletions_threshold=_ANY_DELETION)
+
+            _retry(lambda: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            _retry(compact)
+            if has_index(t, "search_text"):
+                _retry(lambda: ensure_fts(t, "search_text", replace=True))
+            _retry(lambda: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+
+    def probe(self) -> dict[str, Any]:
+        """Write, read back and delete one row in a probe table (never the memories): what `mirador remote
+        test` reports, with the time each step took in milliseconds."""
+        import uuid
+
+        out: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        db = self._connect()
+        token = uuid.uuid4().hex
+        table = _retry(lambda: db.create_table(PROBE, schema=pa.schema([pa.field("id", pa.string())]),
+                                               exist_ok=True))
+        _retry(lambda: table.add(pa.table({"id": [token]})))
+        out["write_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        t1 = time.perf_counter()
+        found = table.count_rows(f"id = '{token}'")
+        out["read_ms"] = round((time.perf_counter() - t1) * 1000, 1)
+        _retry(lambda: table.delete(f"id = '{token}'"))
+        if found != 1:
+            raise MiradorError(f"the probe row written to {self.binding.url} was not read back ({found} found)")
+        try:
+            out["memories"] = self.memories(create=False).count_rows()
+        except (ValueError, FileNotFoundError):
+            out["memories"] = 0
+        self._ok()
+        return out
+
+    def query(self, where: str | None, cols: list[str], limit: int, vector: Any = None,
+              text: str | None = None) -> list[dict[str, Any]]:
+        try:
+            t = self.memories(create=False)
+        except (ValueError, FileNotFoundError) as e:  # no device has written the shared scope yet
+            log.debug("no shared memories table at %s yet (%s)", self.binding.url, e)
+            return []
+        if vector is not None:
+            q = t.search(vector, vector_column_name="vector").distance_type("cosine")
+        elif text is not None:
+            from memory.store.indexes import has_index
+
+            if not has_index(t, "search_text"):
+                return []
+            q = t.search(text, query_type="fts", fts_columns="search_text")
+        else:
+            q = t.search()
+        if where:
+            q = q.where(where, prefilter=True) if vector is not None else q.where(where)
+        return list(q.select(cols).limit(limit).to_arrow().to_pylist())
+
+
+class Remotes:
+    """The store's shared scopes: routing of writes through the outbox, and reads of the remote tables.
+
+    Store creates one (`store.remotes`); with no binding configured every method is a cheap no-op.
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        cfg = store.config.remote
+        self.flush_interval = cfg.flush_interval_seconds
+        self.shared = {b.name: Shared(b, store.embedder.dim, cfg.timeout_seconds) for b in cfg.bindings}
+        self._outbox: Any = None
+        self._flush_lock = threading.Lock()
+        self._last_failed: float = 0.0
+
+    # ---- routing --------------------------------------------------------------------------
+
+    def binding_for(self, scope: str) -> Shared | None:
+        """The shared store a row of this scope lives in, or None for a local scope."""
+        for s in self.shared.values():
+            if covers(s.binding.scope, scope):
+                return s
+        return None
+
+    def reading(self, scopes: Iterable[str] | None) -> list[Shared]:
+        """The shared stores a read limited to scopes may find rows in."""
+        scopes = None if scopes is None else list(scopes)
+        return [s for s in self.shared.values() if touches(s.binding.scope, scopes)]
+
+    def divert(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Queue the rows of shared scopes for their remote store and return the others (to be written
+        locally). The queue is flushed before this returns when the remote answers."""
+        if not self.shared:
+            return rows
+        local, queued = [], []
+        for r in rows:
+            s = self.binding_for(r["scope"])
+            if s is None:
+                local.append(r)
+            else:
+                queued.append((s.binding.name, "put", r))
+        if queued:
+            self._enqueue(queued)
+            self.flush(quiet=True)
+        return local
+
+    def put(self, row: dict[str, Any]) -> bool:
+        """Route one upserted memory row: True when its scope is shared (queued, and flushed if the remote
+        answers); False when it belongs in the local table."""
+        return bool(self.shared) and not self.divert([row])
+
+    def moved(self, id_: str, old_scope: str, new_scope: str) -> None:
+        """A memory changed scope: drop the copy the move left behind (remote or local)."""
+        was, now = self.binding_for(old_scope), self.binding_for(new_scope)
+        if was is not None and was is not now:
+            self._enqueue([(was.binding.name, "delete", {"id": id_})])
+            self.flush(quiet=True)
+        if was is None and now is not None:
+            mem = self.store.memories
+            self.store.commit(lambda: mem.delete(f"id IN {sql_id_list([id_])}"))
+
+    def forget(self, ids: list[str]) -> None:
+        """Forget these memories remotely: deleted, purged from every old version, now if the remote answers
+        and at the next flush otherwise. Queued puts of them are dropped first, so a flush after this
+        never re-creates one."""
+        if not self.shared or not ids:
+            return
+        ob = self.outbox()
+        id_list = sql_id_list(ids)
+        queued = {r["id"] for r in self.store.rows(ob, f"op = 'put' AND id IN {id_list}", ["id"], None)} \
+            if ob.count_rows() else set()
+        if queued:
+            self.store.commit(lambda: ob.delete(f"op = 'put' AND id IN {id_list}"))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the outbox held their text: no old version keeps it
+                self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+        # Only ids a shared store holds (a local forget must not purge the bucket), unless one could not
+        # be asked: then every id is queued for it, and a delete of an absent id changes nothing.
+        found = {r["id"] for r in self.rows(None, f"id IN {id_list}", ["id"], len(ids))}
+        unsure = [s for s in self.shared.values() if s.last_error]
+        items = [(s.binding.name, "delete", {"id": i}) for s in self.shared.values() for i in ids
+                 if i in found or (s in unsure and i not in queued)]
+        if items:
+            self._enqueue(items)
+            self.flush()
+
+    # ---- the outbox -----------------------------------------------------------------------
+
+    def outbox(self) -> Any:
+        if self._outbox is None:
+            db = self.store.db
+            self._outbox = db.create_table(OUTBOX, schema=outbox_schema(), exist_ok=True)
+        return self._outbox
+
+    def pending(self) -> dict[str, int]:
+        """Queued writes per binding name."""
+        if not self.shared:
+            return {}
+        ob = self.outbox()
+        names = self.store.rows(ob, None, ["binding"], None) if ob.count_rows() else []
+        out = dict.fromkeys(self.shared, 0)
+        for r in names:
+            out[r["binding"]] = out.get(r["binding"], 0) + 1
+        return out
+
+    def _enqueue(self, items: list[tuple[str, str, dict[str, Any]]]) -> None:
+        from memory.types import utcnow
+
+        schema = T.memories_schema(self.store.embedder.dim)
+        now, base = utcnow(), time.time_ns()
+        rows = []
+        for n, (name, op, r) in enumerate(items):
+            payload = None
+            if op == "put":
+                sink = io.BytesIO()
+                with pa.ipc.new_stream(sink, schema) as w:
+                    w.write_table(to_arrow([r], schema))
+                payload = sink.getvalue()
+            rows.append({"seq": base + n, "binding": name, "op": op, "id": r["id"], "payload": payload,
+                         "queued_at": now})
+        self.store.append(self.outbox(), rows, outbox_schema())
+
+    def flush(self, quiet: bool = False) -> dict[str, Any]:
+        """Send queued writes to their remote stores, oldest first, in batches; a batch is removed from
+        the outbox only once the remote has committed it. Returns {"sent": n, "pending": n, "errors": {}}.
+
+        quiet: called from a write: after a failure, wait flush_interval before trying again, so a write
+        to a shared scope does not wait on a remote that is down at every call."""
+        if not self.shared:
+            return {"sent": 0, "pending": 0, "errors": {}}
+        if quiet and self._last_failed and time.monotonic() - self._last_failed < self.flush_interval:
+            return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
+        sent, errors, purge = 0, {}, set()
+        with self._flush_lock:
+            ob = self.outbox()
+            for name, shared in self.shared.items():
+                while True:
+                    where = f"binding = '{name}'"
+                    if not ob.count_rows(where):
+                        break
+                    batch = sorted(self.store.rows(ob, where, ["seq", "op", "id", "payload"], None),
+                                   key=lambda r: r["seq"])[:FLUSH_BATCH]
+                    try:
+                        self._apply(shared, batch)
+                    except Exception as e:  # down, timed out, refused: the batch stays queued
+                        shared._failed(e)
+                        errors[name] = shared.last_error
+                        log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
+                                    shared.binding.scope, shared.last_error, ob.count_rows(where))
+                        break
+                    shared._ok()
+                    seqs = ",".join(str(r["seq"]) for r in batch)
+                    self.store.commit(lambda s=seqs: ob.delete(f"seq IN ({s})"))
+                    sent += len(batch)
+                    if any(r["op"] == "delete" for r in batch):
+                        purge.add(name)
+            for name in purge:
+                try:
+                    self.shared[name].purge()
+                except Exception as e:
+                    errors[name] = str(e)[:300]
+                    log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
+                                "`mirador remote test` retries", self.shared[name].binding.scope, e)
+        self._last_failed = time.monotonic() if errors else 0.0
+        return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
+
+    def _apply(self, shared: Shared, batch: list[dict[str, Any]]) -> None:
+        # Consecutive puts go in one merge; a delete applies after the puts queued before it.
+        puts: list[pa.Table] = []
+
+        def send_puts() -> None:
+            if puts:
+                # Several queued versions of one id: the newest wins, as it would have locally.
+                table = pa.concat_tables(puts)
+                ids = table["id"].to_pylist()
+                last = {i: n for n, i in enumerate(ids)}
+                shared.put(table.take(sorted(last.values())))
+                puts.clear()
+
+        for r in batch:
+            if r["op"] == "put":
+                puts.append(pa.ipc.open_stream(r["payload"]).read_all())
+            else:
+                send_puts()
+                shared.delete([r["id"]])
+        send_puts()
+        shared.ensure_text_index()
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def _each(self, scopes: Iterable[str] | None, fn) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for s in self.reading(scopes):
+            try:
+                out += fn(s)
+                s._ok()
+            except Exception as e:  # the shared scope is offline: local results still answer
+                s._failed(e)
+                log.warning("shared scope %s not searched: %s", s.binding.scope, s.last_error)
+        return out
+
+    def search(self, scopes: Iterable[str] | None, where: str | None, vector: Any, text: str, cols: list[str],
+               limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Vector and full-text rows of every shared store the scopes reach, under the same filter."""
+        if not self.shared:
+            return [], []
+        vec = self._each(scopes, lambda s: s.query(where, [*cols, "_distance"], limit, vector=vector))
+        fts = self._each(scopes, lambda s: s.query(where, [*cols, "_score"], limit, text=text))
+        return vec, fts
+
+    def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+             limit: int) -> list[dict[str, Any]]:
+        """Rows of every shared store the scopes reach, under the filter (which holds the scope filter)."""
+        if not self.shared:
+            return []
+        return self._each(scopes, lambda s: s.query(where, cols, limit))
+
+    def health(self) -> list[dict[str, Any]]:
+        """Each binding: scope, url, endpoint, queued writes, and the last error or success seen."""
+        pending = self.pending()
+        return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
+                 "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
+                 "last_error": s.last_error} for n, s in self.shared.items()]
+
+
+def _forgotten(store: Any, ids: list[str], actor: str) -> None:
+    remotes = getattr(store, "remotes", None)
+    if remotes is not None:
+        remotes.forget(ids)
+
+
+# memory/store/erasure.py erases local rows and then tells the listeners; the remote copies go here.
+on_forget(_forgotten)

