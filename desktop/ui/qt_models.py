@@ -101,25 +101,33 @@ class LazyRowModel(QAbstractTableModel):
     def refresh(self, keys_fn: Callable[[], KeyList]) -> None:
         """Re-read the id list and the rows already shown, in a worker, without a visible reset when
         nothing moved: same ids in the same order → rows are updated in place (selection and scroll
-        stay); otherwise the model resets to the new list with as many rows loaded as before, and
-        `refreshed(True)` tells the view to restore its selection and scroll position."""
+        stay); otherwise the model resets to the new list with every row that was loaded still loaded
+        (rows that arrived above them load too), and `refreshed(True)` tells the view to restore its
+        selection and scroll position. What a page load adds to rows (thumbnails) is kept for the rows
+        already shown and made only for new ones, so a refresh every second stays cheap."""
         self._generation += 1
         gen, shown = self._generation, max(len(self._rows), min(self.PAGE, len(self._ids)) or self.PAGE)
+        old = {r["id"]: r for r in self._rows}
         self._set_fetching(True)
 
-        def work() -> tuple[KeyList, list[dict]]:
+        def work() -> tuple[KeyList, list[dict], int]:
             keys = keys_fn()
-            want = keys.ids[:shown]
+            last = max((n for n, i in enumerate(keys.ids) if i in old), default=-1)
+            want = keys.ids[:max(shown, last + 1)]
             have = {i: keys.rows[i] for i in want if i in keys.rows}
             missing = [i for i in want if i not in have]
             if missing:
-                have.update((r["id"], r) for r in self._load_page(missing))
-            return keys, [have[i] for i in want if i in have]
+                have.update((r["id"], r) for r in self._fetch(self.store, self.KIND, missing))
+            rows = [have[i] for i in want if i in have]
+            self._decorate([r for r in rows if r["id"] not in old])
+            rows = [{**{k: v for k, v in old[r["id"]].items() if k.startswith("_") and k not in r}, **r}
+                    if r["id"] in old else r for r in rows]
+            return keys, rows, len(want)
 
-        self.jobs.submit(work, on_done=lambda res: self._on_refreshed(gen, shown, *res),
+        self.jobs.submit(work, on_done=lambda res: self._on_refreshed(gen, *res),
                          on_error=lambda _msg: self._set_fetching(False))
 
-    def _on_refreshed(self, gen: int, shown: int, keys: KeyList, rows: list[dict]) -> None:
+    def _on_refreshed(self, gen: int, keys: KeyList, rows: list[dict], shown: int) -> None:
         if gen != self._generation:
             return
         self._set_fetching(False)
@@ -129,8 +137,7 @@ class LazyRowModel(QAbstractTableModel):
         if ids == self._ids and [r["id"] for r in rows] == [r["id"] for r in self._rows]:
             changed = [i for i, r in enumerate(rows) if not same_row(r, self._rows[i])]
             for i in changed:
-                self._rows[i] = {**rows[i], **{k: v for k, v in self._rows[i].items() if k.startswith("_")
-                                               and k not in rows[i]}}
+                self._rows[i] = rows[i]
             if changed:
                 self.dataChanged.emit(self.index(min(changed), 0), self.index(max(changed), self.columnCount() - 1))
             self.refreshed.emit(False)
@@ -153,13 +160,27 @@ class LazyRowModel(QAbstractTableModel):
         gen = self._generation
         self._set_fetching(True)
         if all(i in self._prefetched for i in ids):  # search hits arrive with their rows
-            self._on_page(gen, [self._prefetched[i] for i in ids])
+            rows = [self._prefetched[i] for i in ids]
+            if type(self)._decorate is LazyRowModel._decorate:
+                self._on_page(gen, rows)
+            else:  # thumbnails are decoded off the GUI thread
+                self.jobs.submit(lambda: self._decorated(rows), on_done=lambda r: self._on_page(gen, r),
+                                 on_error=lambda _msg: self._set_fetching(False))
             return
         self.jobs.submit(self._load_page, ids, on_done=lambda rows: self._on_page(gen, rows),
                          on_error=lambda _msg: self._set_fetching(False))
 
     def _load_page(self, ids: list[str]) -> list[dict]:  # worker thread
-        return self._fetch(self.store, self.KIND, ids)
+        rows = self._fetch(self.store, self.KIND, ids)
+        self._decorate(rows)
+        return rows
+
+    def _decorate(self, rows: list[dict]) -> None:  # worker thread
+        """Add what the view shows besides the row's fields (a subclass's thumbnails); in place."""
+
+    def _decorated(self, rows: list[dict]) -> list[dict]:  # worker thread
+        self._decorate(rows)
+        return rows
 
     def _on_page(self, gen: int, rows: list[dict]) -> None:
         self._set_fetching(False)
@@ -309,15 +330,13 @@ class EvidenceTableModel(LazyRowModel):
         super().__init__(*a, **kw)
         self._pixmaps: dict[str, QPixmap] = {}
 
-    def _load_page(self, ids: list[str]) -> list[dict]:  # worker thread: QImage is safe here, QPixmap is not
-        rows = self._fetch(self.store, self.KIND, ids)
+    def _decorate(self, rows: list[dict]) -> None:  # worker thread: QImage is safe here, QPixmap is not
         for r in rows:
             frame = resolve_frame(self.store, r.get("frame_path"))
             if frame:
                 img = QImage(str(frame))
                 r["_thumb"] = None if img.isNull() else img.scaledToWidth(
                     THUMB_WIDTH, Qt.TransformationMode.SmoothTransformation)
-        return rows
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):
         if role == Qt.ItemDataRole.DecorationRole and index.isValid() and index.column() == self.COL_TIME:
