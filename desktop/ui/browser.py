@@ -167,6 +167,7 @@ class MemoryBrowser(QMainWindow):
         self.edit_btn.clicked.connect(self.edit_selected)
         self.delete_btn.clicked.connect(self.delete_selected)
         self.reveal_btn.clicked.connect(self.reveal_selected)
+        self.detail.value_hidden.connect(lambda: self.reveal_btn.setEnabled(True))  # hidden again: may reveal again
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.reveal_btn)
@@ -298,6 +299,12 @@ class MemoryBrowser(QMainWindow):
         self.table.setColumnHidden(BrowserMemoryModel.COL_RELEVANCE, not self.search.text().strip())
         self.ev_table.setColumnHidden(BrowserEvidenceModel.COL_RELEVANCE, not self.search.text().strip())
         self.current_model().reload(self._keys_fn())
+
+    @property
+    def refresh_busy(self) -> bool:
+        """The list on show is still loading, or a typed search is about to run (a refresh now would be
+        dropped for it; the live views try again at their next probe)."""
+        return self.current_model().busy or self._debounce.isActive()
 
     def refresh(self) -> None:
         """Re-read the list on show with the same query and filters, keeping the selected rows and the scroll
@@ -498,11 +505,12 @@ class MemoryBrowser(QMainWindow):
             return
         if not rows or not self.confirm_delete(rows):
             return
-        from memory.store.erasure import forget
+        from memory.store.erasure import forget_present
 
         ids = [r["id"] for r in rows]
         self.statusBar().showMessage(f"Erasing {len(ids)}…")
-        self.jobs.submit(forget, self.store, ids, on_done=lambda res: self._deleted(model, ids, res))
+        # rows forgotten elsewhere meanwhile are no error: the person wanted them gone (issue 30)
+        self.jobs.submit(forget_present, self.store, ids, on_done=lambda res: self._deleted(model, ids, res))
 
     def _delete_evidence(self, model, ids: list[str], plan) -> None:
         self.statusBar().clearMessage()
@@ -517,10 +525,15 @@ class MemoryBrowser(QMainWindow):
         self.jobs.submit(lambda: forget_where(self.store, plan=plan), on_done=lambda res: self._deleted(model, ids, res))
 
     def _deleted(self, model, ids: list[str], result: dict) -> None:
+        # Clear first: removed one by one, a multi-selection passes through "one row selected" and the
+        # detail pane would load a row that is gone ("no row with id …", issue 30).
+        self.current_table().selectionModel().clearSelection()
         model.remove_ids(ids)
         self._count(model)
         self._selection_changed()
-        self.statusBar().showMessage(f"Erased {result['deleted']} row(s)", 6000)
+        gone = len(result.get("already_gone") or [])
+        self.statusBar().showMessage(f"Erased {result['deleted']} row(s)"
+                                     + (f"; {gone} had already been erased elsewhere" if gone else ""), 6000)
         self.changed.emit()
 
     def show_error(self, message: str) -> None:

@@ -12,7 +12,7 @@ import html
 import json
 from datetime import datetime, timezone
 
-from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPixmap
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QTextBrowser, QVBoxLayout
 
@@ -306,6 +306,8 @@ class DetailView(QTextBrowser):
     """
 
     relation_removed = Signal(str)  # edge id, once the store no longer has it
+    value_hidden = Signal()  # a revealed vault value was hidden again (REVEAL_SECONDS passed)
+    REVEAL_SECONDS = 30  # a revealed secret does not stay on screen for whoever passes by later
 
     def __init__(self, parent=None, jobs=None, store=None) -> None:
         super().__init__(parent)
@@ -317,6 +319,8 @@ class DetailView(QTextBrowser):
         self.match: list[str] = []
         self.technical = False  # the "Technical details" section is open
         self.revealed: str | None = None  # a vault value, only after Reveal; dropped when the selection changes
+        self._hide_timer = QTimer(self, singleShot=True)
+        self._hide_timer.timeout.connect(self.hide_value)
         self.viewer: FrameViewer | None = None
         self.show_row(None)
 
@@ -397,3 +401,12 @@ class DetailView(QTextBrowser):
             return
         self.revealed = value
         self._render()
+        self._hide_timer.start(int(self.REVEAL_SECONDS * 1000))
+
+    def hide_value(self) -> None:
+        """Hide a revealed vault value again (the timer's end; Reveal shows it again)."""
+        self._hide_timer.stop()
+        if self.revealed is not None:
+            self.revealed = None
+            self._render()
+            self.value_hidden.emit()

@@ -192,6 +192,7 @@ class ReviewQueue(QMainWindow):
         positions = [proxy.mapFromSource(self.model.index(i, 0)).row() for i in range(self.model.rowCount())
                      if self.model.row_at(i)["id"] in done]
         at = min(positions) if positions else -1
+        self.table.selectionModel().clearSelection()  # no passing "one selected" state while rows go one by one
         self.model.remove_ids(list(done))
         if at >= 0 and proxy.rowCount():
             idx = proxy.index(min(at, proxy.rowCount() - 1), 0)

@@ -58,6 +58,24 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     return _erase(store, found, actor, purge_now)
 
 
+def forget_present(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True) -> dict:
+    """Erase the rows with these ids that still exist; ids already gone (another window, the CLI or an MCP
+    client forgot them meanwhile) are reported under "already_gone" instead of failing the whole delete.
+    For a window whose list the person chose from; `forget` stays all-or-nothing for typed ids."""
+    ids = list(dict.fromkeys(ids))
+    present: list[str] = []
+    for kind in ("memory", "evidence", "vault"):
+        kids = [i for i in ids if kind_of(i) == kind]
+        table = getattr(store, _KIND_COLS[kind][0])
+        for start in range(0, len(kids), 500):
+            chunk = kids[start:start + 500]
+            present += [r["id"] for r in store.rows(table, f"id IN {sql_id_list(chunk)}", ["id"], limit=len(chunk))]
+    gone = [i for i in ids if i not in set(present)]
+    if not present:
+        return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False, "already_gone": gone}
+    return {**forget(store, present, actor=actor, purge_now=purge_now), "already_gone": gone}
+
+
 @dataclass
 class ForgetPlan:
     """What a bulk forget will do, worked out before anything is erased (the confirmation states it).

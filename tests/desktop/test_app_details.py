@@ -117,3 +117,41 @@ def test_status_into_a_closed_pipe_and_a_pause_end_ahead(mirador_home):
                                capture_output=True, text=True, timeout=120)
         assert "error" not in piped.stderr and "BrokenPipe" not in piped.stderr, piped.stderr
         assert not re.search(r"\(-\d", piped.stdout)
+
+
+def test_revealed_vault_value_hides_again_and_a_multi_delete_of_rows_gone_elsewhere_is_no_error(
+        qtbot, jobs, store, monkeypatch):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+
+    from desktop.ui.browser_detail import DetailView
+    from memory.store.erasure import forget
+    from tests.desktop.conftest import click_row, open_browser
+
+    monkeypatch.setattr(DetailView, "REVEAL_SECONDS", 0.5)
+    entry = store.add_memory("Staging database password", type="vault", value="hunter2-quokka", scope="work")
+    mems = [store.add_memory(f"Fact number {n} about the ferry") for n in range(3)]
+    errors = []
+    jobs.error.connect(errors.append)
+    browser = open_browser(qtbot, jobs, store)
+    click_row(qtbot, browser, entry["id"])
+    qtbot.mouseClick(browser.reveal_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "hunter2-quokka" in browser.detail.toPlainText(), timeout=30_000)
+    qtbot.waitUntil(lambda: "hunter2-quokka" not in browser.detail.toPlainText(), timeout=5000)
+    assert browser.reveal_btn.isEnabled(), "hidden again: Reveal works again"
+    assert browser.detail.row["id"] == entry["id"]
+
+    click_row(qtbot, browser, mems[0]["id"])
+    for m in mems[1:]:
+        idx = browser.table.model().mapFromSource(browser.model.index(browser.model.index_of(m["id"]), 0))
+        qtbot.mouseClick(browser.table.viewport(), Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier,
+                         browser.table.visualRect(idx).center())
+    assert browser.delete_btn.text() == "Delete 3…"
+    forget(store, [mems[2]["id"]])  # gone elsewhere (the CLI, an MCP client) before the person confirms
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    qtbot.mouseClick(browser.delete_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: browser.model.total == 1, timeout=60_000)
+    wait_idle(qtbot, jobs)
+    assert errors == [] and "no row" not in browser.statusBar().currentMessage()
+    assert "Erased 2 row(s); 1 had already been erased elsewhere" in browser.statusBar().currentMessage()
+    assert store.memories.count_rows() == 0 and store.reveal(entry["id"]) == "hunter2-quokka"
