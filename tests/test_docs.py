@@ -112,3 +112,13 @@ def test_cli_reference_lists_every_command():
     missing = [" ".join(path) for path, _ in gen.cli_commands() if f"### `{' '.join(path)}`" not in text]
     assert not missing, (
         f"docs/cli.md has no section for {missing}; run: .venv/bin/python scripts/gen_config_docs.py --cli")
+
+
+def test_every_bundled_data_file_is_named_in_models_doc():
+    """docs/models.md names every weight and data file a package ships, with what it was trained on."""
+    listed = (ROOT / "docs" / "models.md").read_text(encoding="utf-8")
+    shipped = [p for top in ("memory", "models", "capture", "desktop") for p in (ROOT / top).rglob("data/*")
+               if p.is_file() and "__pycache__" not in p.parts]
+    assert shipped
+    missing = [str(p.relative_to(ROOT)) for p in shipped if str(p.relative_to(ROOT)) not in listed]
+    assert not missing, f"add these to docs/models.md (source, licence, training data): {missing}"
