@@ -214,7 +214,6 @@ class EditDialog(QDialog):
         self.row, self.changes = row, {}
         self.mtype = MemoryType(row["type"])
         self.setWindowTitle("Edit and approve memory" if approve else "Edit memory")
-        self.resize(580, 520)
         main = TEXT_FIELD.get(self.mtype, "")
         details = row.get("details") or {}
         self.title = QLineEdit(row.get("title") or "")
@@ -259,6 +258,7 @@ class EditDialog(QDialog):
         lay.addStretch(1)
         lay.addWidget(self.error)
         lay.addWidget(self.buttons)
+        self.resize(600, self.sizeHint().height())  # as tall as the type's fields need
 
     def field(self, name: str) -> QWidget:
         """The widget of one of the type's fields (when, who, steps, uri, subject…)."""
