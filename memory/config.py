@@ -33,22 +33,25 @@ class ModelsConfig(_Section):
 
     embedder_dir: Path | None = Field(None, description="a sentence-transformers model folder; empty = the bundled MiniLM")
     embedder_batch_size: int = Field(32, ge=1, le=1024, description="texts embedded per batch in bulk work")
-    # One thread by default: with capture, OCR or another program busy on the second core, torch's
-    # two-thread pool spin-waits and a query embedding gets several times slower (bench/scale.py).
+    # One thread by default, for torch: with capture, OCR or another program busy on the second core,
+    # its two-thread pool spin-waits and a query embedding gets several times slower (bench/scale.py).
+    # onnxruntime's pool does not spin and takes at least two (models/embedder.py: query_threads).
     embedder_threads: int = Field(1, ge=0, le=256,
-                                  description="threads for the embedder's torch pool (its onnxruntime query "
-                                              "encoder takes at least two); 0 = their defaults")
-    # Imports embed thousands of rows in one go: where torch embeds them (no export cached yet), two
+                                  description="threads for the embedder (onnxruntime takes at least two; torch, "
+                                              "where it embeds, this many); 0 = their defaults")
+    # Imports embed thousands of rows in one go: where torch embeds them (embedder_onnx = false), two
     # threads are much faster on an idle machine and cost little with the other core busy
     # (models/embedder.py: bulk_threads).
     embedder_bulk_threads: int = Field(2, ge=0, le=256,
-                                       description="torch threads while an import embeds its batches (when "
-                                                   "torch embeds: no onnxruntime export yet); 0 = one per core")
-    # Texts run through an onnxruntime export of the embedder, made once from its local weights
-    # (models/onnx_encoder.py): faster than torch, and a process need not import torch; false keeps
-    # everything on torch.
-    embedder_onnx: bool = Field(True, description="embed through an onnxruntime export of the embedder; false = torch")
-    onnx_dir: Path | None = Field(None, description="where that export is kept; default: the user cache dir")
+                                       description="torch threads while an import embeds its batches (only "
+                                                   "where torch embeds: embedder_onnx = false); 0 = one per core")
+    # Texts run on onnxruntime through a graph built once from the embedder's local weights
+    # (models/bert_onnx.py, models/onnx_encoder.py): the app ships no torch. false keeps everything on
+    # torch, which only the dev extra installs (tests and benches compare the two).
+    embedder_onnx: bool = Field(True, description="embed on onnxruntime, with a graph built from the embedder's "
+                                                  "weights; false = torch (needs the dev extra)")
+    onnx_dir: Path | None = Field(None, description="where the embedder's onnxruntime graph is kept; default: the "
+                                                    "user cache dir")
     # Mirador's tuning of the bundled embedder for question -> evidence recall (models/tuning.py). A
     # store keeps the embedder it was made with (memory/store/core.py: embedder.json), so this decides for
     # new stores only: vectors of two models in one table would not be comparable.

@@ -17,9 +17,9 @@ from pydantic import BaseModel
 # store is opened with the store.
 RESTART_FIELDS: dict[str, str] = {
     "models.embedder_dir": "the embedder is loaded once and fixes the store's vector size",
-    "models.embedder_threads": "torch's thread pool is sized when the embedder loads",
+    "models.embedder_threads": "the embedder's thread pool is sized when it loads",
     "models.embedder_onnx": "the embedding engine (onnxruntime or torch) is chosen when the embedder loads",
-    "models.onnx_dir": "the query encoder is exported or loaded when the embedder loads",
+    "models.onnx_dir": "the embedder's graph is built or loaded when the embedder loads",
     "mcp.enabled": "the MCP server starts with the app",
     "mcp.port": "the MCP server binds its port at start",
     "mcp.allowed_origins": "the MCP server's origin check is built at start",
