@@ -20,7 +20,6 @@ shared, so another device's extraction could re-create a memory forgotten elsewh
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import threading
@@ -35,7 +34,7 @@ import pyarrow as pa
 from memory.errors import InputError, MiradorError
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
-from memory.store.rows import sql_id_list, to_arrow
+from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +45,15 @@ FLUSH_BATCH = 500  # queued writes sent in one remote commit
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
 
 
-def outbox_schema() -> pa.Schema:
-    """One queued remote write: put (payload: the row as Arrow IPC) or delete, in seq order."""
-    return pa.schema([
-        pa.field("seq", pa.int64()),
-        pa.field("binding", pa.string()),
-        pa.field("op", pa.string()),  # put | delete
-        pa.field("id", pa.string()),
-        pa.field("payload", pa.binary()),
-        pa.field("queued_at", T.TS),
-    ])
+OUTBOX_COLS = ["outbox_seq", "outbox_binding", "outbox_op", "queued_at"]
+
+
+def outbox_schema(dim: int) -> pa.Schema:
+    """One queued remote write, in outbox_seq order: a put (the memory row itself, so reads can query
+    queued rows under the same filter as the tables) or a delete (the id alone)."""
+    return pa.schema([*T.memories_schema(dim), pa.field("outbox_seq", pa.int64()),
+                      pa.field("outbox_binding", pa.string()), pa.field("outbox_op", pa.string()),
+                      pa.field("queued_at", T.TS)])
 
 
 # ---- credentials: the OS keyring only ------------------------------------------------------
@@ -347,6 +345,7 @@ class Remotes:
         """A memory changed scope: drop the copy the move left behind (remote or local)."""
         was, now = self.binding_for(old_scope), self.binding_for(new_scope)
         if was is not None and was is not now:
+            self._drop_queued_puts([id_])
             self._enqueue([(was.binding.name, "delete", {"id": id_})])
             self.flush(quiet=True)
         if was is None and now is not None:
@@ -359,15 +358,8 @@ class Remotes:
         never re-creates one."""
         if not self.shared or not ids:
             return
-        ob = self.outbox()
         id_list = sql_id_list(ids)
-        queued = {r["id"] for r in self.store.rows(ob, f"op = 'put' AND id IN {id_list}", ["id"], None)} \
-            if ob.count_rows() else set()
-        if queued:
-            self.store.commit(lambda: ob.delete(f"op = 'put' AND id IN {id_list}"))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the outbox held their text: no old version keeps it
-                self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+        queued = self._drop_queued_puts(ids)
         # Only ids a shared store holds (a local forget must not purge the bucket), unless one could not
         # be asked: then every id is queued for it, and a delete of an absent id changes nothing.
         found = {r["id"] for r in self.rows(None, f"id IN {id_list}", ["id"], len(ids))}
@@ -383,36 +375,55 @@ class Remotes:
     def outbox(self) -> Any:
         if self._outbox is None:
             db = self.store.db
-            self._outbox = db.create_table(OUTBOX, schema=outbox_schema(), exist_ok=True)
+            self._outbox = db.create_table(OUTBOX, schema=outbox_schema(self.store.embedder.dim), exist_ok=True)
         return self._outbox
+
+    def _drop_queued_puts(self, ids: list[str]) -> set[str]:
+        """Remove queued puts of these ids, and every old outbox version that held their text."""
+        ob = self.outbox()
+        pred = f"outbox_op = 'put' AND id IN {sql_id_list(ids)}"
+        queued = {r["id"] for r in self.store.rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
+        if queued:
+            self.store.commit(lambda: ob.delete(pred))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the outbox held their text: no old version keeps it
+                self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+        return queued
+
+    def queued(self, where: str | None, cols: list[str], limit: int) -> list[dict[str, Any]]:
+        """Memory rows waiting in the outbox that match the filter (the newest queued version of each)."""
+        ob = self.outbox()
+        if not ob.count_rows():
+            return []
+        pred = "outbox_op = 'put'" + (f" AND ({where})" if where else "")
+        rows = self.store.rows(ob, pred, list(dict.fromkeys([*cols, "id", "outbox_seq"])), None)
+        newest: dict[str, dict[str, Any]] = {}
+        for r in sorted(rows, key=lambda r: r["outbox_seq"]):
+            newest[r["id"]] = r
+        return [{k: r[k] for k in cols} for r in newest.values()][:limit]
 
     def pending(self) -> dict[str, int]:
         """Queued writes per binding name."""
         if not self.shared:
             return {}
         ob = self.outbox()
-        names = self.store.rows(ob, None, ["binding"], None) if ob.count_rows() else []
+        names = self.store.rows(ob, None, ["outbox_binding"], None) if ob.count_rows() else []
         out = dict.fromkeys(self.shared, 0)
         for r in names:
-            out[r["binding"]] = out.get(r["binding"], 0) + 1
+            out[r["outbox_binding"]] = out.get(r["outbox_binding"], 0) + 1
         return out
 
     def _enqueue(self, items: list[tuple[str, str, dict[str, Any]]]) -> None:
         from memory.types import utcnow
 
-        schema = T.memories_schema(self.store.embedder.dim)
+        dim = self.store.embedder.dim
         now, base = utcnow(), time.time_ns()
         rows = []
         for n, (name, op, r) in enumerate(items):
-            payload = None
-            if op == "put":
-                sink = io.BytesIO()
-                with pa.ipc.new_stream(sink, schema) as w:
-                    w.write_table(to_arrow([r], schema))
-                payload = sink.getvalue()
-            rows.append({"seq": base + n, "binding": name, "op": op, "id": r["id"], "payload": payload,
-                         "queued_at": now})
-        self.store.append(self.outbox(), rows, outbox_schema())
+            row = dict(r) if op == "put" else {"id": r["id"], "vector": [0.0] * dim}
+            row.update(outbox_seq=base + n, outbox_binding=name, outbox_op=op, queued_at=now)
+            rows.append(row)
+        self.store.append(self.outbox(), rows, outbox_schema(dim))
 
     def flush(self, quiet: bool = False) -> dict[str, Any]:
         """Send queued writes to their remote stores, oldest first, in batches; a batch is removed from
@@ -429,13 +440,15 @@ class Remotes:
             ob = self.outbox()
             for name, shared in self.shared.items():
                 while True:
-                    where = f"binding = '{name}'"
+                    where = f"outbox_binding = '{name}'"
                     if not ob.count_rows(where):
                         break
-                    batch = sorted(self.store.rows(ob, where, ["seq", "op", "id", "payload"], None),
-                                   key=lambda r: r["seq"])[:FLUSH_BATCH]
+                    table = self.store.scan(ob, where, ob.schema.names)
+                    table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
+                    batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
+                        table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
                     try:
-                        self._apply(shared, batch)
+                        self._apply(shared, batch, table.select(T.memories_schema(1).names))
                     except Exception as e:  # down, timed out, refused: the batch stays queued
                         shared._failed(e)
                         errors[name] = shared.last_error
@@ -443,8 +456,8 @@ class Remotes:
                                     shared.binding.scope, shared.last_error, ob.count_rows(where))
                         break
                     shared._ok()
-                    seqs = ",".join(str(r["seq"]) for r in batch)
-                    self.store.commit(lambda s=seqs: ob.delete(f"seq IN ({s})"))
+                    seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
+                    self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
                     sent += len(batch)
                     if any(r["op"] == "delete" for r in batch):
                         purge.add(name)
@@ -458,22 +471,20 @@ class Remotes:
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
-    def _apply(self, shared: Shared, batch: list[dict[str, Any]]) -> None:
+    def _apply(self, shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> None:
         # Consecutive puts go in one merge; a delete applies after the puts queued before it.
-        puts: list[pa.Table] = []
+        puts: list[int] = []
 
         def send_puts() -> None:
             if puts:
                 # Several queued versions of one id: the newest wins, as it would have locally.
-                table = pa.concat_tables(puts)
-                ids = table["id"].to_pylist()
-                last = {i: n for n, i in enumerate(ids)}
-                shared.put(table.take(sorted(last.values())))
+                last = {batch[n]["id"]: n for n in puts}
+                shared.put(rows.take(sorted(last.values())))
                 puts.clear()
 
         for r in batch:
             if r["op"] == "put":
-                puts.append(pa.ipc.open_stream(r["payload"]).read_all())
+                puts.append(r["row"])
             else:
                 send_puts()
                 shared.delete([r["id"]])
@@ -500,6 +511,18 @@ class Remotes:
             return [], []
         vec = self._each(scopes, lambda s: s.query(where, [*cols, "_distance"], limit, vector=vector))
         fts = self._each(scopes, lambda s: s.query(where, [*cols, "_score"], limit, text=text))
+        ob = self.outbox()
+        if ob.count_rows():
+            # Writes still queued (the remote was down): found by their vector, in their newest version.
+            pred = "outbox_op = 'put'" + (f" AND ({where})" if where else "")
+            got = (ob.search(vector, vector_column_name="vector").distance_type("cosine").where(pred, prefilter=True)
+                   .select([*dict.fromkeys([*cols, "id", "outbox_seq"]), "_distance"]).limit(limit * 4)
+                   .to_arrow().to_pylist())
+            newest: dict[str, dict[str, Any]] = {}
+            for r in sorted(got, key=lambda r: r["outbox_seq"]):
+                newest[r["id"]] = {k: r[k] for k in (*cols, "_distance")}
+            vec = [*newest.values(), *(r for r in vec if r["id"] not in newest)]
+            fts = [r for r in fts if r["id"] not in newest]
         return vec, fts
 
     def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
@@ -507,7 +530,9 @@ class Remotes:
         """Rows of every shared store the scopes reach, under the filter (which holds the scope filter)."""
         if not self.shared:
             return []
-        return self._each(scopes, lambda s: s.query(where, cols, limit))
+        waiting = self.queued(where, cols, limit) if "id" in cols else []
+        mine = {r["id"] for r in waiting}
+        return waiting + [r for r in self._each(scopes, lambda s: s.query(where, cols, limit)) if r["id"] not in mine]
 
     def health(self) -> list[dict[str, Any]]:
         """Each binding: scope, url, endpoint, queued writes, and the last error or success seen."""

@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -145,12 +147,24 @@ class SeaweedFS:
                     if e["Mode"] & (1 << 31):  # a directory
                         todo.append(e["FullPath"])
                     else:
-                        with urllib.request.urlopen(f"http://127.0.0.1:{self.filer}{e['FullPath']}", timeout=30) as f:
-                            out[e["FullPath"]] = f.read()
+                        out[e["FullPath"]] = self._read(e["FullPath"])
                 if not listing.get("ShouldDisplayLoadMore") or not entries:
                     break
                 last = listing.get("LastFileName") or entries[-1]["FullPath"].rsplit("/", 1)[-1]
         return out
+
+    def _read(self, path: str) -> bytes:
+        # Just after a restart the filer may answer 500 until the volume server has registered again.
+        url = f"http://127.0.0.1:{self.filer}{urllib.parse.quote(path)}"
+        for attempt in range(60):
+            try:
+                with urllib.request.urlopen(url, timeout=30) as f:
+                    return f.read()
+            except urllib.error.HTTPError as e:
+                if e.code != 500 or attempt == 59:
+                    raise AssertionError(f"cannot read {path} from the filer: {e}") from e
+                time.sleep(0.5)  # polling a condition
+        raise AssertionError("unreachable")
 
     def holding(self, text: str, prefix: str = "") -> list[str]:
         data = text.encode("utf-8")

@@ -14,7 +14,10 @@ import pytest
 from memory.errors import NotFoundError
 from memory.store.erasure import forget
 from memory.store.remote import Remotes
-from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS, memory_keyring, seaweed, weed_binary  # noqa: F401
+from tests.memory import seaweed as sw_fixtures
+from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS, weed_binary
+
+seaweed, memory_keyring = sw_fixtures.seaweed, sw_fixtures.memory_keyring  # fixtures
 
 SHARED = "work/acme"
 
