@@ -125,8 +125,8 @@ class TextEncoder:
     batches embed faster than through torch, on one thread or two, idle or with the other core busy.
     """
 
-    def __init__(self, path: Path, model_dir: Path, threads: int) -> None:
-        self.tokenize = Tokenize(model_dir)
+    def __init__(self, path: Path, model_dir: Path, threads: int, tokenize: Tokenize | None = None) -> None:
+        self.tokenize = tokenize or Tokenize(model_dir)
         self.encoder = OnnxEncoder(path, threads)
         self.path = path
 
@@ -181,10 +181,10 @@ def remove(path: Path) -> None:
     data_path(path).unlink(missing_ok=True)
 
 
-def _checked(path: Path, model_dir: Path, threads: int) -> TextEncoder:
+def _checked(path: Path, model_dir: Path, threads: int, tokenize: Tokenize) -> TextEncoder:
     """The graph at path loaded, with a probe text giving a finite unit vector (a truncated or foreign file
     fails here or in the load)."""
-    enc = TextEncoder(path, model_dir, threads)
+    enc = TextEncoder(path, model_dir, threads, tokenize)
     v = enc.encode([PROBE])[0]
     if not (np.all(np.isfinite(v)) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-3):
         raise ValueError("the probe text's vector is not a finite unit vector")
@@ -200,13 +200,13 @@ def load_or_build(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder
     if not mean_pooled(model_dir):
         raise OnnxUnavailable(f"{model_dir} is not a transformer with mean pooling")
     try:
-        Tokenize(model_dir)
+        tokenize = Tokenize(model_dir)  # read once: parsing tokenizer.json is a noticeable part of a cold start
     except Exception as e:
         raise OnnxUnavailable(f"{model_dir}: its tokenizer.json cannot be read ({e})") from e
     path = export_path(model_dir, cache_dir)
     if path.exists():
         try:
-            enc = _checked(path, model_dir, threads)
+            enc = _checked(path, model_dir, threads, tokenize)
             prune(cache_dir, keep=path)
             return enc
         except Exception as e:
@@ -220,7 +220,7 @@ def load_or_build(model_dir: Path, cache_dir: Path, threads: int) -> TextEncoder
             except Exception as e:
                 raise OnnxUnavailable(f"could not build the embedder graph for {model_dir}: {e}") from e
     try:
-        enc = _checked(path, model_dir, threads)
+        enc = _checked(path, model_dir, threads, tokenize)
     except Exception as e:
         remove(path)
         raise OnnxUnavailable(f"the embedder graph built in {path} does not load ({e}); removed") from e

@@ -147,8 +147,8 @@ def test_embedder_builds_and_runs_with_torch_unimportable(tmp_path):
 
 
 def test_the_run_time_path_never_imports_torch(tmp_path):
-    """CLI (evidence add, search, recall, doctor), capture, MCP server and the UI's modules, with torch,
-    transformers and sentence-transformers unimportable: every call works and none of them is tried."""
+    """CLI (evidence add, search, recall, doctor, selftest), capture, MCP server and the UI's modules, with
+    torch, transformers and sentence-transformers unimportable: every call works and none of them is tried."""
     home = tmp_path / "home"
     code = (
         "import importlib, io, contextlib\n"
@@ -157,7 +157,7 @@ def test_the_run_time_path_never_imports_torch(tmp_path):
         "         ['search', 'which database for billing?', '--evidence', '--json'],\n"
         "         ['search', 'which database for billing?', '--json'],\n"
         "         ['recall', 'why PostgreSQL?', '--budget', '200'],\n"
-        "         ['doctor']]\n"
+        "         ['doctor'], ['selftest']]\n"
         "for argv in calls:\n"
         "    buf = io.StringIO()\n"
         "    with contextlib.redirect_stdout(buf):\n"
@@ -175,5 +175,6 @@ def test_the_run_time_path_never_imports_torch(tmp_path):
     assert results["evidence"] == ["0", "True"]
     assert results["search"][0] == "0" and results["recall"][0] == "0"
     assert results["doctor"][0] in ("0", "1")  # a warning elsewhere (no LLM cached here) is not ours
-    assert "sentence_transformers" not in out.stderr and "onnxruntime" not in results
+    assert results["selftest"][0] == "0"
+    assert "sentence_transformers" not in out.stderr
     assert lines[-1] == "TRIED []", out.stdout
