@@ -74,7 +74,7 @@ def _binding(cfg, name: str):
     raise NotFoundError(f"no remote binding named {name!r} (bindings: {known}) — see `mirador remote list`")
 
 
-def cmd_add(a) -> None:
+def cmd_add(a) -> int:
     from pydantic import ValidationError
 
     from memory.config import Config, RemoteBinding, load_config, save_config
@@ -95,7 +95,7 @@ def cmd_add(a) -> None:
     secret = _secret(a)
     save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
     save_config(new, home)
-    _report(a, {"added": b.model_dump(), "credentials": "OS keyring"},
+    return _report(a, {"added": b.model_dump(), "credentials": "OS keyring"},
             f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
             + "; credentials are in the OS keyring. Check it with `mirador remote test " + b.name + "`")
 
@@ -112,24 +112,25 @@ def _health(store, probe: bool) -> list[dict]:
     return rows
 
 
-def cmd_list(a) -> None:
+def cmd_list(a) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
     rows = _health(store, probe=True)
     if a.json:
         emit_json({"bindings": rows})
-        return
+        return 0
     if not rows:
         print("no shared scopes: bind one with `mirador remote add NAME --scope S --url s3://bucket/prefix ...`")
-        return
+        return 0
     for r in rows:
         state = "online" if r["online"] else f"OFFLINE ({r['last_error']})"
         print(f"{r['name']}: {r['scope']} -> {r['url']}" + (f" at {r['endpoint']}" if r["endpoint"] else "")
               + f"  {state}; {r['pending']} writes queued" + (f"; {r['memories']} memories" if "memories" in r else ""))
+    return 0
 
 
-def cmd_test(a) -> None:
+def cmd_test(a) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
@@ -149,12 +150,12 @@ def cmd_test(a) -> None:
     doc = {"name": a.name, "scope": shared.binding.scope, "url": shared.binding.url, **probe,
            "total_ms": round((time.perf_counter() - t0) * 1000, 1), "sent": flushed["sent"],
            "pending": flushed["pending"]}
-    _report(a, doc, f"{a.name}: {shared.binding.url} answers — write {probe['write_ms']} ms, read {probe['read_ms']} "
+    return _report(a, doc, f"{a.name}: {shared.binding.url} answers — write {probe['write_ms']} ms, read {probe['read_ms']} "
                     f"ms; {probe['memories']} shared memories; sent {flushed['sent']} queued writes, "
                     f"{flushed['pending']} still queued")
 
 
-def cmd_remove(a) -> None:
+def cmd_remove(a) -> int:
     from memory.config import load_config, save_config
     from memory.store.remote import delete_credentials
 
@@ -169,7 +170,7 @@ def cmd_remove(a) -> None:
     cfg.remote.bindings = [x for x in cfg.remote.bindings if x.name != b.name]
     save_config(cfg, home)
     delete_credentials(b.name)
-    _report(a, {"removed": b.name}, f"removed the binding {b.name}; {b.scope} is a local scope again "
+    return _report(a, {"removed": b.name}, f"removed the binding {b.name}; {b.scope} is a local scope again "
                                     f"(the data in {b.url} was not touched)")
 
 
@@ -180,11 +181,12 @@ def _drop_queued(home, name: str) -> None:
 
     db = lancedb.connect(str(home / "lancedb"))
     if OUTBOX in db.table_names():
-        db.open_table(OUTBOX).delete(f"binding = '{name}'")
+        db.open_table(OUTBOX).delete(f"outbox_binding = '{name}'")
 
 
-def _report(a, doc: dict, text: str) -> None:
+def _report(a, doc: dict, text: str) -> int:
     if a.json:
         emit_json(doc)
     else:
         print(text)
+    return 0

@@ -216,7 +216,7 @@ def test_scoped_token_sees_the_teams_shared_memories_and_nothing_else(homes):
 
     r, got, listed = call(b, make_principal("acme-bot", [SHARED], None), steps)
     doc = json.loads(r.content[0].text)
-    found = [h["id"] for h in doc["hits"]] if isinstance(doc, dict) and "hits" in doc else [h["id"] for h in doc]
+    found = [h["id"] for h in doc["results"]]
     assert shared["id"] in found
     everything = r.content[0].text + got.content[0].text + listed.content[0].text
     assert "bank pin" not in everything and "laptop refresh" not in everything

@@ -54,7 +54,8 @@ def test_remote_commands_round_trip(capsys, monkeypatch, mirador_home, seaweed, 
     assert row["online"] and row["memories"] == 1 and row["pending"] == 0
     assert seaweed.holding("acme retro is on Fridays", url.split("/", 3)[3])
     code, out, err = run(capsys, monkeypatch, "search", "acme retro", "--json")
-    assert code == 0, err and "acme retro" in out
+    assert code == 0, err
+    assert "acme retro" in out
 
     # Remove: refused without --yes (nothing changes), then the binding and the keyring entry go.
     code, out, err = run(capsys, monkeypatch, "remote", "remove", "team")
