@@ -740,6 +740,7 @@ class HttpServer:
         """Open the store and load the embedder now, so the first request is not the slow one."""
         store = self.mcp.state.store
         store.embedder.embed_query("warm up")
+        store.tallies.warm()
 
     def serve_forever(self) -> None:
         """Block serving until stop() or SIGINT/SIGTERM."""

@@ -91,6 +91,11 @@ class Tallies:
         return {tuple(r[c] for c in by): Tally(r[f"{by[0]}_count"], r.get(f"{newest}_max") if newest else None)
                 for r in out}
 
+    def warm(self) -> None:
+        """Read every table's fragments now (a server's start), so the first status is not the slow one."""
+        for kind in GROUPS:
+            self.groups(kind)
+
     def visible(self, kind: str, scopes: Iterable[str] | None,
                 statuses: Iterable[str] | None = None) -> Tally:
         """The rows of a kind in `scopes` (and their descendants; None: every scope); memories only with
@@ -99,7 +104,7 @@ class Tallies:
         wanted = set(statuses if statuses is not None else DEFAULT_STATUSES)
         count, newest = 0, None
         for key, t in self.groups(kind).items():
-            if not in_scopes(key[0], scopes) or (kind == "memory" and key[1] not in wanted):
+            if key[0] is None or not in_scopes(key[0], scopes) or (kind == "memory" and key[1] not in wanted):
                 continue
             count += t.count
             if t.newest is not None and (newest is None or t.newest > newest):
