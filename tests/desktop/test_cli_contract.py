@@ -29,7 +29,8 @@ COMMANDS: list[tuple[str, ...]] = [
     ("mcp", "config"), ("capture",), ("status",), ("pause",), ("resume",), ("recall",), ("app",), ("extract",),
     ("dream",), ("selftest",), ("import",), ("relate",), ("related",), ("chain",), ("unrelate",), ("reinforce",),
     ("hooks",), ("hooks", "install"), ("hooks", "uninstall"), ("hooks", "status"), ("hook",),
-    ("hook", "user-prompt-submit"), ("hook", "stop"), ("service",),
+    ("hook", "user-prompt-submit"), ("hook", "stop"), ("remote",), ("remote", "add"), ("remote", "list"),
+    ("remote", "test"), ("remote", "remove"), ("service",),
 ]
 
 # Every invocation the README showed (its CLI tour and sections), with placeholders filled in.
