@@ -246,7 +246,8 @@ class EvidenceTimeline(QMainWindow):
     def _deleted(self, result: dict) -> None:
         msg = f"erased {result['deleted']} row(s), {result['frames_removed']} frame(s)"
         if result.get("reviewed"):
-            msg += f"; {result['reviewed']} memory(ies) resting on other evidence too sent to review"
+            msg += (f"; {result['reviewed']} memory(ies) sent to review (they rest on other evidence too, "
+                    "or you edited them)")
         self.statusBar().showMessage(msg, 8000)
         self.reload()
         self.changed.emit()
