@@ -110,15 +110,16 @@ class MiradorShell(QObject):
         self.jobs.submit(self.factory, on_done=self._on_started, on_error=self._on_failed)
 
     def _on_started(self, services: Services) -> None:
-        from desktop.ui.browser_data import pending_count
-
         self.services = services
         if self._quitting:  # Quit came while the services were starting: stop them now
             self.quit()
             return
         log.info("Mirador started: capture %s, scheduler %s, MCP %s", "on" if services.capture else "off",
                  "on" if services.scheduler else "off", services.mcp.url if services.mcp else "off")
-        self.tray.set_sources(services.capture, lambda: pending_count(services.store))
+        from desktop.ui.review_proposals import review_pending
+
+        # counted the way the Review window counts, so the two numbers always agree
+        self.tray.set_sources(services.capture, lambda: review_pending(services.store))
         self._watch_store(services.store)
         for p in services.problems:
             self.tray.icon.showMessage("Mirador", p, QSystemTrayIcon.MessageIcon.Warning, 10_000)

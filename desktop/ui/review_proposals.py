@@ -35,6 +35,22 @@ def load_proposals(store) -> list[dict]:
     return out
 
 
+def review_pending(store) -> int:
+    """What waits in Review, counted as the Review window counts it (the tray shows this number): candidate
+    memories plus open proposals whose memory still exists (one erased since has nothing left to decide)."""
+    from memory.store import tables as T
+
+    n = store.memories.count_rows("status = 'candidate'")
+    if T.PROPOSALS not in store.db.table_names():  # the table arrives with the dream migration
+        return n
+    from memory.consolidation.dream import list_proposals
+
+    props = list_proposals(store)
+    targets = list(dict.fromkeys(p["target_id"] for p in props))
+    alive = {r["id"] for r in fetch_rows(store, "memory", targets)} if targets else set()
+    return n + sum(1 for p in props if p["target_id"] in alive)
+
+
 def decide(store, ids: list[str], accept: bool) -> list[str]:
     """Accept or dismiss proposals as the person (worker)."""
     from memory.consolidation.dream import decide_proposal

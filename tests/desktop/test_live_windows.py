@@ -15,6 +15,7 @@ from desktop.ui.app import _live_tables
 from desktop.ui.browser import selected_rows
 from desktop.ui.browser_data import pending_count
 from desktop.ui.review import ReviewQueue
+from desktop.ui.review_proposals import review_pending
 from desktop.ui.store_watch import LiveViews, StoreWatch, table_versions
 from desktop.ui.timeline import EvidenceTimeline
 from desktop.ui.tray import Tray
@@ -100,7 +101,7 @@ def test_cli_changes_show_in_open_browser_and_review_keeping_the_selection(qtbot
 def test_tray_and_review_counts_agree_after_approve_and_reject(qtbot, jobs, store):
     ids = [store.add_memory(f"Candidate number {n} about the ledger", status="candidate", origin="extractor")["id"]
            for n in range(4)]
-    tray = Tray(jobs, None, lambda: pending_count(store), poll_ms=60_000)  # only the store watch updates it
+    tray = Tray(jobs, None, lambda: review_pending(store), poll_ms=60_000)  # only the store watch updates it
     review = ReviewQueue(jobs, store)
     qtbot.addWidget(review)
     review.show()
@@ -179,4 +180,30 @@ def test_a_hidden_window_catches_up_when_shown(qtbot, jobs, store, hidden):
     live.shown(review)
     qtbot.waitUntil(lambda: review.model.total == 0, timeout=5000)
     watch.stop()
+    wait_idle(qtbot, jobs)
+
+
+def test_tray_and_review_agree_when_a_proposal_lost_its_memory(qtbot, jobs, store):
+    from memory.consolidation.dream import list_proposals, run_dream
+    from memory.store.erasure import forget
+
+    store.add_memory("Standup is at 9:30 every weekday", scope="work", origin="extractor")
+    store.add_memory("Standup is at 9:30 every weekday.", scope="work", origin="extractor")
+    old = store.add_memory("The ledger runs on PostgreSQL 16", scope="work", details={"subject": "ledger"})
+    store.add_memory("The ledger runs on PostgreSQL 17 since March", scope="work", details={"subject": "ledger"})
+    store.add_memory("Maybe the ledger moves to SQLite", status="candidate", origin="extractor")
+    run_dream(store)
+    props = list_proposals(store)
+    assert len(props) == 2
+    gone = next(p for p in props if p["kind"] == "supersede")
+    assert gone["target_id"] == old["id"]
+    forget(store, [old["id"]])  # erased while its proposal is still open
+    review = ReviewQueue(jobs, store)
+    qtbot.addWidget(review)
+    review.show()
+    qtbot.waitUntil(lambda: review.tabs.tabText(1) == "Dream proposals (1)" and review.model.total == 1,
+                    timeout=30_000)
+    assert review.pending == review_pending(store) == 2
+    assert pending_count(store) == 3, "the raw count would disagree: it counts the orphaned proposal"
+    assert review.header.text() == "2 waiting for review"
     wait_idle(qtbot, jobs)
