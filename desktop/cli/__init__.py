@@ -13,6 +13,14 @@ Handlers import their dependencies when they run, so `mirador --version` and the
 
 from __future__ import annotations
 
+import os
+
+# Every Mirador process starts here (CLI, hooks, tray app, service), before anything imports NumPy.
+# OpenBLAS starts a pool of spin-waiting threads when NumPy loads: on a shared 2-core machine that
+# burns the core capture needs, and it is a noticeable part of a cold CLI call (bench/cold_start.py).
+# Mirador's NumPy work is small matrices and vectors; a value the person set stays.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 def main(argv: list[str] | None = None) -> int:
     from desktop.cli.main import main as run

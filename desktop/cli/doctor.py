@@ -82,7 +82,8 @@ def check_embedder():
         return WARN, msg, "run `mirador reembed` (Mirador may keep running)"
     if emb.onnx_error:
         return (WARN, f"{msg} ({emb.onnx_error})",
-                "embedding still works on torch, slower and ~480 MB more per process; `pip install onnx onnxruntime`")
+                "it embeds on torch (the dev extra), slower and heavier; use a BERT model with mean pooling "
+                "(or none: the bundled one) in models.embedder_dir")
     return OK, msg, None
 
 

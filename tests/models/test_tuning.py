@@ -186,7 +186,7 @@ def test_a_store_tuned_by_an_earlier_release_keeps_that_model_while_it_is_cached
 
     monkeypatch.setattr(tuning, "default_dir", lambda: tmp_path / "tuned")
     mirador_home.mkdir(parents=True)
-    (mirador_home / "config.toml").write_text("[models]\nembedder_onnx = false\n")  # torch: no export to make
+    (mirador_home / "config.toml").write_text("[models]\nembedder_onnx = false\n")  # torch (the dev extra): no graph to build
     then = Embedder(tuning=_earlier_release(tmp_path), use_onnx=False)  # the last release's embedder
     store = Store(mirador_home, embedder=then)
     write_embedder_record(mirador_home, then)
@@ -227,8 +227,10 @@ def test_reembed_deletes_the_earlier_tuned_copy_once_no_data_dir_uses_it(tmp_pat
     then = Embedder(tuning=_earlier_release(tmp_path), use_onnx=False)
     copy = then.model_dir
     assert (copy / tuning.USERS / tuning.COMPLETE).is_file()  # made by this release: its users are known
-    export = onnx / f"{copy.name}-0123456789abcdef.onnx"  # named as models/onnx_encoder.py names exports
+    export = onnx / f"{copy.name}-0123456789abcdef.onnx"  # named as models/onnx_encoder.py names graphs
     export.write_bytes(b"x" * 1000)
+    weights = onnx / f"{export.name}.data"  # the graph's weights beside it (models/bert_onnx.py)
+    weights.write_bytes(b"w" * 1000)
     stores = {}
     for name in ("work", "personal", "deleted"):
         home = tmp_path / name
@@ -244,12 +246,12 @@ def test_reembed_deletes_the_earlier_tuned_copy_once_no_data_dir_uses_it(tmp_pat
 
     first = R.reembed(stores["work"], settle=0)
     assert first["evidence"] == 1 and first["freed_bytes"] == 0
-    assert copy.is_dir() and export.is_file()  # "personal" still embeds with it
+    assert copy.is_dir() and export.is_file() and weights.is_file()  # "personal" still embeds with it
     assert Store(tmp_path / "personal").embedder.model_dir == copy
 
     last = R.reembed(stores["personal"], settle=0)
     assert last["freed_bytes"] > 80e6  # the copy's weights, and the export
-    assert not copy.exists() and not export.exists()
+    assert not copy.exists() and not export.exists() and not weights.exists()
     now = Store(tmp_path / "work").embedder
     assert now.tuning == tuning.BUNDLED and now.model_dir.is_dir()  # the current copy stays
 
