@@ -16,6 +16,7 @@ TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_u
 TOOLS |= {"memory_related", "memory_chain", "memory_relate"}  # relations between memories
 TOOLS |= {"memory_reinforce"}  # reinforcement (memory/graph/reinforcement.py)
 TOOLS |= {"evidence_add", "memory_list", "relation_remove", "consolidate"}  # tests/memory/test_mcp_new_tools.py
+TOOLS |= {"evidence_forget"}  # evidence deletes by app or time range: tests/memory/test_evidence_forget.py
 
 
 @pytest.fixture
