@@ -56,7 +56,6 @@ def _weights(model_dir: Path) -> dict[str, np.ndarray]:
 
 def build(model_dir: Path):
     """The ONNX ModelProto of the sentence encoder in model_dir (a sentence-transformers directory)."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     cfg = _config(model_dir)
@@ -165,7 +164,8 @@ def build(model_dir: Path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="mirador.models.bert_onnx")
     model.ir_version = min(model.ir_version, 8)  # readable by every onnxruntime that knows opset 17
-    onnx.checker.check_model(model, full_check=False)
+    # Not onnx.checker here: it serialises the whole model once more (time and memory at the first start);
+    # onnxruntime validates the graph when it loads it, and tests/models/test_bert_onnx.py runs the checker.
     return model
 
 

@@ -87,6 +87,15 @@ def test_graph_reproduces_transformers_tokenization_and_masking(tmp_path):
     assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
 
 
+def test_the_graph_passes_the_onnx_checker(tmp_path):
+    import onnx
+
+    model = bert_onnx.build(embedder_dir())
+    onnx.checker.check_model(model, full_check=True)
+    assert [i.name for i in model.graph.input] == list(onnx_encoder.INPUTS)
+    assert [o.name for o in model.graph.output] == [bert_onnx.OUTPUT]
+
+
 def test_a_model_that_is_not_bert_is_refused_with_a_reason(tmp_path):
     import shutil
 
