@@ -35,6 +35,16 @@ def table_versions(store, names=WATCHED) -> dict[str, int]:  # worker thread
     return out
 
 
+def _probe(store) -> dict[str, int] | None:  # worker thread
+    # A failed probe (a table being rewritten by a purge this instant) is no news for the person: the
+    # next one answers. Returning None keeps it out of Jobs.error, which every window shows.
+    try:
+        return table_versions(store)
+    except Exception as e:
+        log.debug("store probe failed: %s", e)
+        return None
+
+
 class StoreWatch(QObject):
     """Polls table versions through `Jobs` and emits `store_changed(frozenset of table names)`."""
 
@@ -64,14 +74,16 @@ class StoreWatch(QObject):
         if self._in_flight:
             return
         self._in_flight = True
-        self.jobs.submit(table_versions, self.store, on_done=self._answered, on_error=self._failed)
+        self.jobs.submit(_probe, self.store, on_done=self._answered, on_error=self._failed)
 
     def _failed(self, message: str) -> None:
         self._in_flight = False
         log.debug("store probe failed: %s", message)
 
-    def _answered(self, versions: dict[str, int]) -> None:
+    def _answered(self, versions: dict[str, int] | None) -> None:
         self._in_flight = False
+        if versions is None:
+            return
         old, self.versions = self.versions, versions
         if old is not None:
             changed = frozenset(n for n, v in versions.items() if old.get(n) != v)

@@ -207,3 +207,24 @@ def test_tray_and_review_agree_when_a_proposal_lost_its_memory(qtbot, jobs, stor
     assert pending_count(store) == 3, "the raw count would disagree: it counts the orphaned proposal"
     assert review.header.text() == "2 waiting for review"
     wait_idle(qtbot, jobs)
+
+
+def test_a_failing_probe_is_quiet_and_the_next_one_answers(qtbot, jobs, store, monkeypatch):
+    import desktop.ui.store_watch as sw
+
+    errors = []
+    jobs.error.connect(errors.append)
+    watch = StoreWatch(jobs, store, interval_ms=100)
+    seen = []
+    watch.store_changed.connect(seen.append)
+    real = sw.table_versions
+    fails = iter([True, True])
+    monkeypatch.setattr(sw, "table_versions", lambda s: (_ for _ in ()).throw(OSError("manifest moved"))
+                        if next(fails, False) else real(s))
+    watch.start()
+    qtbot.waitUntil(lambda: watch.versions is not None, timeout=5000)
+    store.add_memory("Something new")
+    qtbot.waitUntil(lambda: bool(seen), timeout=5000)
+    assert seen[-1] == frozenset({"memories"}) and errors == []
+    watch.stop()
+    wait_idle(qtbot, jobs)
