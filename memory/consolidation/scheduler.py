@@ -203,7 +203,19 @@ def job_optimize(store, stop=None) -> str:
     return f"stopped {report['stopped']}" if "stopped" in report else "optimized"
 
 
-JOBS: dict[str, Callable] = {"extract": job_extract, "dream": job_dream, "purge": job_purge, "optimize": job_optimize}
+def job_share(store, stop=None) -> str:
+    """Send what waits in the outbox to the shared scopes' remote stores (a remote that was down drains
+    here once it is back, even when nothing new is written)."""
+    remotes = store.remotes
+    if not remotes.shared:
+        return "no shared scopes"
+    r = remotes.flush()
+    errors = "; ".join(f"{k}: {v}" for k, v in r["errors"].items())
+    return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "")
+
+
+JOBS: dict[str, Callable] = {"extract": job_extract, "dream": job_dream, "purge": job_purge, "optimize": job_optimize,
+                             "share": job_share}
 LLM_PROCESS_NAME = "mirador-llm"  # models/llm.py names its isolated worker process so
 
 
@@ -315,7 +327,7 @@ class MiradorScheduler:
     def _timing(config) -> dict:
         c = config.scheduler
         return {"extract": c.extract_interval_minutes, "dream": c.dream_cron, "purge": c.purge_cron,
-                "optimize": c.optimize_interval_minutes}
+                "optimize": c.optimize_interval_minutes, "share": config.remote.flush_interval_seconds}
 
     def _triggers(self) -> dict:
         from apscheduler.triggers.cron import CronTrigger
@@ -327,12 +339,13 @@ class MiradorScheduler:
             "dream": CronTrigger.from_crontab(c.dream_cron),
             "purge": CronTrigger.from_crontab(c.purge_cron),
             "optimize": IntervalTrigger(minutes=c.optimize_interval_minutes),
+            "share": IntervalTrigger(seconds=self.config.remote.flush_interval_seconds),
         }
 
     def _overdue(self, name: str, trigger, now_local: datetime) -> bool:
         last = self.state.last_run(name)
         if last is None:
-            return name in ("extract", "optimize")  # never run: cheap jobs start now, nightly ones wait
+            return name in ("extract", "optimize", "share")  # never run: cheap jobs start now, nightly ones wait
         last_local = last.replace(tzinfo=timezone.utc).astimezone()
         nxt = trigger.get_next_fire_time(None, last_local)
         return nxt is not None and nxt <= now_local
