@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,8 @@ from models import onnx_encoder
 from models.locate import embedder_dir
 
 log = logging.getLogger(__name__)
+
+ONNX_RETRY_S = 60.0  # after a failed graph load or build, the next try waits this long
 
 
 class Embedder:
@@ -73,7 +76,7 @@ class Embedder:
         self.onnx_dir = Path(onnx_dir) if onnx_dir else None
         self.use_onnx = use_onnx and device == "cpu"
         self._onnx = None  # a TextEncoder once its graph is built or loaded (models/onnx_encoder.py)
-        self._onnx_tried = False
+        self._onnx_failed_at: float | None = None  # time.monotonic() of the last failed load or build
         self.onnx_error: str | None = None  # why onnxruntime does not serve this model, if it does not
 
     @property
@@ -127,20 +130,25 @@ class Embedder:
     def _encoder(self):
         """The onnxruntime encoder, its graph built once per machine if missing; None where torch serves.
 
-        Tried once per embedder: a model the builder does not reproduce (not BERT with mean pooling) or a
-        graph that cannot be built stays on torch, and onnx_error says why.
+        A model the builder does not reproduce (not BERT with mean pooling) or a graph that cannot be built
+        falls to torch, and onnx_error says why. Without torch (the app) that embed fails, and the graph is
+        tried again after ONNX_RETRY_S: a full disk or a cache dir made writable again must not leave a
+        long-running app without embeddings until it restarts. Once torch serves, it keeps serving.
         """
-        if not self._onnx_tried and self.use_onnx:
+        failed = self._onnx_failed_at
+        if self._onnx is None and self.use_onnx and self._model is None and \
+                (failed is None or time.monotonic() - failed > ONNX_RETRY_S):
             with self._lock:
-                if not self._onnx_tried:
+                if self._onnx is None and self._onnx_failed_at == failed:  # not done by another thread meanwhile
                     try:
                         self._onnx = onnx_encoder.load_or_build(
                             self.model_dir, self.onnx_dir or onnx_encoder.default_dir(), self.query_threads)
+                        self.onnx_error = None
                         log.info("embedder: onnxruntime (%s)", self._onnx.path)
                     except Exception as e:
                         self.onnx_error = str(e)
+                        self._onnx_failed_at = time.monotonic()
                         log.warning("the embedder cannot run on onnxruntime, trying torch: %s", e)
-                    self._onnx_tried = True
         return self._onnx
 
     @property
@@ -161,7 +169,7 @@ class Embedder:
         """Which engine embeds: "onnxruntime" or "torch" (what it will be, before the first text)."""
         if self._onnx is not None:
             return "onnxruntime"
-        if self._model is not None or not self.use_onnx or self._onnx_tried:
+        if self._model is not None or not self.use_onnx or self._onnx_failed_at is not None:
             return "torch"
         return "onnxruntime"
 

@@ -314,3 +314,30 @@ def test_tokenize_lower_cases_where_the_model_config_says_so(tmp_path):
     cased = O.Tokenize(model)
     cased.lower = False
     assert not np.array_equal(cased(texts)["input_ids"], theirs["input_ids"])  # the case the flag is for
+
+
+def test_a_graph_that_could_not_be_built_is_tried_again_later(tmp_path, monkeypatch):
+    """A full disk at the first start must not leave a long-running app without embeddings: without torch
+    the embed fails and says why, and the graph is built on a later try."""
+    import sys
+
+    from models import embedder as E
+    from models import onnx_encoder as O
+
+    real = O.build
+
+    def full_disk(model_dir, target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(O, "build", full_disk)
+    monkeypatch.setitem(sys.modules, "torch", None)  # the app: no torch to fall back on
+    emb = Embedder(onnx_dir=tmp_path, threads=1)
+    with pytest.raises(RuntimeError, match="No space left on device"):
+        emb.embed_query("first try")
+    assert emb.backend == "torch" and "No space left" in emb.onnx_error
+    monkeypatch.setattr(O, "build", real)  # space freed
+    with pytest.raises(RuntimeError):  # not before ONNX_RETRY_S
+        emb.embed_query("too soon")
+    emb._onnx_failed_at -= E.ONNX_RETRY_S + 1
+    v = emb.embed_query("later")
+    assert v.shape == (emb.dim,) and emb.backend == "onnxruntime" and emb.onnx_error is None
