@@ -1,36 +1,53 @@
-"""Evidence timeline: what was captured, by day and app, with thumbnails; delete a time range, a day or an app
-(memory/store/erasure.py: the evidence and the memories derived only from it; the dialog says what goes first).
-It follows the store (`refresh()`, called by desktop/ui/store_watch.py LiveViews): new captures appear in the open
-day, counts follow deletes made anywhere, and the selected day, app, rows and scroll position stay."""
+"""Evidence timeline: a day you can scrub. Days → apps on the left; on the right the selected frame large
+(app, window title and time above it, its captured text below), a slider across the day, a search over the
+day's text that marks the words and jumps from match to match, and the day's frames as rows (time,
+thumbnail, app, window title, text). Keys: ←/→ previous/next frame, PgUp/PgDn one hour back/forward,
+Home/End first/last frame of the day, Delete erases the frame shown (after saying what goes).
+Delete a time range, a day, an app or one frame (memory/store/erasure.py: the evidence and the memories
+derived only from it; the dialog says what goes first). It follows the store (`refresh()`, called by
+desktop/ui/store_watch.py LiveViews): new captures appear in the open day, counts follow deletes made
+anywhere, and the selected day, app and frame stay.
+
+Only what is shown is read: the day's ids and times come in one narrow scan, rows and thumbnails load a
+block at a time as the list shows them (desktop/ui/timeline_model.py), and the large frame is decoded in
+its own worker with a few kept (desktop/ui/timeline_preview.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from functools import partial
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QIdentityProxyModel, QItemSelectionModel, QObject, QSize, Qt, Signal
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
+    QLineEdit,
     QMainWindow,
     QMessageBox,
     QPushButton,
+    QSlider,
     QSplitter,
+    QStyle,
+    QStyleOptionSlider,
+    QTableView,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from desktop.ui.browser import make_table, selected_rows
-from desktop.ui.browser_data import KeyList, evidence_groups, evidence_keys
+from desktop.ui.browser_data import evidence_groups
 from desktop.ui.icons import icon
-from desktop.ui.qt_models import THUMB_WIDTH, EvidenceTableModel, now_utc
-from desktop.ui.store_watch import restore_selection
+from desktop.ui.qt_models import now_utc
+from desktop.ui.timeline_model import DayFramesModel, DayIndex, day_index, query_words, search_day
+from desktop.ui.timeline_preview import FramePreview
 from desktop.ui.workers import Jobs
 
 DAY_ROLE = Qt.ItemDataRole.UserRole + 10
 APP_ROLE = Qt.ItemDataRole.UserRole + 11
+ROW_HEIGHT = 36
 
 
 def _day_bounds_utc(day: str) -> datetime:
@@ -39,27 +56,93 @@ def _day_bounds_utc(day: str) -> datetime:
     return local.astimezone(timezone.utc).replace(tzinfo=None)
 
 
+class _Scrubber(QSlider):
+    """The day as a slider (oldest frame left): a click jumps straight to where it lands, a drag scrubs."""
+
+    def mousePressEvent(self, e) -> None:  # noqa: N802 - Qt
+        if e.button() == Qt.MouseButton.LeftButton:
+            opt = QStyleOptionSlider()
+            self.initStyleOption(opt)
+            handle = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                                 QStyle.SubControl.SC_SliderHandle, self)
+            if not handle.contains(e.position().toPoint()):
+                groove = self.style().subControlRect(QStyle.ComplexControl.CC_Slider, opt,
+                                                     QStyle.SubControl.SC_SliderGroove, self)
+                x = int(e.position().x()) - groove.x() - handle.width() // 2
+                span = groove.width() - handle.width()
+                self.setValue(QStyle.sliderValueFromPosition(self.minimum(), self.maximum(), x, max(span, 1)))
+        super().mousePressEvent(e)
+
+
+class _Keys(QObject):
+    """The timeline's keys wherever the focus is (the list, the slider, the preview), except in text fields."""
+
+    def __init__(self, timeline: EvidenceTimeline) -> None:
+        super().__init__(timeline)
+        self.tl = timeline
+
+    def eventFilter(self, obj, e) -> bool:  # noqa: N802 - Qt
+        if e.type() == QEvent.Type.KeyPress and e.modifiers() in (Qt.KeyboardModifier.NoModifier,
+                                                                  Qt.KeyboardModifier.KeypadModifier):
+            return self.tl.key(e.key())
+        return False
+
+
 class EvidenceTimeline(QMainWindow):
-    """Days → apps on the left, the captured rows (with frame thumbnails) on the right."""
+    """Days → apps on the left; the selected day's frame preview, slider, search and rows on the right."""
 
     changed = Signal()
+    current_changed = Signal(int)  # the line (frame) now selected
 
     def __init__(self, jobs: Jobs, store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.setWindowTitle("Mirador — Evidence timeline")
         self.setWindowIcon(icon("capturing"))
-        self.resize(1200, 720)
+        self.resize(1280, 860)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Day / app", "Rows"])
-        self.tree.setColumnWidth(0, 200)
-        self.model = EvidenceTableModel(jobs, store, parent=self)
-        self.table = make_table(self.model, self)
-        self.table.verticalHeader().setDefaultSectionSize(THUMB_WIDTH * 10 // 16)
-        self.table.setIconSize(QSize(THUMB_WIDTH, THUMB_WIDTH * 10 // 16))
+        self.tree.setColumnWidth(0, 170)
+        self.model = DayFramesModel(jobs, store, parent=self)
+        self.table = QTableView()
+        proxy = QIdentityProxyModel(self.table)
+        proxy.setSourceModel(self.model)
+        self.table.setModel(proxy)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        vh = self.table.verticalHeader()
+        vh.setVisible(False)
+        vh.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)  # fixed heights: 10,000 lines are never measured
+        vh.setDefaultSectionSize(ROW_HEIGHT)
+        self.table.setIconSize(QSize(56, ROW_HEIGHT - 4))
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(0, header.ResizeMode.Interactive)  # thumbnail + time; the text column stretches
-        header.setSectionResizeMode(EvidenceTableModel.COL_TEXT, header.ResizeMode.Stretch)
+        for i, col in enumerate(self.model.COLUMNS):
+            header.resizeSection(i, col.width)
+        header.setSectionResizeMode(DayFramesModel.COL_TEXT, QHeaderView.ResizeMode.Stretch)
+        self.preview = FramePreview(store, self)
+        self.slider = _Scrubber(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, 0)
+        self.slider.setTracking(True)
+        self.slider.setToolTip("Drag or click to scrub through the day (←/→ frame, PgUp/PgDn hour, Home/End)")
+        self.start_label, self.end_label, self.position = QLabel(), QLabel(), QLabel()
+        self.prev_btn = QPushButton("◀")
+        self.next_btn = QPushButton("▶")
+        self.prev_btn.setToolTip("Previous frame (←)")
+        self.next_btn.setToolTip("Next frame (→)")
+        self.prev_btn.clicked.connect(lambda: self.step(-1))
+        self.next_btn.clicked.connect(lambda: self.step(1))
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search this day's screens and transcripts — Enter jumps to the next match")
+        self.search.setClearButtonEnabled(True)
+        self.next_match = QPushButton("Next match")
+        self.match_label = QLabel()
+        self.search.returnPressed.connect(self.find_next)
+        self.next_match.clicked.connect(self.find_next)
+        self.search.textChanged.connect(self._query_edited)
+        self.del_frame = QPushButton("Delete this frame…")
+        self.del_frame.clicked.connect(self.delete_frame)
         self.last_hour = QPushButton("Delete last hour…")
         self.last_day = QPushButton("Delete last 24 hours…")
         self.del_app = QPushButton("Delete this app's evidence…")
@@ -69,26 +152,65 @@ class EvidenceTimeline(QMainWindow):
         self.del_app.clicked.connect(self.delete_app)
         self.del_day.clicked.connect(self.delete_day)
         self.summary = QLabel()
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.summary, 1)
-        for b in (self.last_hour, self.last_day, self.del_day, self.del_app):
-            buttons.addWidget(b)
+
+        scrub = QHBoxLayout()
+        for w in (self.prev_btn, self.start_label):
+            scrub.addWidget(w)
+        scrub.addWidget(self.slider, 1)
+        for w in (self.end_label, self.next_btn, self.position):
+            scrub.addWidget(w)
+        find = QHBoxLayout()
+        find.addWidget(self.search, 1)
+        find.addWidget(self.next_match)
+        find.addWidget(self.match_label)
+        lower = QWidget()
+        low = QVBoxLayout(lower)
+        low.setContentsMargins(0, 0, 0, 0)
+        low.addLayout(scrub)
+        low.addLayout(find)
+        low.addWidget(self.table, 1)
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.preview)
+        right.addWidget(lower)
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 2)
+        right.setSizes([520, 300])
         split = QSplitter()
         split.addWidget(self.tree)
-        split.addWidget(self.table)
-        split.setSizes([260, 940])
+        split.addWidget(right)
+        split.setSizes([230, 1050])
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.summary, 1)
+        for b in (self.del_frame, self.last_hour, self.last_day, self.del_day, self.del_app):
+            buttons.addWidget(b)
         central = QWidget()
         lay = QVBoxLayout(central)
         lay.addWidget(split)
         lay.addLayout(buttons)
         self.setCentralWidget(central)
+
+        self._keys = _Keys(self)
+        for w in (self.table, self.slider, self.preview.text, self.preview.frame, self.prev_btn, self.next_btn,
+                  self.next_match, self.del_frame):
+            w.installEventFilter(self._keys)
         self.tree.currentItemChanged.connect(lambda *_: self._show_selection())
+        self.table.selectionModel().currentRowChanged.connect(lambda cur, _prev: self._current(cur.row()))
+        self.slider.valueChanged.connect(self.go)
+        self.model.reloaded.connect(self._listed)
         self.model.refreshed.connect(self._rows_refreshed)
+        self.model.rows_loaded.connect(self._rows_in)
         jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
         self._groups: list[tuple[str, str, int]] | None = None
         self._regrouping = False
-        self._restore: tuple[list[str], int] | None = None
+        self._keep: str | None = None  # the frame to select again after the list changed
+        self.line = -1
+        self._matches: list[str] = []
+        self._matched_query: str | None = None
+        self._searching = False
+        self._buttons()
         self.reload()
+
+    # ---- the day and its frames ----------------------------------------------------------------
 
     def reload(self) -> None:
         """Recount evidence by day and app (worker) and show the newest day."""
@@ -96,15 +218,18 @@ class EvidenceTimeline(QMainWindow):
 
     @property
     def refresh_busy(self) -> bool:
-        """A recount or a load of the rows is still running."""
+        """A recount or a load of the day's list is still running."""
         return self._regrouping or self.model.busy
 
     def refresh(self) -> None:
-        """Re-read the counts and the rows on show (the store changed), keeping the selected day/app, the
-        selected rows and the scroll position; new captures appear at the top of today."""
+        """Re-read the counts and the day's frames (the store changed), keeping the selected day/app and
+        frame; new captures appear at the end of today."""
         self._regrouping = True
         self.jobs.submit(evidence_groups, self.store, on_done=self._regrouped,
                          on_error=lambda _m: setattr(self, "_regrouping", False))
+
+    def _keys_fn(self, day: str, app: str | None):
+        return partial(day_index, self.store, day=_day_bounds_utc(day), app=app)
 
     def _regrouped(self, groups: list[tuple[str, str, int]]) -> None:
         self._regrouping = False
@@ -124,14 +249,40 @@ class EvidenceTimeline(QMainWindow):
                 return
             self._buttons()
         if day:
-            table = self.table
-            self._restore = ([r["id"] for r in selected_rows(table)], table.verticalScrollBar().value())
-            self.model.refresh(partial(evidence_keys, self.store, day=_day_bounds_utc(day), app=app))
+            self._keep = self.current_id()
+            self.model.refresh(self._keys_fn(day, app))
 
     def _rows_refreshed(self, reset: bool) -> None:
-        keep, self._restore = self._restore, None
-        if reset and keep:
-            restore_selection(self.model, self.table, *keep)
+        keep, self._keep = self._keep, None
+        if reset:
+            self._after_list(keep)
+
+    def _listed(self, _n: int) -> None:
+        if not self.model.busy:  # a reload (not a refresh, which calls _rows_refreshed)
+            keep, self._keep = self._keep, None
+            self._after_list(keep)
+
+    def _after_list(self, keep: str | None) -> None:
+        """The list changed: set up the slider, then select `keep` again (or the latest frame)."""
+        n = self.model.total
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, max(n - 1, 0))
+        self.slider.setPageStep(max(n // 24, 1))
+        self.slider.blockSignals(False)
+        self.start_label.setText(self._clock(0) if n else "")
+        self.end_label.setText(self._clock(n - 1) if n else "")
+        self._matches, self._matched_query = [], None
+        self.line = -1
+        if not n:
+            self.preview.show_row(None)
+            self.position.setText("no frames")
+            self._buttons()
+            return
+        at = self.model.index_of(keep) if keep else -1
+        self.go(at if at >= 0 else n - 1)
+
+    def _clock(self, line: int) -> str:
+        return self.model.time_at(line).replace(tzinfo=timezone.utc).astimezone().strftime("%H:%M")
 
     def _fill_tree(self, groups: list[tuple[str, str, int]], keep: tuple | None = None,
                    expanded: set | None = None) -> bool:
@@ -164,7 +315,7 @@ class EvidenceTimeline(QMainWindow):
             first.setExpanded(True)
             self.tree.setCurrentItem(first)
         else:
-            self.model.reload(lambda: KeyList([]))
+            self.model.reload(lambda: DayIndex())
         self._buttons()
         return target is not None
 
@@ -180,12 +331,127 @@ class EvidenceTimeline(QMainWindow):
         self.del_app.setEnabled(bool(app))
         self.del_app.setText(f"Delete all from {app}…" if app else "Delete this app's evidence…")
         self.del_day.setEnabled(bool(day))
+        self.del_frame.setEnabled(self.line >= 0)
 
     def _show_selection(self) -> None:
         day, app = self._selected()
         self._buttons()
         if day:
-            self.model.reload(partial(evidence_keys, self.store, day=_day_bounds_utc(day), app=app))
+            self._keep = None
+            self.model.reload(self._keys_fn(day, app))
+
+    # ---- moving through the day --------------------------------------------------------------
+
+    def current_id(self) -> str | None:
+        """The id of the frame shown, if any."""
+        return self.model.id_at(self.line) if 0 <= self.line < self.model.total else None
+
+    def go(self, line: int) -> None:
+        """Select frame `line` (0 = the day's first) and show it."""
+        n = self.model.total
+        if not n:
+            return
+        line = max(0, min(line, n - 1))
+        idx = self.table.model().index(line, 0)
+        if self.table.currentIndex().row() != line:
+            self.table.selectionModel().setCurrentIndex(
+                idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        else:
+            self._current(line)
+        self.table.scrollTo(idx)
+
+    def _current(self, line: int) -> None:
+        if line < 0 or line >= self.model.total or line == self.line and self.preview.row is not None \
+                and self.preview.row["id"] == self.model.id_at(line):
+            return
+        self.line = line
+        self.slider.blockSignals(True)
+        self.slider.setValue(line)
+        self.slider.blockSignals(False)
+        self.position.setText(f"{line + 1:,} / {self.model.total:,}")
+        self.model.ensure(line - 2, line + 2)
+        self.preview.show_row(self._row(line))
+        self.preview.prefetch([self._row(i) for i in (line + 1, line - 1) if 0 <= i < self.model.total])
+        self._buttons()
+        self.current_changed.emit(line)
+
+    def _row(self, line: int) -> dict:
+        return self.model.row_at(line) or {"id": self.model.id_at(line)}
+
+    def _rows_in(self) -> None:
+        """A block of rows came in: the preview waiting for the current one shows its header and text."""
+        if 0 <= self.line < self.model.total and self.preview.row is None:
+            row = self.model.row_at(self.line)
+            if row is not None:
+                self.preview.show_row(row)
+
+    def step(self, by: int) -> None:
+        """Move `by` frames (negative: back)."""
+        if self.model.total:
+            self.go(max(self.line, 0) + by)
+
+    def hour(self, by: int) -> None:
+        """Move one hour forward (by=1) or back (by=-1) from the frame shown."""
+        if not self.model.total:
+            return
+        t = self.model.time_at(max(self.line, 0)) + timedelta(hours=by)
+        self.go(self.model.line_at_or_after(t) if by > 0 else self.model.line_at_or_before(t))
+
+    def key(self, k: int) -> bool:
+        """Handle a timeline key; False when it is not one."""
+        moves = {Qt.Key.Key_Left: lambda: self.step(-1), Qt.Key.Key_Right: lambda: self.step(1),
+                 Qt.Key.Key_PageUp: lambda: self.hour(-1), Qt.Key.Key_PageDown: lambda: self.hour(1),
+                 Qt.Key.Key_Home: lambda: self.go(0), Qt.Key.Key_End: lambda: self.go(self.model.total - 1),
+                 Qt.Key.Key_Delete: self.delete_frame}
+        act = moves.get(Qt.Key(k))
+        if act is None:
+            return False
+        act()
+        return True
+
+    # ---- search ------------------------------------------------------------------------------
+
+    def _query_edited(self, text: str) -> None:
+        words = query_words(text)
+        self.preview.set_words(words)
+        if not words:
+            self.match_label.clear()
+            self._matches, self._matched_query = [], None
+
+    def find_next(self) -> None:
+        """Jump to the next frame (after the one shown, wrapping) whose text holds every word searched."""
+        query = self.search.text().strip()
+        if not query or not self.model.total:
+            return
+        if query != self._matched_query:
+            if self._searching:
+                return
+            self._searching = True
+            self.match_label.setText("searching…")
+            ids = list(self.model.index_.ids)
+            self.jobs.submit(search_day, self.store, ids, query,
+                             on_done=lambda found, q=query: self._found(q, found, first=True),
+                             on_error=lambda _m: setattr(self, "_searching", False))
+            return
+        self._jump_match(first=False)
+
+    def _found(self, query: str, found: list[str], first: bool) -> None:
+        self._searching = False
+        self._matched_query, self._matches = query, found
+        if not found:
+            self.match_label.setText(f"no frame of this day mentions “{query}”")
+            return
+        self._jump_match(first=first)
+
+    def _jump_match(self, first: bool) -> None:
+        lines = sorted(x for x in (self.model.index_of(i) for i in self._matches) if x >= 0)
+        if not lines:
+            self.match_label.setText("no match left")
+            return
+        after = [x for x in lines if (x >= self.line if first else x > self.line)]
+        target = after[0] if after else lines[0]
+        self.go(target)
+        self.match_label.setText(f"match {lines.index(target) + 1} of {len(lines)}")
 
     # ---- deleting -----------------------------------------------------------------------------
 
@@ -243,12 +509,53 @@ class EvidenceTimeline(QMainWindow):
             start = _day_bounds_utc(day)
             self._ask(f"everything captured on {day}", since=start, until=start + timedelta(days=1))
 
-    def _deleted(self, result: dict) -> None:
+    def delete_frame(self) -> None:
+        """Erase the frame shown (its row, image and the memories derived only from it; memories resting on
+        other evidence too go to review), after the same question with counts as the other deletes."""
+        from memory.store.erasure import plan_forget_evidence
+
+        id_ = self.current_id()
+        if id_ is None:
+            return
+        row = self.preview.row if self.preview.row and self.preview.row["id"] == id_ else self._row(self.line)
+        when = self.model.time_at(self.line).replace(tzinfo=timezone.utc).astimezone().strftime("%H:%M:%S")
+        what = f"this frame ({row.get('app') or 'no app'}, {when})" if row.get("app") else f"this frame ({when})"
+        self.statusBar().showMessage("counting what would be erased…")
+        self.jobs.submit(plan_forget_evidence, self.store, [id_], on_done=partial(self._frame_planned, what, id_))
+
+    def _frame_planned(self, what: str, id_: str, plan) -> None:
+        self.statusBar().clearMessage()
+        self.last_plan = plan
+        box = self.confirm_box(what, plan)
+        self.last_question = (box.text(), box.informativeText())
+        if box.exec() != QMessageBox.StandardButton.Yes:
+            return
+        from memory.store.erasure import forget_where
+
+        self.statusBar().showMessage("erasing…")
+        self.jobs.submit(forget_where, self.store, plan=plan, on_done=partial(self._frame_deleted, id_))
+
+    def _frame_deleted(self, id_: str, result: dict) -> None:
+        """The frame is gone: show its successor (or the one before it at the end of the day) at once."""
+        line = self.model.index_of(id_)
+        self.preview.forget([id_])
+        self.model.remove_ids([id_])
+        self._after_list(None)
+        if line >= 0 and self.model.total:
+            self.go(min(line, self.model.total - 1))
+        self._report(result)
+        self.refresh()
+        self.changed.emit()
+
+    def _report(self, result: dict) -> None:
         msg = f"erased {result['deleted']} row(s), {result['frames_removed']} frame(s)"
         if result.get("reviewed"):
             msg += (f"; {result['reviewed']} memory(ies) sent to review (they rest on other evidence too, "
                     "or you edited them)")
         self.statusBar().showMessage(msg, 8000)
+
+    def _deleted(self, result: dict) -> None:
+        self._report(result)
         self.reload()
         self.changed.emit()
 
