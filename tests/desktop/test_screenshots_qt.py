@@ -154,11 +154,18 @@ def test_screenshots(qtbot, jobs, store, mirador_home, assets):
 
     timeline = EvidenceTimeline(jobs, store)
     qtbot.addWidget(timeline)
-    timeline.resize(1200, 680)
+    timeline.resize(1280, 860)
     timeline.show()
     qtbot.waitUntil(lambda: timeline.model.rowCount() == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: timeline.preview.frame.pixmap() is not None and not timeline.preview.frame.pixmap().isNull(),
+                    timeout=30_000)
     wait_idle(qtbot, jobs)
     _save(timeline, shots / "timeline.png")
+    qtbot.keyClicks(timeline.search, "standup")  # the preview of a search hit: the words marked under the frame
+    qtbot.keyClick(timeline.search, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: timeline.match_label.text() == "match 1 of 1", timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _save(timeline, shots / "timeline-preview.png")
 
     settings = SettingsDialog(home=mirador_home, extra_tabs=[("MCP tokens", TokensPanel(jobs, mirador_home))])
     qtbot.addWidget(settings)
