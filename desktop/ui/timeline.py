@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from functools import partial
 
-from PySide6.QtCore import QEvent, QIdentityProxyModel, QItemSelectionModel, QObject, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -105,9 +105,9 @@ class EvidenceTimeline(QMainWindow):
         self.tree.setColumnWidth(0, 170)
         self.model = DayFramesModel(jobs, store, parent=self)
         self.table = QTableView()
-        proxy = QIdentityProxyModel(self.table)
-        proxy.setSourceModel(self.model)
-        self.table.setModel(proxy)
+        # The model itself, not a proxy: through a proxy, each None that data() returns (most roles of most
+        # cells) costs None a reference in this PySide6, and the interpreter aborts once it runs out.
+        self.table.setModel(self.model)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setAlternatingRowColors(True)

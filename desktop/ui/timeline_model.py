@@ -257,6 +257,12 @@ class DayFramesModel(QAbstractTableModel):
         self._asked = set()
         self.endResetModel()
 
+    def mapFromSource(self, index):  # noqa: N802 - a view's model is itself (what code written for a proxy asks)
+        return index
+
+    def mapToSource(self, index):  # noqa: N802
+        return index
+
     # ---- Qt model API -----------------------------------------------------------------------
 
     def canFetchMore(self, parent=QModelIndex()) -> bool:  # noqa: B008 - every line is there; rows load on show
