@@ -167,8 +167,14 @@ def build(model_dir: Path, target: Path) -> None:
     try:
         tmp.mkdir()
         bert_onnx.write(model_dir, tmp / target.name)
-        os.replace(bert_onnx.data_path(tmp / target.name), bert_onnx.data_path(target))
-        os.replace(tmp / target.name, target)
+        try:
+            os.replace(bert_onnx.data_path(tmp / target.name), bert_onnx.data_path(target))
+            os.replace(tmp / target.name, target)
+        except OSError:
+            # Windows refuses to replace a file another process has mapped: that process built the same
+            # bytes, so theirs serves.
+            if not (target.exists() and bert_onnx.data_path(target).exists()):
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
