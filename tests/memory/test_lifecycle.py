@@ -17,7 +17,10 @@ def test_the_graph_cascades_are_registered_whatever_a_process_imports_first(firs
             "from memory.store import lifecycle\n"
             "print(sorted(f.__module__ for f in lifecycle._forget + lifecycle._rescope))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "['memory.graph', 'memory.graph']"
+    listeners = eval(out.strip())  # noqa: S307 - a list literal this test printed itself
+    assert listeners.count("memory.graph") == 2, listeners  # the graph's forget and rescope cascades
+    # Shared scopes (memory/store/remote.py) may add their own forget listener once imported.
+    assert set(listeners) <= {"memory.graph", "memory.store.remote"}, listeners
 
 
 def test_listeners_are_called_with_what_changed(monkeypatch):
