@@ -80,23 +80,11 @@ def _build(store, home: Path, rows: int) -> None:
         store.add_evidence_batch(specs)
 
 
-def _pin_singletons() -> None:
-    """Give None, True and False a huge reference count, as Python 3.12 makes them immortal. The PySide6 in
-    this venv (6.12 on Python 3.11) drops one reference to None on calls like QLabel.setText, and to a bool
-    an event filter returns; thousands of key presses then take None's count to zero and the interpreter
-    aborts ("deallocating None"). The bench measures the timeline, not that bug."""
-    import ctypes
-
-    for obj in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(obj)).value += 1 << 40
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=60)
     a = ap.parse_args()
-    _pin_singletons()
     xvfb = _xvfb()
     try:
         from PySide6.QtCore import QEventLoop, Qt
