@@ -66,10 +66,8 @@ def forget_present(store, ids: Iterable[str], actor: str = "person", purge_now: 
     present: list[str] = []
     for kind in ("memory", "evidence", "vault"):
         kids = [i for i in ids if kind_of(i) == kind]
-        table = getattr(store, _KIND_COLS[kind][0])
-        for start in range(0, len(kids), 500):
-            chunk = kids[start:start + 500]
-            present += [r["id"] for r in store.rows(table, f"id IN {sql_id_list(chunk)}", ["id"], limit=len(chunk))]
+        if kids:  # get_many also finds memories of a shared scope in their remote store
+            present += list(store.get_many(kind, kids, ["id"]))
     gone = [i for i in ids if i not in set(present)]
     if not present:
         return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False, "already_gone": gone}

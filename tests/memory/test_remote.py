@@ -246,3 +246,14 @@ def OUTBOX_ABSENT(store) -> bool:  # noqa: N802 - reads as a claim
     from memory.store.remote import OUTBOX
 
     return OUTBOX not in store.db.table_names()
+
+
+def test_a_window_delete_erases_a_shared_memory_instead_of_calling_it_gone(homes):
+    from memory.store.erasure import forget_present
+
+    a, b = homes
+    shared = a.add_memory("The acme on-call handover is on Mondays at ten", scope=SHARED)
+    assert b.get(shared["id"])["text"] == shared["text"]
+    report = forget_present(b, [shared["id"], "mem_doesnotexist00000000"])
+    assert report["deleted"] == 1 and report["already_gone"] == ["mem_doesnotexist00000000"]
+    assert shared["id"] not in a.get_many("memory", [shared["id"]], ["id"])
