@@ -41,7 +41,6 @@ _TOOLS = (
 # A command: after a shell prompt, inside backticks, or after "run"; starts with a known tool name.
 CMD_RE = re.compile(rf"(?:^\s*[$#>]\s*|`|\brun\s+|\btype\s+|\bexecute\s+)((?:{_TOOLS})\b[^`\n;]*)", re.MULTILINE)
 TOOL_START = re.compile(rf"(?:{_TOOLS})\b")
-_TOOL_START = TOOL_START
 _GOAL_RE = re.compile(r"\b(?:to|To|in order to)\s+([a-z][\w -]{2,50}?)\s*[,:]?\s+(?:run|use|type|execute|do)\b")
 DECISION_RE = re.compile(
     r"\b(decided|decision|agreed|we chose|chose to|settled on|going with|go with|will use|switch(?:ed)? to|"
@@ -123,7 +122,7 @@ def find_commands(text: str) -> list[str]:
         # "run make build then kubectl apply -f x" is two steps; prose after a command is not part of it.
         for i, piece in enumerate(re.split(r",?\s+(?:then|and then|and|to|so|which|after that|before|after)\s+", c.strip())):
             piece = piece.strip().rstrip(".,;:!?")
-            if i and not _TOOL_START.match(piece):
+            if i and not TOOL_START.match(piece):
                 break
             if piece and len(piece) <= 200:
                 cmds.append(piece)

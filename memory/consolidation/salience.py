@@ -95,7 +95,6 @@ _FILE = re.compile(r"[\w.-]+\.(?:[a-z]{2,5}|[A-Z]{3,4})")
 _TOC = re.compile(r"^(?:[-*•]\s*)?\[[^\]]+\]\(#[\w-]*\)$|^(?:table of )?contents$|^index of /", re.I)
 _UI = re.compile(r"[▾▸►▼▲◀▶✓✔✕✖☰⋮⚙🔍🔔🔀🔁★⏹🐞↗🔋]")
 _PROMPT = re.compile(r"^\s*(?:[$%#>]|>>>|PS [A-Z]:\\[^>]*>|\w+@[\w.-]+:\S*[$#]|\w+=>)\s")
-_TOOL_START = TOOL_START
 _CONFIG = re.compile(r"^\s*[\w.-]+\s*[:=]\s*\S+\s*(?:#.*)?$")
 _FUNCTION = re.compile(r"(?i)\b(?:the|a|an|to|of|in|on|at|is|are|was|we|i|for|with|and|but|by|it|this|that|be|will|"
                        r"has|have|not|no|from|our|my|you|he|she|they)\b")
@@ -135,7 +134,7 @@ def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) 
         "header": float(bool(_HEADER.match(t.strip()))), "consent": float(bool(_CONSENT.search(t))),
         "smalltalk": min(len(_SMALLTALK.findall(raw or t)), 3) / 3, "weather": float(bool(_WEATHER.search(t))),
         "no_function_words": float(seg.words >= 4 and not _FUNCTION.search(t)),
-        "command": float(bool(_PROMPT.match(t) or CMD_RE.search(t) or _TOOL_START.match(t))),
+        "command": float(bool(_PROMPT.match(t) or CMD_RE.search(t) or TOOL_START.match(t))),
         "config": float(bool(_CONFIG.match(t))),
     }
     for s in SOURCES:

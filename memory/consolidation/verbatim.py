@@ -47,14 +47,12 @@ class StatementEngine:
         """One draft per kept statement group of each row (rows never share a draft: provenance stays exact)."""
         segs: list[Segment] = []
         feats: list[list[float]] = []
-        raw_source: list[str] = []
         for n, r in enumerate(items):
             row = segment_row(r.get("text") or "", r.get("source") or "", n, self.max_chars)
             lines = len({s.line for s in row})
             for s in row:
                 segs.append(s)
                 feats.append(features(s, r.get("source") or "", lines))
-                raw_source.append(r.get("source") or "")
         if not segs:
             return []
         vetoed = np.asarray(vetoes(segs))
@@ -68,9 +66,12 @@ class StatementEngine:
             scores = np.asarray([rule_score(f) for f in feats]) * ~vetoed
             types = [rule_type(s.text) for s in segs]
             threshold = RULE_THRESHOLD
+        by_row: dict[int, list[int]] = {}
+        for i, s in enumerate(segs):
+            by_row.setdefault(s.row, []).append(i)
         out: list[Draft] = []
         for n, r in enumerate(items):
-            idx = [i for i, s in enumerate(segs) if s.row == n]
+            idx = by_row.get(n, [])
             row_segs = [segs[i] for i in idx]
             keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
             groups = compose(row_segs, keep)
