@@ -34,12 +34,15 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.ui.browser_data import (
+    SOURCE_WORDS,
     TIME_RANGES,
+    TYPE_TIPS,
     MemoryFilter,
     evidence_search_keys,
     known_scopes,
     memory_keys,
     normalise_scope,
+    type_word,
 )
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
@@ -59,8 +62,9 @@ from memory.types import EVIDENCE_SOURCES, MemoryType
 log = logging.getLogger(__name__)
 
 MODES = ("Memories", "Captured (evidence)")  # the two lists the search runs over
-STATUS_CHOICES = {"Active and candidates": None, "Active": ["active"], "Candidates": ["candidate"],
-                  "Superseded": ["superseded"], "Rejected": ["rejected"], "Every status": []}
+# the status filter in the table's words (browser_data.STATUS_SHORT); None = what search and recall use
+STATUS_CHOICES = {"In use or needs review": None, "In use": ["active"], "Needs review": ["candidate"],
+                  "Replaced": ["superseded"], "Rejected": ["rejected"], "Any status": []}
 
 
 def make_table(model, parent=None, stretch: int = 0) -> QTableView:
@@ -131,15 +135,25 @@ class MemoryBrowser(QMainWindow):
         self.search = QLineEdit(placeholderText="Search memories — words or a question (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.type_box = QComboBox()
-        self.type_box.addItems(["All types"] + [t.value for t in MemoryType])
+        self.type_box.addItem("Any type", None)
+        for t in MemoryType:
+            self.type_box.addItem(type_word(t.value), t.value)
+            self.type_box.setItemData(self.type_box.count() - 1, TYPE_TIPS.get(t.value),
+                                      Qt.ItemDataRole.ToolTipRole)
+        self.type_box.setToolTip("Show only one kind of memory")
         self.status_box = QComboBox()
         self.status_box.addItems(list(STATUS_CHOICES))
+        self.status_box.setToolTip("Needs review: proposed and waiting for you in Review · In use: found by "
+                                   "search and recall · Replaced: a newer memory took its place")
         self.scope_edit = QLineEdit(placeholderText="scope, e.g. work")
         self.scope_edit.setToolTip("Only this scope and the scopes under it (work also shows work/acme)")
         self.time_box = QComboBox()
         self.time_box.addItems(list(TIME_RANGES))
         self.source_box = QComboBox()
-        self.source_box.addItems(["Any source"] + list(EVIDENCE_SOURCES))
+        self.source_box.addItem("Any source", None)
+        for src in EVIDENCE_SOURCES:
+            self.source_box.addItem(SOURCE_WORDS.get(src, src.capitalize()), src)
+        self.source_box.setToolTip("Only what came from the screen, the microphone, a typed note…")
         self.app_edit = QLineEdit(placeholderText="app, e.g. Slack")
         for w in (self.scope_edit, self.app_edit):
             w.setMaximumWidth(140)
@@ -257,7 +271,7 @@ class MemoryBrowser(QMainWindow):
 
     def current_filter(self) -> MemoryFilter:
         """The filter the controls describe (a scope as typed is normalised: "Work" → "work")."""
-        t = self.type_box.currentText()
+        t = self.type_box.currentData()
         scope = self.scope_edit.text().strip()
         if scope:
             try:
@@ -265,11 +279,11 @@ class MemoryBrowser(QMainWindow):
             except InputError:
                 pass  # shown by reload(); the store refuses it with the expected form
         app = self.app_edit.text().strip()
-        src = self.source_box.currentText()
+        src = self.source_box.currentData()
         return MemoryFilter.with_range(
             self.time_box.currentText(), text=self.search.text().strip(),
-            types=None if t == "All types" else [t], statuses=STATUS_CHOICES[self.status_box.currentText()],
-            scopes=[scope] if scope else None, sources=None if src == "Any source" else [src],
+            types=None if t is None else [t], statuses=STATUS_CHOICES[self.status_box.currentText()],
+            scopes=[scope] if scope else None, sources=None if src is None else [src],
             apps=[app] if app else None)
 
     def _keys_fn(self):
@@ -313,7 +327,8 @@ class MemoryBrowser(QMainWindow):
             return
         table = self.current_table()
         self._restore = (selected_rows(table), table.verticalScrollBar().value())
-        self.current_model().refresh(self._keys_fn())
+        self.current_model().refresh(self._keys_fn(), keep=[r["id"] for r in self._restore[0]])
+        self.jobs.submit(known_scopes, self.store, on_done=self._scopes_known)  # a scope made elsewhere
 
     def _refreshed(self, model, reset: bool) -> None:
         if model is not self.current_model():

@@ -7,12 +7,45 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from memory.scopes import sql_literal
 from memory.store.audit import utcnow
 from memory.store.rows import kind_of, public_evidence, public_memory, public_vault
 
 SEARCH_LIMIT = 200
+
+# A person's words for the stored values, shared by the tables, the filters and the card (browser_detail).
+TYPE_WORDS = {"episodic": "Event", "semantic": "Fact", "procedural": "How-to", "resource": "Link or file",
+              "core": "About you", "vault": "Secret (vault)"}
+TYPE_TIPS = {"episodic": "Something that happened: when, with whom, where",
+             "semantic": "Something that is true: a fact, a preference, a decision",
+             "procedural": "How to do something: the steps",
+             "resource": "A link or a file worth finding again",
+             "core": "About you: your profile, how you like to work",
+             "vault": "A secret kept encrypted (a password, a key); its value shows only when you press Reveal"}
+STATUS_WORDS = {"candidate": "Waiting for your review", "active": "", "superseded": "Replaced by a newer memory",
+                "rejected": "Rejected", "deleted": "Deleted"}  # the card's badge ("" = nothing to say)
+STATUS_SHORT = {"candidate": "Needs review", "active": "In use", "superseded": "Replaced", "rejected": "Rejected",
+                "deleted": "Deleted"}  # a table cell
+STATUS_TIPS = {"candidate": "Proposed by Mirador or an assistant and not confirmed yet: approve or reject it "
+                            "in Review",
+               "active": "In use: search, recall and your assistants find it",
+               "superseded": "Replaced by a newer memory; kept for its history, not used",
+               "rejected": "You rejected it: never used, and never proposed again",
+               "deleted": "Deleted"}
+SOURCE_WORDS = {"screen": "Seen on screen", "audio": "Spoken", "manual": "Typed note", "import": "Imported",
+                "mcp": "Sent by an assistant"}
+
+
+def type_word(value) -> str:
+    """A memory type as a person says it ("episodic" → "Event")."""
+    return TYPE_WORDS.get(str(value or ""), str(value or ""))
+
+
+def status_word(value) -> str:
+    """A status as a table shows it ("candidate" → "Needs review"; a vault entry has none: "")."""
+    return STATUS_SHORT.get(str(value or ""), str(value or ""))
 TIME_RANGES = {  # label -> how far back; None = any time
     "Any time": None,
     "Last hour": timedelta(hours=1),
@@ -44,10 +77,29 @@ class MemoryFilter:
 
 @dataclass
 class KeyList:
-    """The ordered ids a view will page through, plus rows already in hand (from a search)."""
+    """The ordered ids a view will page through, plus rows already in hand (from a search).
+
+    `stamps`, for a listing of memories: each id's last-change time (an Arrow array in the order of `ids`),
+    so a refresh re-reads only the shown rows whose time moved (`rows_to_refetch`)."""
 
     ids: list[str]
     rows: dict[str, dict] = field(default_factory=dict)
+    stamps: Any = None
+
+    def stamps_of(self, n: int) -> list:
+        """The stamps of the first n ids (empty when the list has none)."""
+        return [] if self.stamps is None else self.stamps[:n].to_pylist()
+
+
+def newest_first(table, time_col: str) -> tuple[list[str], Any]:
+    """An Arrow table's ids newest first (rows without a time last, ties in table order) and their times.
+    Sorted in Arrow: a listing of every row turns only the ids into Python objects."""
+    import pyarrow.compute as pc
+
+    if table.num_rows == 0:
+        return [], None
+    order = pc.sort_indices(table, [(time_col, "descending")])  # nulls sort last
+    return table["id"].take(order).to_pylist(), table[time_col].take(order)
 
 
 def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
@@ -86,21 +138,39 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
         hits, rel = _judged(store, f.text, hits)
         rows = {h.id: _with_relevance(vault_view(h.row) if h.kind == "vault" else h.row, rel[h.id]) for h in hits}
         return KeyList([h.id for h in hits], rows)
-    pairs = []
+    import pyarrow as pa
+
+    parts = []
     if not f.types or mem_types:
         where = store.where("memory", scopes=f.scopes, types=mem_types, statuses=f.statuses,
                             since=f.since, until=f.until)
         if ev_ids is not None:
             prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
             where = f"{where} AND {prov}" if where else prov
-        keys = store.scan(store.memories, where, ["id", "updated_at"])
-        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
+        parts.append(store.scan(store.memories, where, ["id", "updated_at"]))
     if _with_vault(f):
-        keys = store.scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
-                           ["id", "updated_at"])
-        pairs += zip(keys["id"].to_pylist(), keys["updated_at"].to_pylist(), strict=True)
-    pairs.sort(key=lambda p: (p[1] is not None, p[1]), reverse=True)
-    return KeyList([i for i, _ in pairs])
+        parts.append(store.scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
+                                ["id", "updated_at"]))
+    parts = [p for p in parts if p.num_rows]
+    if not parts:
+        return KeyList([])
+    ids, stamps = newest_first(pa.concat_tables(parts, promote_options="permissive"), "updated_at")
+    return KeyList(ids, stamps=stamps)
+
+
+def rows_to_refetch(keys: KeyList, window: list[str], loaded: dict[str, dict], keep: set[str]) -> list[str]:
+    """Which of the ids a refresh shows must be read again: those not loaded yet, those whose last-change
+    time moved since they were read (or whose time is unknown), and `keep` (the selection: its card also
+    shows what changes without a new time, such as salience). The rest are shown as they were."""
+    stamps = keys.stamps_of(len(window))
+    out = []
+    for n, i in enumerate(window):
+        if i in keys.rows:
+            continue
+        old = loaded.get(i)
+        if old is None or i in keep or n >= len(stamps) or old.get("_stamp") is None or old["_stamp"] != stamps[n]:
+            out.append(i)
+    return out
 
 
 def _judged(store, query: str, hits: list) -> tuple[list, dict]:
@@ -169,10 +239,9 @@ def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
         hits, rel = _judged(store, f.text, hits)
         return KeyList([h.id for h in hits], {h.id: _with_relevance(h.row, rel[h.id]) for h in hits})
     where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps, since=f.since, until=f.until)
-    keys = store.scan(store.evidence, where, ["id", "captured_at"])
-    pairs = sorted(zip(keys["id"].to_pylist(), keys["captured_at"].to_pylist(), strict=True),
-                   key=lambda p: p[1], reverse=True)
-    return KeyList([i for i, _ in pairs])
+    # no stamps: a captured row can change (its scope, its context) without a new time, so a refresh
+    # re-reads the rows it shows
+    return KeyList(newest_first(store.scan(store.evidence, where, ["id", "captured_at"]), "captured_at")[0])
 
 
 def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
@@ -190,8 +259,16 @@ def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
         parts = [("evidence", public_evidence, ids)]
     rows: dict[str, dict] = {}
     for table, conv, some in parts:
-        rows.update((i, conv(r)) for i, r in store.get_many(table, some).items())
+        rows.update((i, _stamped(conv(r), r, table)) for i, r in store.get_many(table, some).items())
     return [rows[i] for i in ids if i in rows]
+
+
+def _stamped(row: dict, raw: dict, table: str) -> dict:
+    """A memory or vault row with `_stamp`: its last-change time to the microsecond (what listings sort by;
+    the public `updated_at` has whole seconds), so a refresh can tell it changed (rows_to_refetch)."""
+    if table != "evidence":
+        row["_stamp"] = raw.get("updated_at")
+    return row
 
 
 def resolve_frame(store, path: str | None) -> Path | None:
@@ -229,10 +306,7 @@ def evidence_keys(store, *, day: datetime | None = None, app: str | None = None,
     """Evidence ids for one local day (naive UTC bounds given) and/or app, newest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
     where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    keys = store.scan(store.evidence, where, ["id", "captured_at"])
-    pairs = sorted(zip(keys["id"].to_pylist(), keys["captured_at"].to_pylist(), strict=True),
-                   key=lambda p: p[1], reverse=True)
-    return KeyList([i for i, _ in pairs])
+    return KeyList(newest_first(store.scan(store.evidence, where, ["id", "captured_at"]), "captured_at")[0])
 
 
 def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:

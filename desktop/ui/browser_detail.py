@@ -16,18 +16,19 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPixmap
 from PySide6.QtWidgets import QDialog, QLabel, QScrollArea, QTextBrowser, QVBoxLayout
 
-from desktop.ui.browser_data import highlight, memory_detail, resolve_frame
+from desktop.ui.browser_data import (
+    SOURCE_WORDS,
+    STATUS_WORDS,
+    TYPE_WORDS,
+    highlight,
+    memory_detail,
+    resolve_frame,
+)
 from desktop.ui.qt_models import local_time
 
 THUMB = 460  # wide enough to read a captured window's text in the pane; click to see it whole
 TECH_FIELDS = ["id", "type", "status", "scope", "confidence", "salience", "origin", "user_edited", "pinned",
                "created_at", "updated_at", "valid_from", "valid_to", "supersedes", "superseded_by", "fingerprint"]
-STATUS_WORDS = {"candidate": "Waiting for your review", "active": "", "superseded": "Replaced by a newer memory",
-                "rejected": "Rejected", "deleted": "Deleted"}
-TYPE_WORDS = {"episodic": "Event", "semantic": "Fact", "procedural": "How-to", "resource": "Link or file",
-              "core": "About you", "vault": "Secret (vault)"}
-SOURCE_WORDS = {"screen": "Seen on screen", "audio": "Spoken", "manual": "Typed note", "import": "Imported",
-                "mcp": "Sent by an assistant"}
 MUTED = "color:#666"
 
 

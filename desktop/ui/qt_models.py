@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,18 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelInd
 from PySide6.QtGui import QImage, QPalette, QPixmap, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from desktop.ui.browser_data import KeyList, fetch_rows, highlight, relevance_label, resolve_frame
+from desktop.ui.browser_data import (
+    STATUS_TIPS,
+    TYPE_TIPS,
+    KeyList,
+    fetch_rows,
+    highlight,
+    relevance_label,
+    resolve_frame,
+    rows_to_refetch,
+    status_word,
+    type_word,
+)
 from desktop.ui.workers import Jobs
 
 log = logging.getLogger(__name__)
@@ -41,6 +52,23 @@ class Column:
     key: str
     fmt: Callable[[Any], str] = lambda v: "" if v is None else str(v)
     width: int = 100  # fixed widths: measuring contents would read every loaded row
+    tip: Callable[[Any], str | None] | None = None  # a cell's tooltip from its value
+    header_tip: str = ""
+    by_shown: bool = False  # sort by the words shown, not the stored value ("Event" before "Fact")
+
+
+def type_column(width: int = 90) -> Column:
+    """The memory type in a person's words (browser_data.TYPE_WORDS), explained in its tooltip."""
+    return Column("Type", "type", type_word, width=width, tip=lambda v: TYPE_TIPS.get(str(v or "")),
+                  header_tip="What kind of memory: an event, a fact, a how-to, a link or file, something "
+                             "about you, or a secret", by_shown=True)
+
+
+def status_column(width: int = 90) -> Column:
+    """The status in a person's words (browser_data.STATUS_SHORT), explained in its tooltip."""
+    return Column("Status", "status", status_word, width=width, tip=lambda v: STATUS_TIPS.get(str(v or "")),
+                  header_tip="Needs review: proposed, waiting for you in Review · In use: found by search "
+                             "and recall · Replaced · Rejected", by_shown=True)
 
 
 def _one_line(v: Any) -> str:
@@ -98,16 +126,19 @@ class LazyRowModel(QAbstractTableModel):
         if self.canFetchMore(QModelIndex()):
             self.fetchMore(QModelIndex())
 
-    def refresh(self, keys_fn: Callable[[], KeyList]) -> None:
+    def refresh(self, keys_fn: Callable[[], KeyList], keep: Iterable[str] = ()) -> None:
         """Re-read the id list and the rows already shown, in a worker, without a visible reset when
         nothing moved: same ids in the same order → rows are updated in place (selection and scroll
         stay); otherwise the model resets to the new list with every row that was loaded still loaded
         (rows that arrived above them load too), and `refreshed(True)` tells the view to restore its
-        selection and scroll position. What a page load adds to rows (thumbnails) is kept for the rows
-        already shown and made only for new ones, so a refresh every second stays cheap."""
+        selection and scroll position. Only the shown rows that changed since they were read are read
+        again (browser_data.rows_to_refetch: by their last-change time; every shown row when the list has
+        no times), plus `keep` (the selected ids); what a page load adds (thumbnails) is made only for new
+        rows. So a refresh costs one listing of ids and times, however many rows are loaded."""
         self._generation += 1
         gen, shown = self._generation, max(len(self._rows), min(self.PAGE, len(self._ids)) or self.PAGE)
         old = {r["id"]: r for r in self._rows}
+        keep = set(keep)
         self._set_fetching(True)
 
         def work() -> tuple[KeyList, list[dict], int]:
@@ -115,13 +146,16 @@ class LazyRowModel(QAbstractTableModel):
             last = max((n for n, i in enumerate(keys.ids) if i in old), default=-1)
             want = keys.ids[:max(shown, last + 1)]
             have = {i: keys.rows[i] for i in want if i in keys.rows}
-            missing = [i for i in want if i not in have]
-            if missing:
-                have.update((r["id"], r) for r in self._fetch(self.store, self.KIND, missing))
+            again = rows_to_refetch(keys, want, old, keep)
+            have.update((i, old[i]) for i in want if i in old and i not in have)
+            for i in again:
+                have.pop(i, None)  # read again below; gone if it no longer exists
+            if again:
+                have.update((r["id"], r) for r in self._fetch(self.store, self.KIND, again))
             rows = [have[i] for i in want if i in have]
             self._decorate([r for r in rows if r["id"] not in old])
             rows = [{**{k: v for k, v in old[r["id"]].items() if k.startswith("_") and k not in r}, **r}
-                    if r["id"] in old else r for r in rows]
+                    if r["id"] in old and r is not old[r["id"]] else r for r in rows]
             return keys, rows, len(want)
 
         self.jobs.submit(work, on_done=lambda res: self._on_refreshed(gen, *res),
@@ -243,6 +277,8 @@ class LazyRowModel(QAbstractTableModel):
     def headerData(self, section: int, orientation, role=Qt.ItemDataRole.DisplayRole):
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return self.COLUMNS[section].header
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return self.COLUMNS[section].header_tip or None
         return None
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role=Qt.ItemDataRole.DisplayRole):
@@ -253,13 +289,16 @@ class LazyRowModel(QAbstractTableModel):
             return col.fmt(row.get(col.key))
         if role == SORT_ROLE:
             v = row.get(col.key)
-            return v if isinstance(v, int | float | str) else col.fmt(v)
+            return v if isinstance(v, int | float | str) and not col.by_shown else col.fmt(v)
         if role == ROW_ROLE:
             return row
         if role == ID_ROLE:
             return row["id"]
-        if role == Qt.ItemDataRole.ToolTipRole and col.key in ("title", "text"):
-            return row.get("text")
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col.tip is not None:
+                return col.tip(row.get(col.key))
+            if col.key in ("title", "text"):
+                return row.get("text")
         return None
 
 
@@ -274,8 +313,8 @@ class MemoryTableModel(LazyRowModel):
     COL_TITLE, COL_TYPE, COL_STATUS, COL_SCOPE, COL_CONFIDENCE, COL_UPDATED = range(6)
     COLUMNS = [
         Column("Memory", "title", _one_line),
-        Column("Type", "type", width=90),
-        Column("Status", "status", width=85),
+        type_column(90),
+        status_column(95),
         Column("Scope", "scope", width=110),
         Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=85),
         Column("Updated", "updated_at", local_time, width=130),
@@ -307,7 +346,7 @@ class BrowserMemoryModel(_Marked, MemoryTableModel):
     """The browser's memory list: MemoryTableModel plus how relevant each search hit is."""
 
     COLUMNS = [MemoryTableModel.COLUMNS[0], Column("Relevance", "_relevance", relevance_label, width=78),
-               Column("Type", "type", width=80), Column("Status", "status", width=78),
+               type_column(86), status_column(92),
                Column("Scope", "scope", width=95),
                Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=84),
                Column("Updated", "updated_at", local_time, width=118)]

@@ -26,11 +26,11 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.ui.browser import make_table, selected_rows
-from desktop.ui.browser_data import MemoryFilter, memory_keys
+from desktop.ui.browser_data import MemoryFilter, known_scopes, memory_keys
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
-from desktop.ui.qt_models import Column, MemoryTableModel, local_time
+from desktop.ui.qt_models import Column, MemoryTableModel, local_time, type_column
 from desktop.ui.review_proposals import ProposalsPanel
 from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
@@ -45,7 +45,7 @@ class ReviewTableModel(MemoryTableModel):
     COL_TITLE, COL_TYPE, COL_ORIGIN, COL_CONFIDENCE, COL_SCOPE, COL_CREATED = range(6)
     COLUMNS = [
         Column("Proposed memory", "title", lambda v: " ".join(str(v or "").split())[:200]),
-        Column("Type", "type", width=85),
+        type_column(90),
         Column("From", "origin", lambda v: ORIGIN_LABEL.get(str(v), str(v or "")), width=85),
         Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=85),
         Column("Scope", "scope", width=100),
@@ -115,8 +115,12 @@ class ReviewQueue(QMainWindow):
         self._proposal_count = 0
         self._restore: tuple[list[str], int] | None = None  # a refresh's selected ids and scroll value
         self._centred = False
+        self.scopes: list[str] = []  # the scopes in use, offered by the edit form (as in the browser)
         self._selection_changed()
         self.reload()
+
+    def _load_scopes(self) -> None:
+        self.jobs.submit(known_scopes, self.store, on_done=lambda scopes: setattr(self, "scopes", scopes))
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt name
         """The first time it opens: in the middle of the screen, not wherever the tray icon is."""
@@ -127,6 +131,7 @@ class ReviewQueue(QMainWindow):
 
     def reload(self) -> None:
         """Load every candidate, newest first."""
+        self._load_scopes()
         self.model.reload(self._keys_fn())
 
     def _keys_fn(self):
@@ -141,8 +146,9 @@ class ReviewQueue(QMainWindow):
         """Re-read the candidates and proposals (the store changed), keeping the selection and the scroll
         position; candidates decided elsewhere drop out."""
         self._restore = ([r["id"] for r in selected_rows(self.table)], self.table.verticalScrollBar().value())
-        self.model.refresh(self._keys_fn())
+        self.model.refresh(self._keys_fn(), keep=self._restore[0])
         self.proposals.refresh()
+        self._load_scopes()
 
     def _refreshed(self, reset: bool) -> None:
         keep, self._restore = self._restore, None
@@ -178,7 +184,7 @@ class ReviewQueue(QMainWindow):
         rows = selected_rows(self.table)
         if len(rows) != 1:
             return None
-        dlg = EditDialog(rows[0], self, approve=True)
+        dlg = EditDialog(rows[0], self, approve=True, scopes=self.scopes)
         dlg.accepted.connect(lambda: self.jobs.submit(_edit_and_approve, self.store, rows[0]["id"], dlg.changes,
                                                       on_done=lambda r: self._decided(r, "active")))
         dlg.open()

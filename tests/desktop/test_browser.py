@@ -142,3 +142,48 @@ def test_timeline_groups_by_day_and_app_and_deletes_last_hour_and_app(qtbot, job
     wait_idle(qtbot, jobs)
     assert files_containing(mirador_home, "heron-2207") == []
     assert [r["app"] for r in store.list("evidence")] == ["Firefox"]
+
+
+def _column(browser, header: str) -> list[str]:
+    """The text of one column as the person sees it, top to bottom."""
+    proxy = browser.table.model()
+    col = next(c for c in range(proxy.columnCount()) if proxy.headerData(c, Qt.Orientation.Horizontal) == header)
+    return [proxy.index(r, col).data() for r in range(proxy.rowCount())]
+
+
+def test_type_and_status_columns_speak_plainly_sort_and_filter(qtbot, jobs, store):
+    from desktop.ui.browser_data import TYPE_TIPS
+
+    store.add_memory("Dentist on the 14th at 08:15", type="episodic", scope="personal")
+    store.add_memory("The ledger runs on PostgreSQL 16", type="semantic", scope="work")
+    store.add_memory("Deploy: tag, push, watch the pipeline", type="procedural", scope="work",
+                     details={"steps": ["tag", "push", "watch the pipeline"]})
+    store.add_memory("Maybe standup moves to 9:30", status="candidate", origin="extractor")
+    store.add_memory("Wi-Fi password", type="vault", value="hunter2", scope="personal")
+    browser = open_browser(qtbot, jobs, store)
+    qtbot.waitUntil(lambda: browser.model.rowCount() == 5, timeout=30_000)
+
+    types, statuses = _column(browser, "Type"), _column(browser, "Status")
+    assert sorted(types) == ["Event", "Fact", "Fact", "How-to", "Secret (vault)"]
+    assert sorted(statuses) == ["", "In use", "In use", "In use", "Needs review"]
+    raw = {"episodic", "semantic", "procedural", "vault", "candidate", "active"}
+    assert not raw & (set(types) | set(statuses)), "no stored value shows as is"
+    # the tooltips explain the words
+    proxy = browser.table.model()
+    assert proxy.index(types.index("Event"), 2).data(Qt.ItemDataRole.ToolTipRole) == TYPE_TIPS["episodic"]
+    assert "Review" in proxy.headerData(3, Qt.Orientation.Horizontal, Qt.ItemDataRole.ToolTipRole)
+
+    # sorting follows the words shown, not the stored values ("Event" < "Fact" < "How-to" < "Secret")
+    browser.table.sortByColumn(2, Qt.SortOrder.AscendingOrder)
+    assert _column(browser, "Type") == ["Event", "Fact", "Fact", "How-to", "Secret (vault)"]
+
+    # the filters use the same words, and still filter by the stored value
+    assert browser.type_box.itemText(0) == "Any type" and "episodic" not in [
+        browser.type_box.itemText(i) for i in range(browser.type_box.count())]
+    browser.type_box.setCurrentText("How-to")
+    qtbot.waitUntil(lambda: _column(browser, "Type") == ["How-to"], timeout=30_000)
+    browser.type_box.setCurrentText("Any type")
+    browser.status_box.setCurrentText("Needs review")
+    qtbot.waitUntil(lambda: _column(browser, "Status") == ["Needs review"], timeout=30_000)
+    assert _column(browser, "Memory") == ["Maybe standup moves to 9:30"]
+    wait_idle(qtbot, jobs)

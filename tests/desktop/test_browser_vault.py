@@ -43,7 +43,7 @@ def test_vault_entry_listed_hidden_until_reveal_and_deleted(qtbot, jobs, store, 
     assert (row["title"], row["type"], row["scope"]) == (LABEL, "vault", "work") and row["updated_at"]
     assert "value" not in row and "value_enc" not in row
     cells = _cells(browser)
-    assert LABEL in cells and "vault" in cells
+    assert LABEL in cells and "Secret (vault)" in cells
     assert not any(SECRET in c for c in cells), "the value must not be in any table cell"
 
     _select(qtbot, browser, entry["id"])

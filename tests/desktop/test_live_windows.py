@@ -228,3 +228,43 @@ def test_a_failing_probe_is_quiet_and_the_next_one_answers(qtbot, jobs, store, m
     assert seen[-1] == frozenset({"memories"}) and errors == []
     watch.stop()
     wait_idle(qtbot, jobs)
+
+
+def test_a_cli_edit_shows_in_the_open_browser_reading_only_the_changed_rows(qtbot, jobs, store, mirador_home):
+    rows = [store.add_memory(f"Harbour note {n}: the ferry schedule", scope="work") for n in range(30)]
+    cand = store.add_memory("Maybe the ferry moves to 7:30", status="candidate", origin="extractor")
+    kept = rows[10]
+    browser = open_browser(qtbot, jobs, store)
+    qtbot.waitUntil(lambda: browser.model.rowCount() == 31, timeout=30_000)
+    click_row(qtbot, browser, kept["id"])
+    browser.table.verticalScrollBar().setValue(browser.table.verticalScrollBar().maximum())
+    scroll = browser.table.verticalScrollBar().value()
+    proxy = browser.table.model()
+
+    def status_cell(id_):
+        return proxy.mapFromSource(browser.model.index(browser.model.index_of(id_), 3)).data()
+
+    assert status_cell(cand["id"]) == "Needs review"
+    read_again: list[str] = []
+    fetch = browser.model._fetch
+
+    def spy(store_, kind, ids):
+        read_again.extend(ids)
+        return fetch(store_, kind, ids)
+
+    browser.model._fetch = spy
+    watch, _views = _live(jobs, ("browser", browser))
+    qtbot.waitUntil(lambda: watch.versions is not None)
+
+    _cli(mirador_home, "edit", cand["id"], "--status", "active")
+    t0 = time.monotonic()
+    qtbot.waitUntil(lambda: status_cell(cand["id"]) == "In use", timeout=int(LIVE_S * 1000))
+    assert time.monotonic() - t0 < LIVE_S
+    wait_idle(qtbot, jobs)
+    # the person's place stays: same selection, same card, same scroll position
+    assert _ids(browser) == [kept["id"]] and browser.detail.row["id"] == kept["id"]
+    assert browser.table.verticalScrollBar().value() == scroll
+    # only the changed row (and the selected one, whose card is shown) were read again, not all 31
+    assert set(read_again) <= {cand["id"], kept["id"]} and cand["id"] in read_again
+    watch.stop()
+    wait_idle(qtbot, jobs)

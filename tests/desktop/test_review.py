@@ -107,3 +107,30 @@ def test_dream_proposals_accept_and_dismiss(qtbot, jobs, store):
     assert store.get(old["id"])["status"] == "superseded"
     assert store.get(merged)["status"] == "active" and {dup_a["id"], dup_b["id"]} >= {merged}
     assert list_proposals(store) == [] and pending_count(store) == 0
+
+
+def test_edit_and_approve_picks_a_scope_in_use_or_a_new_name_normalised(qtbot, jobs, store):
+    store.add_memory("The ledger runs on PostgreSQL 16", scope="work/acme")
+    store.add_memory("Dentist on the 14th", scope="personal")
+    c = store.add_memory("Sam prefers tabs", status="candidate", origin="extractor", scope="work")
+    q = ReviewQueue(jobs, store)
+    qtbot.addWidget(q)
+    q.show()
+    qtbot.waitUntil(lambda: q.model.rowCount() == 1, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    _select(qtbot, q, [c["id"]])
+    qtbot.mouseClick(q.edit_btn, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: q.edit_dialog.isVisible())
+    box = q.edit_dialog.scope
+    offered = [box.itemText(i) for i in range(box.count())]
+    assert {"work", "work/acme", "personal"} <= set(offered), offered
+    assert box.currentText() == "work" and box.isEditable()
+
+    box.setCurrentText("Home / Garden Shed")  # a new name, as a person types it
+    qtbot.mouseClick(q.edit_dialog.buttons.button(q.edit_dialog.buttons.StandardButton.Save),
+                     Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: q.model.total == 0, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    row = store.get(c["id"])
+    assert row["scope"] == "home/garden-shed" and row["status"] == "active"
+    assert store.memories.count_rows("scope = 'Home / Garden Shed'") == 0, "never stored as typed"
