@@ -119,6 +119,7 @@ class MiradorShell(QObject):
         from desktop.ui.review_proposals import review_pending
 
         # counted the way the Review window counts, so the two numbers always agree
+        self.tray.sharing_fn = services.store.remotes.check if services.store.remotes.shared else None
         self.tray.set_sources(services.capture, lambda: review_pending(services.store))
         self._watch_store(services.store)
         for p in services.problems:
@@ -177,13 +178,15 @@ class MiradorShell(QObject):
         from desktop.ui.browser import MemoryBrowser
         from desktop.ui.review import ReviewQueue
         from desktop.ui.settings_dialog import SettingsDialog
+        from desktop.ui.settings_sharing import SharingPanel
         from desktop.ui.settings_tokens import TokensPanel
         from desktop.ui.timeline import EvidenceTimeline
 
         store = self.services.store
         if name == "settings":
             dlg = SettingsDialog(home=store.home, config=store.config,
-                                 extra_tabs=[("MCP tokens", TokensPanel(self.jobs, store.home))])
+                                 extra_tabs=[("MCP tokens", TokensPanel(self.jobs, store.home)),
+                                             ("Sharing", SharingPanel(self.jobs, store))])
             dlg.saved.connect(self.apply_config)
             dlg.scopes.attach(self.jobs, store)  # "Apply rules to past captures" moves rows in this store
             return dlg

@@ -64,6 +64,9 @@ class Tray(QObject):
         self.health = HealthView(state="starting")
         self.pending = 0
         self.microphone: bool | None = None  # desktop.runtime.platform.has_microphone, asked in a worker
+        # Shared scopes' health (memory.store.remote.Remotes.check), asked in a worker when set.
+        self.sharing_fn: Callable[[], list[dict]] | None = None
+        self.sharing: list[dict] = []
         self._mic_checked = 0.0
         self.stopping = False
         self._notified_problem: str | None = None
@@ -95,6 +98,11 @@ class Tray(QObject):
 
         health = read_health(self.capture.health()) if self.capture else HealthView(state="starting")
         pending = self.pending_fn() if self.pending_fn else 0
+        if self.sharing_fn is not None:
+            try:
+                self.sharing = self.sharing_fn()
+            except Exception as e:  # the tray must keep polling capture whatever the network does
+                self.sharing = [{"scope": "shared scopes", "pending": 0, "last_error": str(e)[:200]}]
         if time.monotonic() - self._mic_checked >= MIC_CHECK_S:
             from desktop.runtime.platform import has_microphone
 
@@ -132,6 +140,8 @@ class Tray(QObject):
         tip = f"Mirador — {label}\n{_ago(health.last_write)}"
         if pending:
             tip += f"\n{pending} to review"
+        for line in self.offline_lines():
+            tip += "\n" + line
         self.icon.setToolTip(tip)
         if health.state == "problem" and health.problem != self._notified_problem:
             # once per distinct problem, so a lasting stall does not nag every poll
@@ -154,6 +164,8 @@ class Tray(QObject):
                              .get(h.state, "Capture off" if h.state == "stopped" else "Starting…"))
         status.setEnabled(False)
         m.addAction(audio_label(h, self.microphone)).setEnabled(False)
+        for line in self.offline_lines():
+            m.addAction("⚠ " + line).setEnabled(False)
         has_capture = self.capture is not None
         if h.state in ("capturing", "problem"):
             self._add(m, "Pause capture", self.pause, has_capture)
@@ -170,6 +182,11 @@ class Tray(QObject):
         auto.setChecked(autostart.is_enabled())
         m.addSeparator()
         self._add(m, "Quit Mirador", self.quit_requested.emit)
+
+    def offline_lines(self) -> list[str]:
+        """One line per shared scope whose store did not answer: "Shared scope work/acme offline (3 waiting)"."""
+        return [f"Shared scope {h['scope']} offline" + (f" ({h['pending']} waiting)" if h.get("pending") else "")
+                for h in self.sharing if h.get("last_error")]
 
     def _add(self, menu: QMenu, text: str, slot, enabled: bool = True) -> QAction:
         a = menu.addAction(text)

@@ -166,6 +166,7 @@ class Shared:
         self._db: Any = None
         self._memories: Any = None
         self._stones: Any = None
+        self.last_checked: float | None = None
         self.last_error: str | None = None
         self.last_ok: float | None = None
 
@@ -659,6 +660,26 @@ class Remotes:
         waiting = self.queued(where, cols, limit) if "id" in cols else []
         mine = {r["id"] for r in waiting}
         return waiting + [r for r in self._each(scopes, lambda s: s.query(where, cols, limit)) if r["id"] not in mine]
+
+    def check(self, max_age: float = 30.0) -> list[dict[str, Any]]:
+        """health(), after asking each store that has not answered within max_age seconds whether it
+        answers now (one small read; what the tray and the settings window poll)."""
+        now = time.time()
+        for s in self.shared.values():
+            if s.last_ok is not None and s.last_error is None and now - s.last_ok < max_age:
+                continue
+            if s.last_checked is not None and now - s.last_checked < max_age and max_age > 0:
+                continue
+            s.last_checked = now
+            try:
+                try:
+                    s.memories(create=False).count_rows()
+                except (ValueError, FileNotFoundError):  # the store answers; no device has written yet
+                    s._connect().table_names()
+                s._ok()
+            except Exception as e:
+                s._failed(e)
+        return self.health()
 
     def health(self) -> list[dict[str, Any]]:
         """Each binding: scope, url, endpoint, queued writes, and the last error or success seen."""
