@@ -5,9 +5,13 @@ its own Xvfb (like the desktop tests) and opens the real EvidenceTimeline on it.
 press (or slider move, or scroll) to what the person waits for:
 - frame_switch: → on the list until the next frame's header, text and image are in the preview;
 - hour_jump: PgDn / PgUp until the frame an hour away is in the preview and the list lines around it are
-  loaded (time, app, window, thumbnail);
-- slider_scrub: the slider moved to a random place until that frame is in the preview;
-- scroll_page: the list scrolled one screen until every visible line is loaded.
+  painted (time, app, window title, text);
+- slider_scrub: the slider moved to a random place until that frame is in the preview (header, full text,
+  image), the list lines around it painted and the strip's slot highlighted;
+- slider_thumbs: the same jump until every visible list line and strip slot also has its thumbnail;
+- strip_click: a click on a thumbnail of the filmstrip until that frame is in the preview;
+- scroll_page: the list scrolled one screen until every visible line is painted (its time, app, title, text);
+- scroll_thumbs: the same until every visible line also has its thumbnail (decoded off the GUI thread).
 Prints one JSON object.
 Usage: .venv/bin/python bench/timeline_scrub.py --rows 10000
 """
@@ -119,12 +123,30 @@ def main() -> None:
                 return (tl.line == line and p.row is not None and p.row["id"] == tl.model.id_at(line)
                         and p.frame.pixmap() is not None and not p.frame.pixmap().isNull())
 
-            def visible_loaded() -> bool:
+            def visible_lines() -> range:
                 view = tl.table
                 top = view.rowAt(0)
                 bottom = view.rowAt(view.viewport().height() - 1)
                 bottom = tl.model.total - 1 if bottom < 0 else bottom
-                return all(tl.model.row_at(i) is not None for i in range(max(top, 0), bottom + 1))
+                return range(max(top, 0), bottom + 1)
+
+            def visible_loaded() -> bool:  # what a line shows, but its thumbnail
+                m = tl.model
+                return all(m.data(m.index(i, m.COL_WINDOW)) and m.data(m.index(i, m.COL_TEXT))
+                           for i in visible_lines())
+
+            def visible_slots() -> list[int]:
+                vp = tl.strip.viewport().rect()
+                sm = tl.strip.strip
+                return [s for s in range(sm.rowCount()) if tl.strip.visualRect(sm.index(s)).intersects(vp)]
+
+            def thumbs_in() -> bool:
+                m, sm = tl.model, tl.strip.strip
+                return (all(m.thumbs.has(m.id_at(i)) for i in visible_lines())
+                        and all(m.thumbs.has(m.id_at(sm.line_of(s))) for s in visible_slots()))
+
+            def strip_follows(line: int) -> bool:
+                return tl.strip.currentIndex().row() == tl.strip.strip.slot_of(line)
 
             t = time.perf_counter()
             tl.resize(1280, 860)
@@ -143,7 +165,7 @@ def main() -> None:
                 app.processEvents()  # the repaint that follows
                 return (time.perf_counter() - t) * 1000
 
-            switch, hour, scrub, scroll = [], [], [], []
+            switch, hour, scrub, scrub_thumbs, strip, scroll, scroll_thumbs = [], [], [], [], [], [], []
             for _ in range(a.runs):
                 tl.go(rng.randrange(a.rows - 10))
                 until(lambda: shown(tl.line) and visible_loaded())
@@ -161,21 +183,49 @@ def main() -> None:
                 gc.collect()
             for _ in range(a.runs):
                 v = rng.randrange(a.rows)
-                scrub.append(timed(lambda v=v: tl.slider.setValue(v), lambda v=v: shown(v)))
+                scrub.append(timed(lambda v=v: tl.slider.setValue(v),
+                                   lambda v=v: shown(v) and visible_loaded() and strip_follows(v)))
+                until(thumbs_in)
+                gc.collect()
+            for _ in range(a.runs):
+                v = rng.randrange(a.rows)
+                scrub_thumbs.append(timed(lambda v=v: tl.slider.setValue(v), lambda v=v: shown(v) and thumbs_in()))
+                gc.collect()
+            sm = tl.strip.strip
+            for _ in range(a.runs):
+                slot = rng.randrange(sm.rowCount())
+                idx = sm.index(slot)
+                tl.strip.scrollTo(idx)
+                until(lambda: shown(tl.line) and thumbs_in())
+                pos = tl.strip.visualRect(idx).center()
+                line = sm.line_of(slot)
+                strip.append(timed(lambda pos=pos: QTest.mouseClick(tl.strip.viewport(), Qt.MouseButton.LeftButton,
+                                                                    pos=pos),
+                                   lambda line=line: shown(line) and strip_follows(line)))
+                gc.collect()
             bar = tl.table.verticalScrollBar()
             bar.setValue(0)
-            until(visible_loaded)
+            until(lambda: visible_loaded() and thumbs_in())
             for _ in range(a.runs):
                 step = bar.pageStep()
                 scroll.append(timed(lambda step=step: bar.setValue(min(bar.value() + step, bar.maximum())),
                                     visible_loaded))
+                until(thumbs_in)
+            bar.setValue(bar.maximum() // 3)
+            until(lambda: visible_loaded() and thumbs_in())
+            for _ in range(a.runs):
+                step = bar.pageStep()
+                scroll_thumbs.append(timed(lambda step=step: bar.setValue(min(bar.value() + step, bar.maximum())),
+                                           lambda: visible_loaded() and thumbs_in()))
             jobs.shutdown()
             tl.close()
         print(json.dumps({
             "bench": "timeline_scrub", "rows": a.rows, "build_seconds": round(build_s, 1),
             "open_day_ms": round(open_ms, 1),
             "frame_switch": _stats(switch), "hour_jump": _stats(hour), "slider_scrub": _stats(scrub),
-            "scroll_page": _stats(scroll), "target_p95_ms": 100,
+            "slider_thumbs": _stats(scrub_thumbs), "strip_click": _stats(strip), "scroll_page": _stats(scroll),
+            "scroll_thumbs": _stats(scroll_thumbs), "strip_slots": sm.rowCount(), "strip_minutes": sm.minutes,
+            "target_p95_ms": 100,
         }))
     finally:
         xvfb.terminate()

@@ -8,16 +8,20 @@ derived only from it; the dialog says what goes first). It follows the store (`r
 desktop/ui/store_watch.py LiveViews): new captures appear in the open day, counts follow deletes made
 anywhere, and the selected day, app and frame stay.
 
-Only what is shown is read: the day's ids and times come in one narrow scan, rows and thumbnails load a
-block at a time as the list shows them (desktop/ui/timeline_model.py), and the large frame is decoded in
-its own worker with a few kept (desktop/ui/timeline_preview.py)."""
+A filmstrip of thumbnails across the day sits over the slider (desktop/ui/timeline_strip.py): the frame
+shown is highlighted in it, a click jumps there.
+
+Only what is shown is read: one narrow scan of the day brings everything a list line shows (all but the
+full text, desktop/ui/timeline_model.py), so any part of the day paints at once; thumbnails are decoded off
+the GUI thread, newest first, and kept; the large frame is decoded from its path, with its text read as
+one row, in the preview's own worker, a few kept (desktop/ui/timeline_preview.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from functools import partial
 
-from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -43,11 +47,14 @@ from desktop.ui.icons import icon
 from desktop.ui.qt_models import now_utc
 from desktop.ui.timeline_model import DayFramesModel, DayIndex, day_index, query_words, search_day
 from desktop.ui.timeline_preview import FramePreview
+from desktop.ui.timeline_strip import ThumbStrip
 from desktop.ui.workers import Jobs
 
 DAY_ROLE = Qt.ItemDataRole.UserRole + 10
 APP_ROLE = Qt.ItemDataRole.UserRole + 11
 ROW_HEIGHT = 36
+SETTLE_MS = 40  # after a move, background decoding waits this long for the next move
+HOLD_MS = 250  # and then at most this long for a large frame being shown
 
 
 def _day_bounds_utc(day: str) -> datetime:
@@ -122,6 +129,8 @@ class EvidenceTimeline(QMainWindow):
             header.resizeSection(i, col.width)
         header.setSectionResizeMode(DayFramesModel.COL_TEXT, QHeaderView.ResizeMode.Stretch)
         self.preview = FramePreview(store, self)
+        self.strip = ThumbStrip(self.model)
+        self.strip.jump.connect(self.go)
         self.slider = _Scrubber(Qt.Orientation.Horizontal)
         self.slider.setRange(0, 0)
         self.slider.setTracking(True)
@@ -166,6 +175,7 @@ class EvidenceTimeline(QMainWindow):
         lower = QWidget()
         low = QVBoxLayout(lower)
         low.setContentsMargins(0, 0, 0, 0)
+        low.addWidget(self.strip)
         low.addLayout(scrub)
         low.addLayout(find)
         low.addWidget(self.table, 1)
@@ -190,15 +200,19 @@ class EvidenceTimeline(QMainWindow):
         self.setCentralWidget(central)
 
         self._keys = _Keys(self)
-        for w in (self.table, self.slider, self.preview.text, self.preview.frame, self.prev_btn, self.next_btn,
-                  self.next_match, self.del_frame):
+        for w in (self.table, self.slider, self.strip, self.preview.text, self.preview.frame, self.prev_btn,
+                  self.next_btn, self.next_match, self.del_frame):
             w.installEventFilter(self._keys)
         self.tree.currentItemChanged.connect(lambda *_: self._show_selection())
         self.table.selectionModel().currentRowChanged.connect(lambda cur, _prev: self._current(cur.row()))
         self.slider.valueChanged.connect(self.go)
+        self._settle = QTimer(self)
+        self._settle.setSingleShot(True)
+        self._settle.setInterval(SETTLE_MS)
+        self._settle.timeout.connect(self._settled)
+        self.preview.shown.connect(self._release_thumbs)
         self.model.reloaded.connect(self._listed)
         self.model.refreshed.connect(self._rows_refreshed)
-        self.model.rows_loaded.connect(self._rows_in)
         jobs.error.connect(self.show_error)  # a bound slot: disconnected when this window is deleted
         self._groups: list[tuple[str, str, int]] | None = None
         self._regrouping = False
@@ -369,21 +383,30 @@ class EvidenceTimeline(QMainWindow):
         self.slider.setValue(line)
         self.slider.blockSignals(False)
         self.position.setText(f"{line + 1:,} / {self.model.total:,}")
-        self.model.ensure(line - 2, line + 2)
+        self.strip.follow(line)
         self.preview.show_row(self._row(line))
-        self.preview.prefetch([self._row(i) for i in (line + 1, line - 1) if 0 <= i < self.model.total])
+        # The frame and the lines first: background decoding (thumbnails, the neighbours' frames) waits until
+        # the person stops moving for a moment, so it never competes with what they are waiting for.
+        self.model.thumbs.loader.hold(True)
+        self._settle.start()
         self._buttons()
         self.current_changed.emit(line)
 
-    def _row(self, line: int) -> dict:
-        return self.model.row_at(line) or {"id": self.model.id_at(line)}
+    def _settled(self) -> None:
+        line = self.line
+        if 0 <= line < self.model.total:
+            self.preview.prefetch([self._row(i) for i in (line + 1, line - 1) if 0 <= i < self.model.total])
+        if self.preview.waiting:  # a large frame still decoding: thumbnails after it (or after HOLD_MS)
+            QTimer.singleShot(HOLD_MS, self._release_thumbs)
+        else:
+            self._release_thumbs()
 
-    def _rows_in(self) -> None:
-        """A block of rows came in: the preview waiting for the current one shows its header and text."""
-        if 0 <= self.line < self.model.total and self.preview.row is None:
-            row = self.model.row_at(self.line)
-            if row is not None:
-                self.preview.show_row(row)
+    def _release_thumbs(self, *_a) -> None:
+        if not self._settle.isActive():
+            self.model.thumbs.loader.hold(False)
+
+    def _row(self, line: int) -> dict:
+        return self.model.row_at(line)
 
     def step(self, by: int) -> None:
         """Move `by` frames (negative: back)."""

@@ -1,41 +1,91 @@
-"""The timeline's day of frames: every id and capture time of the day is known at once (one narrow scan), the
-rows themselves and their thumbnails are fetched a small block at a time, only for the lines a view asks for.
-So a jump to any hour of a 10,000-frame day is one block fetch, not a walk through every page above it."""
+"""The timeline's day of frames. One scan of the day reads all a line and the preview show (id, time, app,
+window title, source, frame path and the text, which stays in Arrow memory rather than as Python strings), so
+any line of a 10,000-frame day paints at once, wherever the person jumps, and showing a frame reads no row. Thumbnails are decoded off the GUI thread, newest
+request first, and kept (ThumbCache); a line paints without its thumbnail and gets it when it is decoded."""
 
 from __future__ import annotations
 
 import bisect
+import logging
 import re
-from collections.abc import Callable
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
+import pyarrow as pa
+import pyarrow.compute as pc
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
+from PySide6.QtGui import QImage, QImageReader, QPixmap
 
-from desktop.ui.browser_data import MARK_STYLE, fetch_rows, resolve_frame
-from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, THUMB_WIDTH, Column, _one_line, local_time
+from desktop.ui.browser_data import MARK_STYLE, resolve_frame
+from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, Column, _one_line
 from desktop.ui.workers import Jobs
-from memory.store.rows import sql_id_list
+from memory.store.rows import iso, sql_id_list
+
+log = logging.getLogger(__name__)
+
+_EPOCH = datetime(1970, 1, 1)
+_COLS = ("apps", "windows", "sources", "frames")
 
 
 @dataclass
 class DayIndex:
-    """The frames of one day (and app), oldest first (a timeline reads left to right, top to bottom):
-    ids and naive-UTC capture times, same order."""
+    """The frames of one day (and app), oldest first (a timeline reads left to right, top to bottom): ids,
+    naive-UTC capture times and what a list line shows, one list per column, same order."""
 
     ids: list[str] = field(default_factory=list)
     times: list[datetime] = field(default_factory=list)
+    apps: list[str | None] = field(default_factory=list)
+    windows: list[str | None] = field(default_factory=list)
+    sources: list[str | None] = field(default_factory=list)
+    frames: list[str | None] = field(default_factory=list)  # frame_path as stored
+    texts: pa.Array | None = None  # the captured text, one string a line
+
+    def __post_init__(self) -> None:
+        for name in _COLS:  # DayIndex(ids, times): the other columns unknown
+            if len(getattr(self, name)) != len(self.ids):
+                setattr(self, name, [None] * len(self.ids))
+        if self.texts is None or len(self.texts) != len(self.ids):
+            self.texts = pa.nulls(len(self.ids), pa.string())
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, DayIndex) and all(getattr(self, k) == getattr(other, k) for k in
+                                                    ("ids", "times", *_COLS)) and self.texts.equals(other.texts))
+
+    def text(self, n: int) -> str | None:
+        return self.texts[n].as_py()
+
+    def row(self, n: int) -> dict:
+        """Line n as an evidence row with what the preview shows (the public row has more fields)."""
+        return {"id": self.ids[n], "captured_at": iso(self.times[n]), "app": self.apps[n],
+                "window": self.windows[n], "source": self.sources[n], "frame_path": self.frames[n],
+                "text": self.text(n)}
+
+    def without(self, drop: set[str]) -> DayIndex:
+        keep = [n for n, i in enumerate(self.ids) if i not in drop]
+        return DayIndex(*([col[n] for n in keep] for col in (self.ids, self.times, self.apps, self.windows,
+                                                              self.sources, self.frames)),
+                        texts=self.texts.take(pa.array(keep, pa.int64())))
 
 
 def day_index(store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
-    """Every evidence id of one local day (naive UTC bounds given) and/or app with its time, oldest first."""
+    """Every evidence line of one local day (naive UTC bounds given) and/or app, oldest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
     where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
-    t = store.scan(store.evidence, where, ["id", "captured_at"])
-    pairs = sorted(zip(t["id"].to_pylist(), t["captured_at"].to_pylist(), strict=True),
-                   key=lambda p: p[1])
-    return DayIndex([i for i, _ in pairs], [at for _, at in pairs])
+    t = store.scan(store.evidence, where, ["id", "captured_at", "app", "window", "source", "frame_path", "text"])
+    if not t.num_rows:
+        return DayIndex()
+    # Sorted in Arrow; the texts stay there (a Python string each only when a line or the preview shows it),
+    # and times go through integers (Arrow's own datetime conversion is far slower at this size).
+    t = t.take(pc.sort_indices(t["captured_at"]))
+    micros = pc.cast(pc.cast(t["captured_at"], pa.timestamp("us")), pa.int64()).to_pylist()
+    return DayIndex(t["id"].to_pylist(), [_EPOCH + timedelta(microseconds=u) for u in micros],
+                    t["app"].to_pylist(), t["window"].to_pylist(), t["source"].to_pylist(),
+                    t["frame_path"].to_pylist(), t["text"].combine_chunks())
 
 
 def search_day(store, ids: list[str], query: str) -> list[str]:  # worker thread
@@ -75,14 +125,205 @@ def mark(text: str, words: list[str]) -> str:
     return "".join(out).replace("\n", "<br>")
 
 
+class _Drain(QRunnable):
+    def __init__(self, owner: LatestFirst) -> None:
+        super().__init__()
+        self.owner = owner
+
+    def run(self) -> None:  # worker thread
+        batch: list[tuple[Hashable, Any]] = []
+        since = 0.0
+        while True:
+            item = self.owner._take()
+            if item is not None:
+                key, arg = item
+                try:
+                    result = self.owner.fn(arg)
+                except Exception:  # a frame that cannot be read is shown as missing, never stops the queue
+                    log.warning("timeline: loading %s failed", key, exc_info=True)
+                    result = None
+                if not batch:
+                    since = time.monotonic()
+                batch.append((key, result))
+            # Results go back in batches: one wake-up of the GUI thread (and one repaint) for many thumbnails.
+            if batch and (item is None or time.monotonic() - since > self.owner.batch_s):
+                try:
+                    self.owner._out.emit(batch)
+                except RuntimeError:  # the owner was deleted (window closed)
+                    return
+                batch = []
+            if item is None:
+                return
+
+
+class LatestFirst(QObject):
+    """One worker thread that runs the newest request first and drops requests it has not started once more
+    than `limit` wait: scrubbing leaves many requests behind for frames the person has already moved past.
+    on_done(key, result) runs in the GUI thread; result is None when fn raised."""
+
+    _out = Signal(object)
+
+    def __init__(self, fn: Callable[[Any], Any], on_done: Callable[[Hashable, Any], None], parent=None,
+                 limit: int = 400, batch_s: float = 0.0) -> None:
+        super().__init__(parent)
+        self.fn, self.on_done, self.limit, self.batch_s = fn, on_done, limit, batch_s
+        self._held = False
+        self.pool = QThreadPool(self)
+        self.pool.setMaxThreadCount(1)
+        self._lock = threading.Lock()
+        self._queue: OrderedDict[Hashable, Any] = OrderedDict()
+        self._draining = False
+        self._running: Hashable | None = None
+        self._out.connect(self._done)
+
+    @property
+    def pending(self) -> int:
+        """Requests waiting or running."""
+        with self._lock:
+            return len(self._queue) + (self._running is not None)
+
+    def asked(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._queue or key == self._running
+
+    def ask(self, key: Hashable, arg: Any, later: bool = False) -> None:
+        """Run fn(arg) next (or, `later`, after everything asked so far)."""
+        with self._lock:
+            if key == self._running:
+                return
+            self._queue[key] = arg
+            self._queue.move_to_end(key, last=not later)
+            while len(self._queue) > self.limit:
+                self._queue.popitem(last=False)
+            start = not self._draining and not self._held
+            self._draining = self._draining or start
+        if start:
+            self.pool.start(_Drain(self))
+
+    def hold(self, on: bool) -> None:
+        """Start nothing new while held (something more urgent runs elsewhere); then go on where it was."""
+        with self._lock:
+            self._held = on
+            start = not on and bool(self._queue) and not self._draining
+            if start:
+                self._draining = True
+        if start:
+            self.pool.start(_Drain(self))
+
+    def drop(self, keys=None) -> None:
+        """Forget requests not started yet (all of them when keys is None)."""
+        with self._lock:
+            if keys is None:
+                self._queue.clear()
+            for k in keys or ():
+                self._queue.pop(k, None)
+
+    def _take(self):  # worker thread
+        with self._lock:
+            if not self._queue or self._held:
+                self._draining, self._running = False, None
+                return None
+            key, arg = self._queue.popitem(last=True)
+            self._running = key
+            return key, arg
+
+    def _done(self, batch: list[tuple[Hashable, Any]]) -> None:
+        for key, result in batch:
+            with self._lock:
+                if self._running == key:
+                    self._running = None
+            self.on_done(key, result)
+
+
+def decode_thumb(path, size: QSize) -> QImage | None:  # worker thread
+    """The image at path scaled to fit size, or None when it is missing or unreadable."""
+    if path is None:
+        return None
+    reader = QImageReader(str(path))
+    reader.setAutoTransform(True)
+    full = reader.size()
+    if full.isValid():  # decoders that can (JPEG) decode straight at the small size
+        reader.setScaledSize(full.scaled(size, Qt.AspectRatioMode.KeepAspectRatio))
+    img = reader.read()
+    if img.isNull():
+        return None
+    if img.width() > size.width() or img.height() > size.height():
+        img = img.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
+    return img
+
+
+class ThumbCache(QObject):
+    """Frame thumbnails for the list and the strip: decoded off the GUI thread (newest request first), the
+    last LIMIT kept. get() never waits: it returns None and asks; `ready(id)` says when it is in."""
+
+    SIZE = QSize(120, 75)  # the strip's
+    SMALL = QSize(56, 32)  # the list's
+    LIMIT = 3000
+    ready = Signal(str)
+
+    def __init__(self, store, parent=None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self.loader = LatestFirst(self._decode, self._decoded, self, batch_s=0.03)
+        self._big: OrderedDict[str, QPixmap] = OrderedDict()
+        self._small: dict[str, QPixmap] = {}
+        self._none: set[str] = set()  # ids without a readable frame
+
+    def _decode(self, arg: tuple[str, str]) -> QImage | None:  # worker thread
+        return decode_thumb(resolve_frame(self.store, arg[1]), self.SIZE)
+
+    def has(self, id_: str) -> bool:
+        """The thumbnail is decoded (or known to be missing)."""
+        return id_ in self._big or id_ in self._none
+
+    def get(self, id_: str, path: str | None, small: bool = False) -> QPixmap | None:
+        """The thumbnail if decoded, else None (and it is asked for, unless the frame has no image)."""
+        pm = self._big.get(id_)
+        if pm is None:
+            if path and id_ not in self._none:
+                self.loader.ask(id_, (id_, path))
+            return None
+        self._big.move_to_end(id_)
+        if not small:
+            return pm
+        sm = self._small.get(id_)
+        if sm is None:
+            sm = self._small[id_] = pm.scaled(self.SMALL, Qt.AspectRatioMode.KeepAspectRatio,
+                                              Qt.TransformationMode.SmoothTransformation)
+        return sm
+
+    def _decoded(self, id_: str, img: QImage | None) -> None:
+        if img is None:
+            self._none.add(id_)
+        else:  # a QPixmap only in the GUI thread
+            self._big[id_] = QPixmap.fromImage(img)
+            while len(self._big) > self.LIMIT:
+                old, _ = self._big.popitem(last=False)
+                self._small.pop(old, None)
+        self.ready.emit(id_)
+
+    def forget(self, ids) -> None:
+        """Drop these frames' thumbnails (erased)."""
+        ids = list(ids)
+        self.loader.drop(ids)
+        for i in ids:
+            self._big.pop(i, None)
+            self._small.pop(i, None)
+            self._none.discard(i)
+
+
+_DISPLAY, _DECORATION, _TOOLTIP = (int(r) for r in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole,
+                                                      Qt.ItemDataRole.ToolTipRole))
+_ROLES = frozenset({_DISPLAY, _DECORATION, _TOOLTIP, int(ID_ROLE), int(ROW_ROLE)})
+
+
 def _utc_iso_local(v) -> str:
-    return local_time(v)[11:] if v else ""
+    return v.replace(tzinfo=timezone.utc).astimezone().strftime("%H:%M:%S") if v else ""
 
 
 class DayFramesModel(QAbstractTableModel):
-    """One line per frame of the day; rows load in blocks of BLOCK when a view shows (asks data for) them."""
+    """One line per frame of the day, every line painted from the day's index; thumbnails come when decoded."""
 
-    BLOCK = 50
     COLUMNS = [Column("Time", "captured_at", _utc_iso_local, width=150), Column("App", "app", width=110),
                Column("Window", "window", _one_line, width=240), Column("Source", "source", width=70),
                Column("Text", "text", _one_line)]
@@ -91,18 +332,18 @@ class DayFramesModel(QAbstractTableModel):
     loading_changed = Signal(bool)
     reloaded = Signal(int)
     refreshed = Signal(bool)  # a refresh() is in: True when the list changed (the model was reset)
-    rows_loaded = Signal()  # a block of rows came in
 
     def __init__(self, jobs: Jobs, store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.index_ = DayIndex()
         self._pos: dict[str, int] = {}
-        self._rows: dict[str, dict] = {}
-        self._asked: set[int] = set()  # blocks requested or loaded for this generation
-        self._pixmaps: dict[str, QPixmap] = {}
+        self._cells: dict[tuple[int, int], str] = {}  # (line, column) -> the string shown
+        self.thumbs = ThumbCache(store, self)
+        self.thumbs.ready.connect(self._thumb_in)
         self._fetching = False
         self._generation = 0
+        self._columns = {self.COL_APP: "apps", self.COL_WINDOW: "windows", self.COL_SOURCE: "sources"}
 
     # ---- the list ---------------------------------------------------------------------------
 
@@ -121,100 +362,60 @@ class DayFramesModel(QAbstractTableModel):
             self.loading_changed.emit(on)
 
     def reload(self, keys_fn: Callable[[], DayIndex]) -> None:
-        """Read the day's ids and times in a worker, then show them (rows load as they are shown)."""
+        """Read the day's index in a worker, then show it."""
         self._generation += 1
         gen = self._generation
         self._set_fetching(True)
-        self.jobs.submit(keys_fn, on_done=lambda ix: self._on_index(gen, ix, reset=True),
+        self.jobs.submit(keys_fn, on_done=lambda ix: self._on_index(gen, ix),
                          on_error=lambda _m: self._set_fetching(False))
 
     def refresh(self, keys_fn: Callable[[], DayIndex]) -> None:
-        """Re-read the list and the rows already loaded; no reset when nothing moved (rows update in place),
+        """Re-read the day's index; no reset when the same frames are there (changed lines update in place),
         else a reset and `refreshed(True)` so the view puts its selection back."""
         self._generation += 1
         gen = self._generation
-        loaded = list(self._rows)
         self._set_fetching(True)
-
-        def work():
-            ix = keys_fn()
-            keep = set(ix.ids)
-            rows = fetch_rows(self.store, self.KIND, [i for i in loaded if i in keep])
-            return ix, rows
-
-        self.jobs.submit(work, on_done=lambda res: self._on_refreshed(gen, *res),
+        self.jobs.submit(keys_fn, on_done=lambda ix: self._on_refreshed(gen, ix),
                          on_error=lambda _m: self._set_fetching(False))
 
-    def _on_index(self, gen: int, ix: DayIndex, reset: bool) -> None:
+    def _set_index(self, ix: DayIndex) -> None:
+        gone = set(self.index_.ids) - set(ix.ids)
+        if gone:
+            self.thumbs.forget(gone)
+        self.index_ = ix
+        self._pos = {i: n for n, i in enumerate(ix.ids)}
+        self._cells: dict[tuple[int, int], str] = {}
+
+    def _on_index(self, gen: int, ix: DayIndex) -> None:
         if gen != self._generation:
             return
         self.beginResetModel()
-        self.index_ = ix
-        self._pos = {i: n for n, i in enumerate(ix.ids)}
-        self._rows, self._asked = {}, set()
-        self._pixmaps = {}
+        self.index_ = DayIndex()  # another day: its thumbnails may still serve when the person comes back
+        self._set_index(ix)
         self.endResetModel()
         self._set_fetching(False)
         self.reloaded.emit(self.total)
 
-    def _on_refreshed(self, gen: int, ix: DayIndex, rows: list[dict]) -> None:
+    def _on_refreshed(self, gen: int, ix: DayIndex) -> None:
         if gen != self._generation:
             return
         self._set_fetching(False)
-        fresh = {r["id"]: r for r in rows}
         if ix.ids == self.index_.ids:
-            changed = []
-            for i, r in fresh.items():
-                old = self._rows.get(i)
-                if old is not None and {k: v for k, v in old.items() if not k.startswith("_")} != r:
-                    self._rows[i] = {**{k: v for k, v in old.items() if k.startswith("_")}, **r}
-                    changed.append(self._pos[i])
-            if changed:
-                self.dataChanged.emit(self.index(min(changed), 0), self.index(max(changed), self.columnCount() - 1))
+            if ix != self.index_ and self.total:
+                self.index_, self._cells = ix, {}
+                self.dataChanged.emit(self.index(0, 0), self.index(self.total - 1, self.columnCount() - 1))
             self.refreshed.emit(False)
             return
-        old = self._rows
         self.beginResetModel()
-        self.index_ = ix
-        self._pos = {i: n for n, i in enumerate(ix.ids)}
-        # rows already shown stay loaded (with their thumbnails); new ones load when shown
-        self._rows = {i: {**{k: v for k, v in old[i].items() if k.startswith("_")}, **r} for i, r in fresh.items()}
-        self._asked = set()
-        self._pixmaps = {i: p for i, p in self._pixmaps.items() if i in fresh}
+        self._set_index(ix)
         self.endResetModel()
         self.refreshed.emit(True)
 
-    def ensure(self, first: int, last: int | None = None) -> None:
-        """Load the blocks holding lines first..last (a worker each; a block asked once is not asked again)."""
-        last = first if last is None else last
-        for block in range(max(first, 0) // self.BLOCK, max(last, 0) // self.BLOCK + 1):
-            if block in self._asked or block * self.BLOCK >= self.total:
-                continue
-            self._asked.add(block)
-            ids = self.index_.ids[block * self.BLOCK:(block + 1) * self.BLOCK]
-            gen = self._generation
-            self.jobs.submit(self._load, ids, on_done=lambda rows, g=gen: self._on_block(g, rows))
-
-    def _load(self, ids: list[str]) -> list[dict]:  # worker thread
-        rows = fetch_rows(self.store, self.KIND, ids)
-        for r in rows:  # QImage may be made in a worker, QPixmap only in the GUI thread
-            frame = resolve_frame(self.store, r.get("frame_path"))
-            if frame:
-                img = QImage(str(frame))
-                r["_thumb"] = None if img.isNull() else img.scaled(
-                    THUMB_WIDTH // 2, THUMB_WIDTH // 3, Qt.AspectRatioMode.KeepAspectRatio,
-                    Qt.TransformationMode.SmoothTransformation)
-        return rows
-
-    def _on_block(self, gen: int, rows: list[dict]) -> None:
-        if gen != self._generation:
-            return
-        at = [self._pos[r["id"]] for r in rows if r["id"] in self._pos]
-        for r in rows:
-            self._rows[r["id"]] = r
-        if at:
-            self.dataChanged.emit(self.index(min(at), 0), self.index(max(at), self.columnCount() - 1))
-        self.rows_loaded.emit()
+    def _thumb_in(self, id_: str) -> None:
+        n = self._pos.get(id_)
+        if n is not None:
+            at = self.index(n, self.COL_TIME)
+            self.dataChanged.emit(at, at, [Qt.ItemDataRole.DecorationRole])
 
     # ---- lookups ----------------------------------------------------------------------------
 
@@ -228,12 +429,9 @@ class DayFramesModel(QAbstractTableModel):
     def time_at(self, i: int) -> datetime:
         return self.index_.times[i]
 
-    def row_at(self, i: int) -> dict | None:
-        """The loaded row at line i (None while its block is loading)."""
-        return self._rows.get(self.index_.ids[i])
-
-    def row_for(self, id_: str) -> dict | None:
-        return self._rows.get(id_)
+    def row_at(self, i: int) -> dict:
+        """Line i as a row (what the index holds: all but the full text)."""
+        return self.index_.row(i)
 
     def line_at_or_after(self, at: datetime) -> int:
         """The first line captured at or after `at` (naive UTC), or the last line."""
@@ -249,12 +447,7 @@ class DayFramesModel(QAbstractTableModel):
         if not drop:
             return
         self.beginResetModel()
-        keep = [(i, t) for i, t in zip(self.index_.ids, self.index_.times, strict=True) if i not in drop]
-        self.index_ = DayIndex([i for i, _ in keep], [t for _, t in keep])
-        self._pos = {i: n for n, i in enumerate(self.index_.ids)}
-        for i in drop:
-            self._rows.pop(i, None)
-        self._asked = set()
+        self._set_index(self.index_.without(drop))
         self.endResetModel()
 
     def mapFromSource(self, index):  # noqa: N802 - a view's model is itself (what code written for a proxy asks)
@@ -264,9 +457,6 @@ class DayFramesModel(QAbstractTableModel):
         return index
 
     # ---- Qt model API -----------------------------------------------------------------------
-
-    def canFetchMore(self, parent=QModelIndex()) -> bool:  # noqa: B008 - every line is there; rows load on show
-        return False
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008
         return 0 if parent.isValid() else self.total
@@ -279,36 +469,35 @@ class DayFramesModel(QAbstractTableModel):
             return self.COLUMNS[section].header
         return None
 
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid() or index.row() >= self.total:
+    def data(self, index, role=_DISPLAY):
+        # Called for every role of every visible cell on each repaint: unhandled roles leave first, and the
+        # strings shown are made once per line.
+        if role not in _ROLES or not index.isValid():
             return None
-        n = index.row()
-        id_ = self.index_.ids[n]
+        n, col = index.row(), index.column()
+        ix = self.index_
+        if n >= len(ix.ids):
+            return None
+        if role == _DISPLAY:
+            key = (n, col)
+            got = self._cells.get(key)
+            if got is None:
+                if col == self.COL_TIME:
+                    got = _utc_iso_local(ix.times[n])
+                elif col == self.COL_TEXT:
+                    got = _one_line((ix.text(n) or "")[:400])
+                else:
+                    got = self.COLUMNS[col].fmt(getattr(ix, self._columns[col])[n])
+                self._cells[key] = got
+            return got
+        if role == _DECORATION:
+            return self.thumbs.get(ix.ids[n], ix.frames[n], small=True) if col == self.COL_TIME else None
         if role == ID_ROLE:
-            return id_
-        row = self._rows.get(id_)
-        if row is None:
-            if role in (Qt.ItemDataRole.DisplayRole, ROW_ROLE):
-                self.ensure(n)
-            if role == ROW_ROLE:
-                return {"id": id_}
-            if role == Qt.ItemDataRole.DisplayRole and index.column() == self.COL_TIME:
-                return self.index_.times[n].replace(tzinfo=timezone.utc).astimezone().strftime("%H:%M:%S")
-            return None
-        col = self.COLUMNS[index.column()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            if index.column() == self.COL_TIME:
-                return self.index_.times[n].replace(tzinfo=timezone.utc).astimezone().strftime("%H:%M:%S")
-            return col.fmt(row.get(col.key))
+            return ix.ids[n]
         if role == ROW_ROLE:
-            return row
-        if role == Qt.ItemDataRole.DecorationRole and index.column() == self.COL_TIME:
-            img = row.get("_thumb")
-            if img is None:
-                return None
-            if id_ not in self._pixmaps:
-                self._pixmaps[id_] = QPixmap.fromImage(img)
-            return self._pixmaps[id_]
-        if role == Qt.ItemDataRole.ToolTipRole and col.key in ("text", "window"):
-            return row.get(col.key)
+            return ix.row(n)
+        if col == self.COL_WINDOW:  # the tooltip
+            return ix.windows[n]
+        if col == self.COL_TEXT:
+            return ix.text(n)
         return None

@@ -1,27 +1,31 @@
 """The timeline's large preview of one frame: app, window title and time above, the frame scaled to fit, and
-its captured text (screen OCR or transcript) below, with the search's words marked. The frame is decoded in
-its own worker (so a block of thumbnails never delays it) and the last few are kept, so stepping back and
-forth between neighbours decodes nothing twice."""
+its captured text (screen OCR or transcript) below, with the search's words marked. Header and text paint at
+once from the day's index. A frame file as small as capture writes them (a 640-pixel WebP) is decoded right
+there, in the GUI thread: that costs less than handing it to a worker and waiting for the answer on a busy
+machine, and the frame comes with its header in one paint. A larger file is decoded in the preview's own
+worker, newest request first (a scrub leaves older ones behind, unstarted). The last few frames are kept and
+the neighbours of the one shown are read ahead, so stepping back and forth decodes nothing twice."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from datetime import timezone
+from functools import partial
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout, QWidget
 
 from desktop.ui.browser_data import fetch_rows, resolve_frame
-from desktop.ui.timeline_model import mark
-from desktop.ui.workers import Jobs
+from desktop.ui.timeline_model import LatestFirst, mark
 
 FRAME_MAX = QSize(1600, 1000)  # decoded at most this large: enough for a full-window preview
 CACHE = 12
+INLINE_BYTES = 256 * 1024  # frame files up to this size are decoded in the GUI thread (see above)
 
 
 def load_frame(store, row: dict) -> tuple[dict, QImage | None]:  # worker thread
-    """The row (fetched if only its id is known) and its frame image, or None when it has no frame file."""
+    """The row (read when only its id is given) and its frame image, or None when it has no frame file."""
     if "captured_at" not in row:
         got = fetch_rows(store, "evidence", [row["id"]])
         if not got:
@@ -75,7 +79,7 @@ class FramePreview(QWidget):
     def __init__(self, store, parent=None) -> None:
         super().__init__(parent)
         self.store = store
-        self.jobs = Jobs(self, max_threads=1)
+        self.loader = LatestFirst(partial(load_frame, store), self._loaded, self, limit=6)
         self.header = QLabel("No frame selected")
         self.header.setTextFormat(Qt.TextFormat.PlainText)
         f = self.header.font()
@@ -105,16 +109,18 @@ class FramePreview(QWidget):
         self.words: list[str] = []
         self._cache: OrderedDict[str, tuple[dict, QPixmap | None]] = OrderedDict()
         self._want: str | None = None
-        self._asked: set[str] = set()
+        self._text_key: tuple | None = None
+        self._loading = False
 
     def show_row(self, row: dict | None) -> None:
-        """Show this row (a loaded row, or {"id": …} to fetch); None clears the preview."""
+        """Show this row (at least its id; app, window and time paint at once when given); None clears it."""
         if row is None:
             self._want, self.row = None, None
             self.header.setText("No frame selected")
             self.when.clear()
             self.frame.show_pixmap(None)
             self.text.clear()
+            self._text_key = None
             return
         self._want = row["id"]
         hit = self._cache.get(row["id"])
@@ -122,35 +128,55 @@ class FramePreview(QWidget):
             self._cache.move_to_end(row["id"])
             self._paint(*hit)
             return
-        if "captured_at" in row:  # header and text now; the frame when decoded
-            self._paint(row, None, loading=True)
-        self._request(row)
+        if "captured_at" in row and self._small(row):
+            res = load_frame(self.store, row)
+            self._loaded(row["id"], res)
+            if self.row is not None and self.row["id"] == row["id"] and not self._loading:
+                return
+        self._paint(row, None, loading=True)
+        self.loader.ask(row["id"], row)
+
+    def _small(self, row: dict) -> bool:
+        """The row has no frame file, or one small enough to decode at once."""
+        path = resolve_frame(self.store, row.get("frame_path"))
+        try:
+            return path is None or path.stat().st_size <= INLINE_BYTES
+        except OSError:
+            return True
 
     def prefetch(self, rows: list[dict]) -> None:
-        """Decode these frames ahead (the neighbours of the one shown)."""
+        """Read these frames after the one shown (its neighbours)."""
         for r in rows:
-            if r["id"] not in self._cache:
-                self._request(r)
+            if r["id"] not in self._cache and not self.loader.asked(r["id"]):
+                self.loader.ask(r["id"], r, later=True)
 
-    def _request(self, row: dict) -> None:
-        if row["id"] in self._asked:
+    @property
+    def waiting(self) -> bool:
+        """A frame is asked for and not shown yet."""
+        return self._want is not None and (self.row is None or self.row["id"] != self._want or self._loading)
+
+    @property
+    def pending(self) -> int:
+        """Frames asked for and not in yet."""
+        return self.loader.pending
+
+    def _loaded(self, id_: str, res: tuple[dict, QImage | None] | None) -> None:
+        if res is None:  # unreadable: shown without its image
+            if id_ == self._want and self.row is not None:
+                self._paint(self.row, None)
             return
-        self._asked.add(row["id"])
-        self.jobs.submit(load_frame, self.store, row, on_done=self._loaded,
-                         on_error=lambda _m, i=row["id"]: self._asked.discard(i))
-
-    def _loaded(self, res: tuple[dict, QImage | None]) -> None:
         row, img = res
-        self._asked.discard(row["id"])
         entry = (row, None if img is None else QPixmap.fromImage(img))
-        self._cache[row["id"]] = entry
+        self._cache[id_] = entry
         while len(self._cache) > CACHE:
             self._cache.popitem(last=False)
-        if row["id"] == self._want:
+        if id_ == self._want:
             self._paint(*entry)
 
     def forget(self, ids) -> None:
         """Drop cached frames (after a delete)."""
+        ids = list(ids)
+        self.loader.drop(ids)
         for i in ids:
             self._cache.pop(i, None)
 
@@ -161,7 +187,7 @@ class FramePreview(QWidget):
             self._text(self.row)
 
     def _paint(self, row: dict, pm: QPixmap | None, loading: bool = False) -> None:
-        self.row = row
+        self.row, self._loading = row, loading
         title = row.get("window") or ""
         app = row.get("app") or "(no app)"
         self.header.setText(f"{app} — {title}" if title else app)
@@ -181,5 +207,9 @@ class FramePreview(QWidget):
             self.shown.emit(row["id"])
 
     def _text(self, row: dict) -> None:
+        key = (row["id"], row.get("text"), tuple(self.words))
+        if key == self._text_key:  # the same text again (the frame came in): no second layout
+            return
+        self._text_key = key
         body = mark(row.get("text") or "", self.words)
         self.text.setHtml(f"<div style='white-space:pre-wrap'>{body}</div>" if body else "<i>(no text)</i>")

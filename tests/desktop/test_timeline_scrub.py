@@ -181,3 +181,120 @@ def test_a_new_capture_appears_while_the_timeline_is_open_and_the_frame_shown_st
     qtbot.keyClick(tl.table, Qt.Key.Key_End)
     qtbot.waitUntil(lambda: tl.preview.row is not None and tl.preview.row["id"] == new["id"], timeout=10_000)
     assert tl.preview.header.text() == "gedit — notes.txt"
+
+
+def _slot_ids(tl) -> list[str]:
+    sm = tl.strip.strip
+    return [tl.model.id_at(sm.line_of(s)) for s in range(sm.rowCount())]
+
+
+def _thumb_colour(tl, slot: int) -> QColor | None:
+    pm = tl.strip.strip.thumb(slot)
+    if pm is None or pm.isNull():
+        return None
+    img = pm.toImage()
+    return img.pixelColor(img.width() // 2, img.height() // 2)
+
+
+def _same_colour(a: QColor, b: QColor) -> bool:
+    return all(abs(x - y) <= 6 for x, y in zip(a.getRgb()[:3], b.getRgb()[:3], strict=True))
+
+
+def test_the_strip_shows_each_frame_as_a_thumbnail_follows_the_frame_shown_and_a_click_jumps_there(qtbot, jobs,
+                                                                                                    store, day):
+    tl = _open(qtbot, jobs, store, len(day))
+    qtbot.waitUntil(lambda: _showing(tl, day[-1]), timeout=10_000)
+    strip = tl.strip
+    assert strip.isVisible()
+    assert _slot_ids(tl) == [r["id"] for r in day], "a short day: one thumbnail per frame, oldest first"
+    # the thumbnails are the frames themselves (each frame file has its own colour), decoded lazily
+    qtbot.waitUntil(lambda: all(_thumb_colour(tl, s) is not None for s in range(len(day))), timeout=10_000)
+    for s in range(len(day)):
+        assert _same_colour(_thumb_colour(tl, s), QColor.fromHsv(s * 60, 200, 200)), s
+    assert strip.strip.data(strip.strip.index(3)) == "10:30:00"
+    assert strip.currentIndex().row() == 4 and strip.selectionModel().isSelected(strip.strip.index(4)), \
+        "the frame shown is highlighted"
+
+    qtbot.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.visualRect(strip.strip.index(1)).center())
+    qtbot.waitUntil(lambda: _showing(tl, day[1]), timeout=10_000)
+    assert tl.preview.header.text() == "xterm — ~/src/mirador — git push"
+    assert [i.row() for i in tl.table.selectionModel().selectedRows()] == [1] and tl.slider.value() == 1
+    assert strip.currentIndex().row() == 1
+    assert [i.row() for i in strip.selectionModel().selectedRows()] == [1], "one thumbnail highlighted, not two"
+
+    tl.table.setFocus()
+    qtbot.keyClick(tl.table, Qt.Key.Key_Right)
+    qtbot.waitUntil(lambda: _showing(tl, day[2]), timeout=10_000)
+    assert strip.currentIndex().row() == 2, "the strip follows the keys"
+    strip.setFocus()
+    qtbot.keyClick(strip, Qt.Key.Key_Right)  # the timeline's keys work in the strip too: a frame, not a slot
+    qtbot.waitUntil(lambda: _showing(tl, day[3]), timeout=10_000)
+    tl.slider.setValue(0)  # a slider jump: the right frame, list line and thumbnail
+    qtbot.waitUntil(lambda: _showing(tl, day[0]), timeout=10_000)
+    assert tl.preview.header.text() == "xterm — ~/src/mirador — make test"
+    assert "412 passed" in tl.preview.text.toPlainText()
+    assert [i.row() for i in tl.table.selectionModel().selectedRows()] == [0] and strip.currentIndex().row() == 0
+    assert tl.model.rowCount() == len(day) and strip.strip.rowCount() == len(day), "moving changes no list"
+    wait_idle(qtbot, jobs)
+
+
+def test_every_list_line_paints_from_the_day_index_without_waiting(qtbot, jobs, store, day):
+    tl = _open(qtbot, jobs, store, len(day))
+    m = tl.model
+    # right after the day is listed, with no row fetched: every line has its time, app, window title and text
+    for n, (_minutes, app, window, text) in enumerate(FRAMES):
+        assert m.data(m.index(n, m.COL_APP)) == app
+        assert m.data(m.index(n, m.COL_WINDOW)) == window
+        assert m.data(m.index(n, m.COL_TEXT)) == text
+    assert m.data(m.index(3, m.COL_TIME)) == "10:30:00"
+    wait_idle(qtbot, jobs)
+
+
+def test_a_deleted_frame_leaves_the_strip_and_a_new_capture_joins_it(qtbot, jobs, store, day, monkeypatch):
+    tl = _open(qtbot, jobs, store, len(day))
+    tl.go(2)
+    qtbot.waitUntil(lambda: _showing(tl, day[2]), timeout=10_000)
+    qtbot.waitUntil(lambda: all(_thumb_colour(tl, s) is not None for s in range(len(day))), timeout=10_000)
+    monkeypatch.setattr(QMessageBox, "exec", lambda box: QMessageBox.StandardButton.Yes)
+    qtbot.mouseClick(tl.del_frame, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tl.model.rowCount() == 4 and tl.summary.text() == "4 evidence rows over 1 day(s)",
+                    timeout=30_000)
+    wait_idle(qtbot, jobs)
+    qtbot.waitUntil(lambda: _showing(tl, day[3]), timeout=10_000)
+    assert _slot_ids(tl) == [day[i]["id"] for i in (0, 1, 3, 4)], "the erased frame is gone from the strip"
+    assert tl.strip.currentIndex().row() == 2, "its successor is highlighted"
+    qtbot.waitUntil(lambda: _thumb_colour(tl, 2) is not None, timeout=10_000)
+    assert _same_colour(_thumb_colour(tl, 2), QColor.fromHsv(3 * 60, 200, 200)), "and shows its own picture"
+    assert not tl.model.thumbs.has(day[2]["id"]), "its thumbnail is not kept either"
+
+    path = day[0]["frame_path"].replace("f0.png", "f9.png")
+    img = QImage(320, 200, QImage.Format.Format_RGB32)
+    img.fill(QColor.fromHsv(300, 200, 200))
+    assert img.save(path)
+    new = store.add_evidence("Notes: ship the parser", source="screen", app="gedit", window="notes.txt",
+                             captured_at=_at(170), frame_path=path)
+    tl.refresh()
+    qtbot.waitUntil(lambda: tl.strip.strip.rowCount() == 5, timeout=30_000)
+    wait_idle(qtbot, jobs)
+    assert _slot_ids(tl)[-1] == new["id"] and tl.preview.row["id"] == day[3]["id"], "the frame shown stays"
+    assert tl.strip.currentIndex().row() == 2
+    qtbot.waitUntil(lambda: _thumb_colour(tl, 4) is not None, timeout=10_000)
+    assert _same_colour(_thumb_colour(tl, 4), QColor.fromHsv(300, 200, 200))
+
+
+def test_a_long_day_gets_one_thumbnail_per_few_minutes_never_more_than_the_cap():
+    from desktop.ui.timeline_strip import MAX_SLOTS, slot_starts
+
+    start = datetime(2026, 3, 2, 8, 0)
+    times = [start + timedelta(seconds=7 * i) for i in range(10_000)]  # ~19.5 hours, a frame every 7 s
+    starts, minutes = slot_starts(times)
+    assert minutes == 5 and len(starts) <= MAX_SLOTS
+    assert starts[0] == 0 and starts == sorted(set(starts))
+    for a, b in zip(starts, starts[1:], strict=False):  # each slot starts at its first frame
+        assert (times[b] - datetime(1970, 1, 1)) // timedelta(minutes=5) > (times[a] - datetime(1970, 1, 1)) // \
+            timedelta(minutes=5)
+        assert (times[b - 1] - datetime(1970, 1, 1)) // timedelta(minutes=5) == \
+            (times[a] - datetime(1970, 1, 1)) // timedelta(minutes=5)
+    few = times[:40]
+    assert slot_starts(few) == (list(range(40)), 0), "a short day: every frame"
+    assert slot_starts([]) == ([], 0)
