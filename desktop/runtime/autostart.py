@@ -18,6 +18,8 @@ WIN_RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
 
 def default_command() -> list[str]:
     """How to start the tray app: the installed `mirador` script, else this Python with -m."""
+    if getattr(sys, "frozen", False):  # an installer build: argv[0] may be a bare name found on PATH
+        return [sys.executable, "app"]
     exe = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
     if exe and exe.name.startswith("mirador") and exe.exists():
         return [str(exe), "app"]

