@@ -184,7 +184,7 @@ class EvidenceTimeline(QMainWindow):
         right.addWidget(lower)
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 2)
-        right.setSizes([520, 300])
+        right.setSizes([470, 390])  # the preview, then the strip, slider, search and about five lines
         split = QSplitter()
         split.addWidget(self.tree)
         split.addWidget(right)

@@ -12,8 +12,8 @@ from collections import OrderedDict
 from datetime import timezone
 from functools import partial
 
-from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout, QWidget
 
 from desktop.ui.browser_data import fetch_rows, resolve_frame
@@ -43,7 +43,10 @@ def load_frame(store, row: dict) -> tuple[dict, QImage | None]:  # worker thread
 
 
 class _Frame(QLabel):
-    """A label that shows its pixmap scaled to fit, re-scaled when the pane is resized."""
+    """A label whose frame is drawn scaled to fit when painted (no scaled copy is made per frame or resize);
+    its pixmap() is the frame as decoded."""
+
+    BACKGROUND = QColor("#202124")
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,16 +62,19 @@ class _Frame(QLabel):
             self.clear()
             self.setText(empty)
         else:
-            self._fit()
+            self.setPixmap(pm)
 
-    def _fit(self) -> None:
-        if self._full is not None:
-            self.setPixmap(self._full.scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio,
-                                             Qt.TransformationMode.SmoothTransformation))
-
-    def resizeEvent(self, e) -> None:  # noqa: N802 - Qt
-        super().resizeEvent(e)
-        self._fit()
+    def paintEvent(self, e) -> None:  # noqa: N802 - Qt
+        if self._full is None or self._full.isNull():
+            super().paintEvent(e)
+            return
+        fit = self._full.size().scaled(self.size(), Qt.AspectRatioMode.KeepAspectRatio)
+        target = QRect(QPoint((self.width() - fit.width()) // 2, (self.height() - fit.height()) // 2), fit)
+        p = QPainter(self)
+        p.fillRect(self.rect(), self.BACKGROUND)
+        p.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform)
+        p.drawPixmap(target, self._full)
+        p.end()
 
 
 class FramePreview(QWidget):
@@ -99,7 +105,7 @@ class FramePreview(QWidget):
         split.addWidget(self.text)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
-        split.setSizes([420, 150])
+        split.setSizes([360, 110])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.header)

@@ -10,10 +10,17 @@ import bisect
 from datetime import datetime, timezone
 
 from PySide6.QtCore import QAbstractListModel, QItemSelectionModel, QModelIndex, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QPixmap
-from PySide6.QtWidgets import QAbstractItemView, QListView
+from PySide6.QtGui import QColor, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QListView,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+)
 
-from desktop.ui.timeline_model import DayFramesModel, ThumbCache
+from desktop.ui.timeline_model import DayFramesModel, ThumbCache, local_clock
 
 MAX_SLOTS = 240
 _DISPLAY, _DECORATION, _TOOLTIP = (int(r) for r in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole,
@@ -67,9 +74,7 @@ class StripModel(QAbstractListModel):
         ix = self.frames.index_
         self.starts, self.minutes = slot_starts(ix.times)
         self._slot_of_id = {ix.ids[line]: s for s, line in enumerate(self.starts)}
-        fmt = "%H:%M:%S" if self.minutes == 0 else "%H:%M"
-        self._labels = [ix.times[line].replace(tzinfo=timezone.utc).astimezone().strftime(fmt)
-                        for line in self.starts]
+        self._labels = [local_clock(ix.times[line], seconds=self.minutes == 0) for line in self.starts]
         self.endResetModel()
 
     def _refreshed(self, reset: bool) -> None:
@@ -115,6 +120,26 @@ class StripModel(QAbstractListModel):
         return None
 
 
+class _Highlight(QStyledItemDelegate):
+    """The default item, plus a thick frame in the highlight colour round the current slot's thumbnail (a
+    selected icon alone is hard to tell from the others)."""
+
+    def paint(self, painter: QPainter, option, index) -> None:
+        super().paint(painter, option, index)
+        if option.state & QStyle.StateFlag.State_Selected:
+            opt = QStyleOptionViewItem(option)
+            self.initStyleOption(opt, index)
+            style = opt.widget.style() if opt.widget is not None else QApplication.style()
+            box = style.subElementRect(QStyle.SubElement.SE_ItemViewItemDecoration, opt, opt.widget).adjusted(-2, -2, 1, 1)
+            pen = QPen(option.palette.color(QPalette.ColorRole.Highlight))
+            pen.setWidth(3)
+            painter.save()
+            painter.setPen(pen)
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.drawRect(box)
+            painter.restore()
+
+
 class ThumbStrip(QListView):
     """The filmstrip view: one row of thumbnails, scrolled sideways; `jump(line)` on a click."""
 
@@ -124,6 +149,7 @@ class ThumbStrip(QListView):
         super().__init__(parent)
         self.strip = StripModel(frames, self)
         self.setModel(self.strip)
+        self.setItemDelegate(_Highlight(self))
         self.setViewMode(QListView.ViewMode.IconMode)
         self.setMovement(QListView.Movement.Static)
         self.setFlow(QListView.Flow.LeftToRight)
