@@ -313,8 +313,10 @@ class Store:
         """Append audit rows (memory/store/audit.py audit_row builds them)."""
         self.append(self.audit, rows, T.audit_schema())
 
-    def _upsert(self, table: Any, row: dict[str, Any]) -> None:
-        if table.name == T.MEMORIES and self.remotes.put(row):
+    def _upsert(self, table: Any, row: dict[str, Any], actor: str = "person",
+                old: dict[str, Any] | None = None) -> None:
+        # actor and old (the version edited) let a shared scope settle concurrent edits (remote.py).
+        if table.name == T.MEMORIES and self.remotes.put(row, actor=actor, old=old):
             return  # a shared scope's memory: queued for its remote store (memory/store/remote.py)
         data = to_arrow([row], table.schema)
         self.commit(
@@ -382,7 +384,7 @@ class Store:
             for r, vec in zip(mem_rows, vecs, strict=True):
                 r["vector"] = vec
             # Rows of shared scopes go to their remote store (through the outbox); the rest stay here.
-            self.append(self.memories, self.remotes.divert(mem_rows), self.memories.schema)
+            self.append(self.memories, self.remotes.divert(mem_rows, actor=actor), self.memories.schema)
         self.append(self.vault, vault_rows, T.vault_schema())
         out = [public_vault(r) if v else public_memory(r) for r, v in zip(rows, is_vault, strict=True)]
         self.write_audit([
@@ -463,7 +465,7 @@ class Store:
             row["vector"] = self.embedder.embed([row["search_text"]])[0]
         else:
             row["vector"] = old["vector"]
-        self._upsert(self.memories, row)
+        self._upsert(self.memories, row, actor=actor, old=old)
         if row["scope"] != old["scope"]:
             self.remotes.moved(id_, old["scope"], row["scope"])  # into or out of a shared scope
             memory_rescoped(self, id_, row["scope"])  # e.g. the end scopes of its edges (memory/graph)
@@ -494,7 +496,7 @@ class Store:
             row["valid_to"] = row["updated_at"]
         if new == Status.ACTIVE:
             row["valid_to"] = None
-        self._upsert(self.memories, row)
+        self._upsert(self.memories, row, actor=actor, old=old)
         self.write_audit([audit_row(actor, "status", "memory", id_, row["scope"], {"status": cur.value},
                                     {"status": new.value})])
         return public_memory(row)
@@ -511,7 +513,7 @@ class Store:
         row = dict(old)
         now = utcnow()
         row.update(status=Status.SUPERSEDED.value, valid_to=now, superseded_by=new["id"], updated_at=now)
-        self._upsert(self.memories, row)
+        self._upsert(self.memories, row, actor=actor, old=old)
         self.write_audit([audit_row(actor, "supersede", "memory", old_id, row["scope"],
                                     {"status": old["status"]}, {"status": "superseded", "superseded_by": new["id"]})])
         return public_memory(row), new

@@ -20,6 +20,11 @@ into its local tombstones table (`Remotes.pull`, on each full flush), so its ext
 same content again, and a flush never sends a queued write of a memory another device forgot, nor an
 automated write of content that was forgotten there.
 
+Concurrent edits: a queued edit keeps the shared version it started from (outbox_base) and who made it
+(outbox_actor). A flush that finds the memory changed since settles it (_settle): a person beats an
+automated pass; between people the later edit wins and the earlier stays as a superseded version. The
+bucket's edit log (EDITS: ids, times, actor, device, person; no text) tells who wrote a version.
+
 What is not here yet: relations and evidence of a shared scope stay local.
 """
 
@@ -51,7 +56,8 @@ FLUSH_BATCH = 500  # queued writes sent in one remote commit
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
 
 
-OUTBOX_COLS = ["outbox_seq", "outbox_binding", "outbox_op", "queued_at"]
+OUTBOX_COLS = ["outbox_seq", "outbox_binding", "outbox_op", "queued_at", "outbox_actor", "outbox_base"]
+EDITS = "memory_edits"  # the bucket's log of who wrote which version: ids, times, actor, device, person
 
 
 def outbox_schema(dim: int) -> pa.Schema:
@@ -59,7 +65,19 @@ def outbox_schema(dim: int) -> pa.Schema:
     queued rows under the same filter as the tables) or a delete (the id alone)."""
     return pa.schema([*T.memories_schema(dim), pa.field("outbox_seq", pa.int64()),
                       pa.field("outbox_binding", pa.string()), pa.field("outbox_op", pa.string()),
-                      pa.field("queued_at", T.TS)])
+                      pa.field("queued_at", T.TS), *_OUTBOX_ADDED])
+
+
+# Added after the first outboxes were written: an older outbox gets them as empty columns.
+# outbox_actor: who made the write; outbox_base: updated_at of the shared version an edit started from
+# (None for a new memory), so a flush can tell a concurrent edit from its own.
+_OUTBOX_ADDED = [pa.field("outbox_actor", pa.string()), pa.field("outbox_base", T.TS)]
+
+
+def edits_schema() -> pa.Schema:
+    """One version of a shared memory as sent: no content, only who wrote it where and when."""
+    return pa.schema([("id", pa.string()), ("updated_at", T.TS), ("actor", pa.string()),
+                      ("device", pa.string()), ("person", pa.string()), ("sent_at", T.TS)])
 
 
 # ---- credentials: the OS keyring only ------------------------------------------------------
@@ -166,6 +184,7 @@ class Shared:
         self._db: Any = None
         self._memories: Any = None
         self._stones: Any = None
+        self._edits: Any = None
         self.last_checked: float | None = None
         self.last_error: str | None = None
         self.last_ok: float | None = None
@@ -215,6 +234,33 @@ class Shared:
                 self._stones = _retry(lambda: db.create_table(STONES, schema=T.tombstones_schema(), exist_ok=True))
         return self._stones
 
+    def edits(self, create: bool = True) -> Any:
+        """The bucket's edit log (edits_schema): who wrote each version of a shared memory."""
+        if self._edits is None:
+            db = self._connect()
+            try:
+                self._edits = db.open_table(EDITS)
+            except (ValueError, FileNotFoundError):
+                if not create:
+                    raise
+                self._edits = _retry(lambda: db.create_table(EDITS, schema=edits_schema(), exist_ok=True))
+        return self._edits
+
+    def writers(self, ids: list[str]) -> dict[tuple[str, Any], dict[str, Any]]:
+        """(id, updated_at) -> the edit-log row of that version, for these ids."""
+        try:
+            t = self.edits(create=False)
+        except (ValueError, FileNotFoundError):
+            return {}
+        rows = t.search().where(f"id IN {sql_id_list(ids)}").select(edits_schema().names).limit(None)
+        return {(r["id"], r["updated_at"]): r for r in rows.to_arrow().to_pylist()}
+
+    def log_edits(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            t = self.edits()
+            data = pa.Table.from_pylist(rows, schema=edits_schema())
+            _retry(lambda: t.merge_insert(["id", "updated_at"]).when_not_matched_insert_all().execute(data))
+
     def put_stones(self, data: pa.Table) -> None:
         """Add tombstones by id: one forget sent twice leaves one tombstone."""
         t = self.tombstones()
@@ -236,7 +282,7 @@ class Shared:
 
     def _failed(self, e: Exception) -> None:
         self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        self._db = self._memories = self._stones = None  # reconnect next time: the endpoint may have restarted
+        self._db = self._memories = self._stones = self._edits = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
         """Upsert rows by id: a batch sent twice leaves one row per id."""
@@ -245,9 +291,15 @@ class Shared:
 
     def delete(self, ids: list[str]) -> None:
         t = self.memories()
+        try:
+            edit_log = self.edits(create=False)
+        except (ValueError, FileNotFoundError):
+            edit_log = None
         for start in range(0, len(ids), 500):
             chunk = sql_id_list(ids[start:start + 500])
             _retry(lambda c=chunk: t.delete(f"id IN {c}"))
+            if edit_log is not None:
+                _retry(lambda c=chunk: edit_log.delete(f"id IN {c}"))
 
     def ensure_text_index(self) -> None:
         """The full-text index the search's text leg needs (rows added after it are still scanned)."""
@@ -340,6 +392,7 @@ class Remotes:
         self._outbox: Any = None
         self._flush_lock = threading.Lock()
         self._last_failed: float = 0.0
+        self.device, self.person = _device(), _person()
 
     # ---- routing --------------------------------------------------------------------------
 
@@ -355,9 +408,11 @@ class Remotes:
         scopes = None if scopes is None else list(scopes)
         return [s for s in self.shared.values() if touches(s.binding.scope, scopes)]
 
-    def divert(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def divert(self, rows: list[dict[str, Any]], actor: str = "person",
+               base: Any = None) -> list[dict[str, Any]]:
         """Queue the rows of shared scopes for their remote store and return the others (to be written
-        locally). The queue is flushed before this returns when the remote answers."""
+        locally). The queue is flushed before this returns when the remote answers. actor: who writes;
+        base: updated_at of the shared version an edit started from (None for a new memory)."""
         if not self.shared:
             return rows
         local, queued = [], []
@@ -366,16 +421,19 @@ class Remotes:
             if s is None:
                 local.append(r)
             else:
-                queued.append((s.binding.name, "put", r))
+                queued.append((s.binding.name, "put", {**r, "outbox_actor": actor, "outbox_base": base}))
         if queued:
             self._enqueue(queued)
             self.flush(quiet=True)
         return local
 
-    def put(self, row: dict[str, Any]) -> bool:
+    def put(self, row: dict[str, Any], actor: str = "person", old: dict[str, Any] | None = None) -> bool:
         """Route one upserted memory row: True when its scope is shared (queued, and flushed if the remote
-        answers); False when it belongs in the local table."""
-        return bool(self.shared) and not self.divert([row])
+        answers); False when it belongs in the local table. old: the version this edit started from."""
+        if not self.shared:
+            return False
+        same = old is not None and self.binding_for(old["scope"]) is self.binding_for(row["scope"])
+        return not self.divert([row], actor=actor, base=old.get("updated_at") if same and old else None)
 
     def moved(self, id_: str, old_scope: str, new_scope: str) -> None:
         """A memory changed scope: drop the copy the move left behind (remote or local)."""
@@ -416,7 +474,13 @@ class Remotes:
     def outbox(self) -> Any:
         if self._outbox is None:
             db = self.store.db
-            self._outbox = db.create_table(OUTBOX, schema=outbox_schema(self.store.embedder.dim), exist_ok=True)
+            if OUTBOX in db.table_names():
+                self._outbox = db.open_table(OUTBOX)
+            else:
+                self._outbox = db.create_table(OUTBOX, schema=outbox_schema(self.store.embedder.dim), exist_ok=True)
+            missing = [f for f in _OUTBOX_ADDED if f.name not in self._outbox.schema.names]
+            if missing:
+                self.store.commit(lambda: self._outbox.add_columns(missing))
         return self._outbox
 
     def _drop_queued_puts(self, ids: list[str]) -> set[str]:
@@ -502,7 +566,7 @@ class Remotes:
                     batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
                         table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
                     try:
-                        dropped = self._apply(shared, batch, table.select(T.memories_schema(1).names))
+                        dropped = self._apply(shared, batch, table)
                     except Exception as e:  # down, timed out, refused: the batch stays queued
                         shared._failed(e)
                         errors[name] = shared.last_error
@@ -526,13 +590,17 @@ class Remotes:
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
-    def _apply(self, shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> list[dict[str, Any]]:
-        """Send one batch in queue order; returns the queued writes not sent because the bucket holds a
-        tombstone for them (another device forgot that memory, or that content if the write is automated)."""
+    def _apply(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
+        """Send one batch (outbox rows) in queue order; returns the queued writes not sent because the bucket
+        holds a tombstone for them (another device forgot that memory, or that content if the write is
+        automated). Edits made while another device edited the same memory are settled first (_settle)."""
+        rows = table.select(T.memories_schema(1).names)
         dead = self._stoned(shared, batch, rows)
+        lost, copies, notes = self._settle(shared, batch, table, dead)
         # Consecutive puts (or tombstones) go in one merge; a delete applies after what was queued before it.
         puts: list[int] = []
         stones: list[int] = []
+        sent: dict[str, int] = {}
 
         def send() -> None:
             if stones:
@@ -545,11 +613,12 @@ class Remotes:
                 # Several queued versions of one id: the newest wins, as it would have locally.
                 last = {batch[n]["id"]: n for n in puts}
                 shared.put(rows.take(sorted(last.values())))
+                sent.update(last)
                 puts.clear()
 
         for r in batch:
             if r["op"] == "put":
-                if r["row"] not in dead:
+                if r["row"] not in dead and r["id"] not in lost:
                     puts.append(r["row"])
             elif r["op"] == "stone":
                 if puts:
@@ -559,8 +628,81 @@ class Remotes:
                 send()
                 shared.delete([r["id"]])
         send()
+        if copies:
+            shared.put(pa.Table.from_pylist(copies, schema=rows.schema))
+        now = _now()
+        shared.log_edits(
+            [{"id": i, "updated_at": table["updated_at"][n].as_py(), "actor": table["outbox_actor"][n].as_py()
+              or "person", "device": self.device, "person": self.person, "sent_at": now} for i, n in sent.items()]
+            + [{"id": c["id"], "updated_at": c["updated_at"], "actor": f"shared:{shared.binding.name}",
+                "device": self.device, "person": self.person, "sent_at": now} for c in copies])
         shared.ensure_text_index()
+        if notes:
+            self.store.write_audit(notes)
         return [{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")} for n in sorted(dead)]
+
+    def _settle(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table,
+                dead: set[int]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]]]:
+        """Concurrent edits of one shared memory, settled the same way on every device: a person's edit
+        wins over an automated one; between two people the later edit wins and the earlier is kept as a
+        superseded version (a new memory pointing at the winner). Returns the ids whose queued edit lost
+        (not sent), the superseded copies to send, and the audit rows (with the other device and person)."""
+        from memory.store.audit import audit_row
+        from memory.store.rows import new_id
+
+        first_base: dict[str, Any] = {}  # the shared version this device's queued edits started from
+        newest: dict[str, int] = {}
+        for r in batch:
+            if r["op"] == "put" and r["row"] not in dead:
+                first_base.setdefault(r["id"], table["outbox_base"][r["row"]].as_py())
+                newest[r["id"]] = r["row"]
+        edited = sorted(i for i, b in first_base.items() if b is not None)
+        if not edited:
+            return set(), [], []
+        cols = T.memories_schema(1).names
+        current = {r["id"]: r for r in shared.query(f"id IN {sql_id_list(edited)}", cols, len(edited))}
+        writers = shared.writers(edited)
+        lost: set[str] = set()
+        copies: list[dict[str, Any]] = []
+        notes: list[dict[str, Any]] = []
+        now = _now()
+        for i in edited:
+            n, theirs = newest[i], current.get(i)
+            ours = {k: table[k][n].as_py() for k in cols}
+            scope = ours["scope"]
+            if theirs is None:  # moved out of the shared scope or deleted elsewhere: not re-created
+                lost.add(i)
+                notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
+                                       after={"kept": "nothing", "reason": "no longer in the shared store"}))
+                continue
+            if theirs["updated_at"] == first_base[i]:
+                continue  # nobody else wrote it since this device read it
+            w = writers.get((i, theirs["updated_at"]), {})
+            our_actor = table["outbox_actor"][n].as_py() or "person"
+            # A version with no log entry (written before the log existed) counts as a person's.
+            their_actor = w.get("actor") or "person"
+            other = {"actor": their_actor, "device": w.get("device"), "person": w.get("person"),
+                     "updated_at": theirs["updated_at"].isoformat() if theirs["updated_at"] else None}
+            if _automated(our_actor) and not _automated(their_actor):
+                ours_win = False
+            elif _automated(their_actor) and not _automated(our_actor):
+                ours_win = True
+            else:
+                ours_win = (ours["updated_at"], self.device) > (theirs["updated_at"], w.get("device") or "")
+            loser = theirs if ours_win else ours
+            copy_id = None
+            if not _automated(their_actor if ours_win else our_actor):  # a person's edit is never lost
+                copy_id = new_id("memory")
+                copies.append({**loser, "id": copy_id, "status": "superseded", "superseded_by": i,
+                               "valid_to": loser.get("valid_to") or now, "updated_at": now})
+            if not ours_win:
+                lost.add(i)
+            notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
+                                   before={"other": other},
+                                   after={"kept": "this device's edit" if ours_win else "the other edit",
+                                          "this": {"actor": our_actor, "device": self.device, "person": self.person},
+                                          "earlier_version": copy_id}))
+        return lost, copies, notes
 
     @staticmethod
     def _stoned(shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> set[int]:
@@ -687,6 +829,29 @@ class Remotes:
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
                  "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
                  "last_error": s.last_error} for n, s in self.shared.items()]
+
+
+def _now():
+    from memory.types import utcnow
+
+    return utcnow()
+
+
+def _device() -> str:
+    """This machine's name, as the shared edit log records it."""
+    import socket
+
+    return socket.gethostname() or "unknown device"
+
+
+def _person() -> str:
+    """The OS user writing, as the shared edit log records it."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (a container without passwd entry)
+        return "unknown person"
 
 
 def _automated(origin: str | None) -> bool:

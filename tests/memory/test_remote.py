@@ -314,3 +314,66 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
         assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
     finally:
         sw.stop()
+
+
+def test_concurrent_edits_settle_predictably_and_are_audited(homes):
+    """Two devices edit one shared memory from the same version: between two people the later edit wins and
+    the earlier is kept as a superseded version; a person's edit beats an automated one whichever came
+    later; each device's audit names the other device and person."""
+    from datetime import timedelta
+
+    from memory.store import tables as T
+    from memory.types import utcnow
+
+    a, b = homes
+    cols = T.memories_schema(1).names
+
+    def stale_edit(store, id_, actor, **change):
+        """An edit made from the version this device read before the other device's edit landed."""
+        row = store.remotes.rows(None, f"id = '{id_}'", cols, 1)[0]
+        return row, lambda: store.remotes.divert([{**row, **change, "updated_at": utcnow() + timedelta(seconds=1)}],
+                                                 actor=actor, base=row["updated_at"])
+
+    # Two people: B's edit is later, so it wins; A's is kept as a superseded version.
+    m = a.add_memory("The acme retro is on Fridays", scope=SHARED)
+    _, b_edit = stale_edit(b, m["id"], "person", text="The acme retro is on Thursdays")
+    a.update_memory(m["id"], text="The acme retro is on Wednesdays")
+    b_edit()
+    assert b.remotes.pending() == {"team": 0}
+    assert a.get(m["id"])["text"] == "The acme retro is on Thursdays"
+    kept = a.remotes.rows(None, f"superseded_by = '{m['id']}'", cols, 5)
+    assert [r["text"] for r in kept] == ["The acme retro is on Wednesdays"]
+    assert kept[0]["status"] == "superseded"
+    [note] = b.rows(b.audit, f"action = 'conflict' AND entity_id = '{m['id']}'", ["actor", "before", "after"], None)
+    before, after = json.loads(note["before"]), json.loads(note["after"])
+    assert note["actor"] == "shared:team" and after["kept"] == "this device's edit"
+    assert before["other"]["actor"] == "person" and before["other"]["device"] and before["other"]["person"]
+    assert after["earlier_version"] == kept[0]["id"]
+
+    # An automated edit loses to a person's, even when it is the later one; nothing of it is kept.
+    n = a.add_memory("The acme design review needs two approvals", scope=SHARED)
+    _, b_auto = stale_edit(b, n["id"], "extractor", confidence=0.99)
+    a.update_memory(n["id"], text="The acme design review needs three approvals")
+    b_auto()
+    assert a.get(n["id"])["text"] == "The acme design review needs three approvals"
+    assert not a.remotes.rows(None, f"superseded_by = '{n['id']}'", cols, 5)
+    [note] = b.rows(b.audit, f"action = 'conflict' AND entity_id = '{n['id']}'", ["after"], None)
+    assert json.loads(note["after"])["kept"] == "the other edit"
+
+    # A person's edit made from an older version still wins over a later automated one.
+    o = a.add_memory("The acme pager rotation is weekly", scope=SHARED)
+    _, b_person = stale_edit(b, o["id"], "person", text="The acme pager rotation is fortnightly")
+    a.update_memory(o["id"], confidence=0.9, actor="extractor")
+    b_person()
+    assert a.get(o["id"])["text"] == "The acme pager rotation is fortnightly"
+    assert not a.remotes.rows(None, f"superseded_by = '{o['id']}'", cols, 5)
+
+    # No edit in between: an ordinary edit is no conflict.
+    b.update_memory(o["id"], text="The acme pager rotation is monthly")
+    assert a.get(o["id"])["text"] == "The acme pager rotation is monthly"
+    assert not b.rows(b.audit, f"action = 'conflict' AND entity_id = '{o['id']}' AND after LIKE '%monthly%'",
+                      ["id"], None)
+    # The edit log in the bucket names who wrote each version, and holds no text.
+    log_rows = b.remotes.shared["team"].edits().to_arrow().to_pylist()
+    assert {r["id"] for r in log_rows} >= {m["id"], n["id"], o["id"]}
+    assert all(set(r) == {"id", "updated_at", "actor", "device", "person", "sent_at"} for r in log_rows)
