@@ -23,7 +23,10 @@ def register(cmd, as_json, scope) -> None:
 
 def cmd_app(a) -> int:
     """Run the tray app until Quit; the headless service when there is no display."""
+    from desktop.cli.via_service import install
     from desktop.runtime.platform import can_show_windows
+
+    install()  # the services answer `mirador search` & co. from their warm store
 
     if not can_show_windows():
         from desktop.runtime.service import run_service
@@ -37,6 +40,9 @@ def cmd_app(a) -> int:
 
 def cmd_service(a) -> int:
     """Run the headless service until stopped (or one pass with --once)."""
+    from desktop.cli.via_service import install
     from desktop.runtime.service import run_service
+
+    install()
 
     return run_service(once=a.once, interval=a.interval)

@@ -1,17 +1,104 @@
-"""What several command modules share: opening the store and reading `-` as stdin."""
+"""What several command modules share: opening the store (or the running service's), reading `-` as stdin,
+and running a parsed command with its errors turned into one line and an exit code."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from memory.errors import MiradorError
+
+log = logging.getLogger("mirador")
+_bound = threading.local()
 
 
 def open_store():
-    """The store in the data dir (MIRADOR_HOME or the platform's); imported late, it loads LanceDB."""
+    """The store in the data dir (MIRADOR_HOME or the platform's); imported late, it loads LanceDB.
+
+    In a service answering a CLI request (desktop/cli/via_service.py), the service's own open store."""
+    store = getattr(_bound, "store", None)
+    if store is not None:
+        return store
     from memory.store.core import Store
 
     return Store()
 
 
+@contextmanager
+def bound_store(store):
+    """Make open_store() return `store` in this thread for the duration of the block."""
+    _bound.store = store
+    try:
+        yield store
+    finally:
+        _bound.store = None
+
+
 def read_text(text: str) -> str:
     """The argument itself, or stdin (without its final newline) when the argument is `-`."""
     return sys.stdin.read().rstrip("\n") if text == "-" else text
+
+
+def run_command(args, first: Callable | None = None) -> int:
+    """Run a parsed command (args.func) and turn its errors into one line on stderr and an exit code.
+
+    first: tried before args.func; its exit code, or None to run args.func (the CLI passes the running
+    service's answer, desktop/cli/via_service.py; the service itself runs the handler directly).
+    """
+    try:
+        if first is not None:
+            code = first(args)
+            if code is not None:
+                return code
+        return args.func(args)
+    except MiradorError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError as e:
+        if _stdout_gone():
+            return _stdout_closed()
+        print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
+        return 1
+    except Exception as e:  # last line of defence: one line, not a traceback, for the person
+        from models.locate import ModelNotFound
+
+        if isinstance(e, ModelNotFound):
+            print(f"error: {e}", file=sys.stderr)
+            return 3
+        log.debug("unexpected error", exc_info=True)
+        print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
+        if getattr(args, "verbose", False):
+            raise
+        return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout's reader went away (a broken pipe elsewhere, e.g. to a child process, is a real error)."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() (Windows) or no real stdout: trust the error
+        return True
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`mirador status | head -1`): stop quietly, exit 1.
+
+    Python docs, "Note on SIGPIPE": point stdout at devnull so that no later flush (at exit) raises again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
+        pass
+    return 1

@@ -14,9 +14,6 @@ import logging
 import os
 import sys
 import threading
-from importlib.metadata import PackageNotFoundError, version
-
-from memory.errors import MiradorError
 
 log = logging.getLogger("mirador")
 
@@ -39,16 +36,30 @@ HELP_ORDER: list[str] = [
 
 
 def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("mirador")
     except PackageNotFoundError:
         return "0+unknown"
 
 
+class _VersionAction(argparse.Action):
+    """argparse's "version" action, reading the version only when asked (importlib.metadata is slow to load)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="show program's version number and exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(f"mirador {_version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole `mirador` parser: global options, then every command module's commands."""
     p = argparse.ArgumentParser(prog="mirador", description="Local memory for you and your AI assistants.")
-    p.add_argument("--version", action="version", version=f"mirador {_version()}")
+    p.add_argument("--version", action=_VersionAction)
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
     sub = p.add_subparsers(metavar="COMMAND")
 
@@ -155,55 +166,14 @@ def _dispatch(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         # No command: the tray app where there is a display, the headless service otherwise.
         args = parser.parse_args(["app"] + (argv or []))
-    try:
-        return args.func(args)
-    except MiradorError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError as e:
-        if _stdout_gone():
-            return _stdout_closed()
-        print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
-        return 1
-    except Exception as e:  # last line of defence: one line, not a traceback, for the person
-        from models.locate import ModelNotFound
+    from desktop.cli.common import run_command
 
-        if isinstance(e, ModelNotFound):
-            print(f"error: {e}", file=sys.stderr)
-            return 3
-        log.debug("unexpected error", exc_info=True)
-        print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
-        if getattr(args, "verbose", False):
-            raise
-        return 1
+    def first(a):  # commands a running service can answer go there first (desktop/cli/via_service.py)
+        from desktop.cli.via_service import try_service
 
+        return try_service(a)
 
-def _stdout_gone() -> bool:
-    """Whether stdout's reader went away (a broken pipe elsewhere, e.g. to a child process, is a real error)."""
-    try:
-        import select
-
-        poller = select.poll()
-        poller.register(sys.stdout.fileno(), select.POLLOUT)
-        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
-    except (AttributeError, OSError, ValueError):  # no poll() (Windows) or no real stdout: trust the error
-        return True
-
-
-def _stdout_closed() -> int:
-    """The reader of stdout went away (`mirador status | head -1`): stop quietly, exit 1.
-
-    Python docs, "Note on SIGPIPE": point stdout at devnull so that no later flush (at exit) raises again.
-    """
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing to redirect
-        pass
-    return 1
+    return run_command(args, first)
 
 
 if __name__ == "__main__":

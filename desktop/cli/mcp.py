@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -112,9 +113,25 @@ def cmd_serve(a) -> int:
     if not TokenStore(home).list():
         print("no MCP tokens yet — create one: mirador mcp token add NAME --read SCOPES --write SCOPE",
               file=sys.stderr)
+    from desktop.cli.via_service import install
+    from desktop.runtime.local_endpoint import start_endpoint
+
+    install()
+    endpoint = start_endpoint(srv.mcp.state.store, home)  # `mirador search` & co. then use this warm store
     print(f"Mirador MCP server at {srv.url} — Ctrl+C to stop", flush=True)
-    srv.serve_forever()
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: this one, so that the
+    # process ends as a clean stop (exit 0, endpoint file removed) rather than killed by the signal.
+    signal.signal(signal.SIGTERM, _stopped)
+    try:
+        srv.serve_forever()
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
     return 0
+
+
+def _stopped(*_) -> None:
+    raise SystemExit(0)
 
 
 def cmd_mcp_stdio(a) -> int:

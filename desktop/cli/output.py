@@ -7,11 +7,12 @@ import sys
 from typing import Any
 
 from desktop.runtime.console import print_record as print_record  # re-exported: the CLI prints one row with it
-from memory.store.rows import jsonable
 
 
 def emit_json(doc: Any) -> None:
     """Print one JSON document to stdout."""
+    from memory.store.rows import jsonable  # here, not at import: it loads numpy and pyarrow
+
     sys.stdout.write(json.dumps(jsonable(doc), ensure_ascii=False, indent=2) + "\n")
 
 

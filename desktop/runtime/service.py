@@ -12,6 +12,7 @@ import signal
 import threading
 
 from desktop.runtime.console import print_record
+from desktop.runtime.local_endpoint import start_endpoint
 from desktop.runtime.services import NoCaptureSource, capture_sources, open_capture
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
     print_record(store.stats())
     cap = None if once else start_capture(store)
     sched = None if once else start_jobs(store)
+    endpoint = None if once else start_endpoint(store)  # `mirador search` & co. then use this warm store
     if not once:
         print(f"service running; maintenance every {interval:.0f}s — Ctrl+C to stop", flush=True)
     try:
@@ -67,6 +69,8 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
                 print("stopping")
                 return 0
     finally:
+        if endpoint is not None:
+            endpoint.stop()
         if sched is not None:
             sched.stop()
         if cap is not None:

@@ -53,6 +53,7 @@ class Services:
     capture: Any = None  # a desktop.runtime.ports.CaptureControl
     scheduler: Any = None
     mcp: Any = None
+    endpoint: Any = None  # desktop.runtime.local_endpoint.LocalEndpoint
     problems: list[str] = field(default_factory=list)
 
     @classmethod
@@ -72,6 +73,9 @@ class Services:
 
             svc.mcp = _try(svc, "MCP server", lambda: HttpServer(svc.store.home, cfg.mcp.port, open_store=lambda: svc.store,
                                                                  extra_origins=cfg.mcp.allowed_origins).start())
+        from desktop.runtime.local_endpoint import start_endpoint
+
+        svc.endpoint = start_endpoint(svc.store)  # the CLI's door to this warm store (local_endpoint.py)
         return svc
 
     def apply_config(self, config) -> Applied:
@@ -107,6 +111,8 @@ class Services:
         Runs off the GUI thread at quit. Returns seconds per step; a step that overruns its budget
         is logged and left behind (its threads are daemons), so quitting always finishes.
         """
+        if self.endpoint is not None:  # first: new CLI calls go in-process while the rest stops
+            self.endpoint.stop()
         steps = []
         if self.capture is not None:
             steps.append(("capture", lambda: self.capture.stop(CAPTURE_DRAIN_S)))
