@@ -493,14 +493,14 @@ class MemoryBrowser(QMainWindow):
 
     def confirm_delete(self, rows: list[dict]) -> bool:
         """Ask before erasing memories (modal question; tests patch QMessageBox.question)."""
-        if len(rows) == 1:
-            what = f"“{_clip(rows[0].get('title') or rows[0].get('text') or '', 60)}”"
-        else:
-            what = f"{len(rows)} memories"
+        one = len(rows) == 1
+        what = f"“{_clip(rows[0].get('title') or rows[0].get('text') or '', 60)}”" if one else f"{len(rows)} memories"
+        pron = "it" if one else "them"
         answer = QMessageBox.question(
             self, "Delete for good?",
-            f"Erase {what}? It is removed from every table, old version and index; only a tombstone "
-            "remains so it is never re-extracted. This cannot be undone.",
+            f"Erase {what}? {'It is' if one else 'They are'} removed everywhere Mirador keeps {pron}, old versions "
+            f"and search indexes included; only a fingerprint stays, so Mirador never learns {pron} again. "
+            "This cannot be undone.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
         return answer == QMessageBox.StandardButton.Yes
 

@@ -259,16 +259,26 @@ def render_evidence(row: dict, match=None, technical: bool = False) -> str:
     return "".join(h)
 
 
+# A relation (memory/graph/relations.py) read from this memory's side: "out" = this memory is its source.
+RELATION_WORDS = {("BECAUSE", "out"): "Because of", ("BECAUSE", "in"): "The reason for",
+                  ("TRIGGERED", "out"): "Triggered", ("TRIGGERED", "in"): "Triggered by",
+                  ("RESOLVES", "out"): "Resolves", ("RESOLVES", "in"): "Resolved by",
+                  ("UPDATES", "out"): "Replaces", ("UPDATES", "in"): "Replaced by",
+                  ("CONTRADICTS", "out"): "Contradicts", ("CONTRADICTS", "in"): "Contradicts",
+                  ("MENTIONS", "out"): "Mentions", ("MENTIONS", "in"): "Mentioned in"}
+
+
 def _relations(edges: list[dict], removable: bool) -> list[str]:
-    """The relations section: 'RELATION → other' (this memory is src) or '← RELATION other', with "remove"
+    """The links section: 'Because of <other>', 'Triggered by <other>' (RELATION_WORDS), with "remove"
     links only where a view can run the removal (the browser; not the review panes)."""
-    h = [f"<h3>Relations — {len(edges)}</h3>"]
+    h = [f"<h3>Linked memories — {len(edges)}</h3>"]
     if not edges:
-        h.append(f"<p style='{MUTED}'>None. Relations link memories — this decision BECAUSE that fact; Dream "
-                 "proposes them for review, and assistants connected over MCP can add them.</p>")
+        h.append(f"<p style='{MUTED}'>None yet. Links tie memories that explain one another — a decision and "
+                 "its reason, a fix and the problem it solved. Mirador proposes them for you to review, and "
+                 "assistants you connect can add them.</p>")
     for e in edges:
         o = e["other"]
-        arrow = f"{e['relation']} →" if e["direction"] == "out" else f"← {e['relation']}"
+        arrow = RELATION_WORDS.get((e["relation"], e["direction"]), e["relation"].capitalize())
         remove = f" <a href='unrelate:{html.escape(e['id'])}'>remove</a>" if removable else ""
         status = STATUS_WORDS.get(o.get("status") or "", "")
         note = f" <span style='{MUTED}'>({html.escape(status.lower())})</span>" if status else ""

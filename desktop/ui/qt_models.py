@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, Signal
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSize,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import QImage, QPalette, QPixmap, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
@@ -62,6 +70,13 @@ def type_column(width: int = 90) -> Column:
     return Column("Type", "type", type_word, width=width, tip=lambda v: TYPE_TIPS.get(str(v or "")),
                   header_tip="What kind of memory: an event, a fact, a how-to, a link or file, something "
                              "about you, or a secret", by_shown=True)
+
+
+def confidence_column(width: int = 85) -> Column:
+    """How sure Mirador is, as a percentage (sorted by the number)."""
+    return Column("Confidence", "confidence", lambda v: f"{v:.0%}" if v is not None else "", width=width,
+                  header_tip="How sure Mirador is that it is right: 100% for what you wrote yourself, "
+                             "less for what it worked out from your captures")
 
 
 def status_column(width: int = 90) -> Column:
@@ -316,7 +331,7 @@ class MemoryTableModel(LazyRowModel):
         type_column(90),
         status_column(95),
         Column("Scope", "scope", width=110),
-        Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=85),
+        confidence_column(85),
         Column("Updated", "updated_at", local_time, width=130),
     ]
     KIND = "memory"
@@ -346,9 +361,9 @@ class BrowserMemoryModel(_Marked, MemoryTableModel):
     """The browser's memory list: MemoryTableModel plus how relevant each search hit is."""
 
     COLUMNS = [MemoryTableModel.COLUMNS[0], Column("Relevance", "_relevance", relevance_label, width=78),
-               type_column(86), status_column(92),
+               type_column(108), status_column(96),
                Column("Scope", "scope", width=95),
-               Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=84),
+               confidence_column(84),
                Column("Updated", "updated_at", local_time, width=118)]
     COL_RELEVANCE = 1
 
@@ -393,6 +408,18 @@ class BrowserEvidenceModel(_Marked, EvidenceTableModel):
     """The browser's "Captured" list: evidence with thumbnails, marked words and relevance when searching."""
 
     TEXT_KEY = "text"
+    ICON = QSize(40, 22)  # a hint of the frame beside its time; the card shows it large
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        value = super().data(index, role)
+        if role == Qt.ItemDataRole.DecorationRole and isinstance(value, QPixmap) and value.height() > self.ICON.height():
+            # a pixmap is drawn at its own size (the view's icon size applies to icons only): scale it here,
+            # once per row, so the time beside it is not pushed out of the cell
+            row = self._rows[index.row()]
+            value = self._pixmaps[row["id"]] = value.scaled(self.ICON, Qt.AspectRatioMode.KeepAspectRatio,
+                                                            Qt.TransformationMode.SmoothTransformation)
+        return value
+
     COLUMNS = [Column("Captured", "captured_at", local_time, width=200),
                Column("Relevance", "_relevance", relevance_label, width=78),
                Column("App", "app", width=100),

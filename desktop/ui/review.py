@@ -30,13 +30,15 @@ from desktop.ui.browser_data import MemoryFilter, known_scopes, memory_keys
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
-from desktop.ui.qt_models import Column, MemoryTableModel, local_time, type_column
+from desktop.ui.qt_models import Column, MemoryTableModel, confidence_column, local_time, type_column
 from desktop.ui.review_proposals import ProposalsPanel
 from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
 
-ORIGIN_LABEL = {"extractor": "extraction", "extraction": "extraction", "dream": "dream", "person": "you",
-                "mcp": "assistant"}
+ORIGIN_LABEL = {"extractor": "Your captures", "extraction": "Your captures", "dream": "Nightly tidy-up",
+                "person": "You", "mcp": "An assistant"}
+ORIGIN_TIP = ("Where the proposal came from: read out of what you saw and heard (your captures), the nightly "
+              "tidy-up that merges and updates memories, you, or an assistant connected to Mirador")
 
 
 class ReviewTableModel(MemoryTableModel):
@@ -46,8 +48,9 @@ class ReviewTableModel(MemoryTableModel):
     COLUMNS = [
         Column("Proposed memory", "title", lambda v: " ".join(str(v or "").split())[:200]),
         type_column(90),
-        Column("From", "origin", lambda v: ORIGIN_LABEL.get(str(v), str(v or "")), width=85),
-        Column("Confidence", "confidence", lambda v: f"{v:.2f}" if v is not None else "", width=85),
+        Column("From", "origin", lambda v: ORIGIN_LABEL.get(str(v), str(v or "")), width=105, header_tip=ORIGIN_TIP,
+               by_shown=True),
+        confidence_column(85),
         Column("Scope", "scope", width=100),
         Column("Proposed", "created_at", local_time, width=130),
     ]
@@ -207,8 +210,10 @@ class ReviewQueue(QMainWindow):
             sel.select(idx, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
             self.table.scrollTo(idx)
         self._selection_changed()
-        verb = "approved" if status == "active" else "rejected"
-        self.statusBar().showMessage(f"{verb} {len(rows)}", 5000)
+        verb = "Approved" if status == "active" else "Rejected"
+        what = "memory" if len(rows) == 1 else "memories"
+        self.statusBar().showMessage(f"{verb} {len(rows)} {what}" + (" — now in use" if status == "active" else ""),
+                                     5000)
         self._counted(self.model.total)
         self.changed.emit()
 

@@ -21,9 +21,9 @@ def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, job
     click_row(qtbot, browser, decision)
 
     shown = browser.detail.toPlainText()
-    assert "Relations — 2" in shown
-    assert "BECAUSE → Hosted CI minutes ran out every month" in shown
-    assert "← TRIGGERED The nightly cost alert fired" in shown
+    assert "Linked memories — 2" in shown
+    assert "Because of Hosted CI minutes ran out every month" in shown
+    assert "Triggered by The nightly cost alert fired" in shown and "BECAUSE" not in shown
     html = browser.detail.toHtml()
     assert f"unrelate:{because['id']}" in html and f"unrelate:{triggered['id']}" in html
 
@@ -34,7 +34,7 @@ def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, job
     # Gone from the store, and the pane was reloaded without it; the other edge and both memories stay.
     assert [e["id"] for e in R.table(store).to_arrow().to_pylist()] == [triggered["id"]]
     shown = browser.detail.toPlainText()
-    assert "Relations — 1" in shown and "Hosted CI minutes" not in shown and "TRIGGERED" in shown
+    assert "Linked memories — 1" in shown and "Hosted CI minutes" not in shown and "Triggered by" in shown
     assert store.get(reason)["status"] == "active" and browser.detail.row["id"] == decision
     audit = [a for a in store.audit.to_arrow().to_pylist()
              if a["entity_kind"] == "relation" and a["action"] == "delete"]
