@@ -547,13 +547,25 @@ class MemoryBrowser(QMainWindow):
         self._count(model)
         self._selection_changed()
         gone = len(result.get("already_gone") or [])
-        self.statusBar().showMessage(f"Erased {result['deleted']} row(s)"
+        self.statusBar().showMessage(f"Erased {erased_words(result)}"
                                      + (f"; {gone} had already been erased elsewhere" if gone else ""), 6000)
         self.changed.emit()
 
     def show_error(self, message: str) -> None:
         """Show a background job's failure in the status bar."""
         self.statusBar().showMessage(message, 10_000)
+
+
+def erased_words(result: dict) -> str:
+    """What an erasure removed, in words: "2 memories and 1 secret", "3 captured rows and 1 memory"."""
+    words = {"evidence": ("captured row", "captured rows"), "memory": ("memory", "memories"),
+             "vault": ("secret", "secrets")}
+    by_kind = result.get("by_kind") or {}
+    parts = [f"{n} {words[k][n != 1]}" for k in ("evidence", "memory", "vault") if (n := by_kind.get(k, 0))]
+    if not parts:
+        n = result.get("deleted", 0)
+        return f"{n} {'item' if n == 1 else 'items'}"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _clip(text: str, n: int) -> str:

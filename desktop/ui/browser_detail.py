@@ -333,12 +333,23 @@ class DetailView(QTextBrowser):
         self._hide_timer = QTimer(self, singleShot=True)
         self._hide_timer.timeout.connect(self.hide_value)
         self.viewer: FrameViewer | None = None
+        self._rendered_fit = 0  # the frame width of the last render
         self.show_row(None)
 
     def loadResource(self, type_: int, url: QUrl):  # noqa: N802 - Qt override
         if url.scheme() == "thumb" and url.host() in self._images:
-            return self._images[url.host()]
+            img = self._images[url.host()]
+            fit = self._fit_width()  # a narrow pane (Review's) shows the whole frame, not a sideways scroll bar
+            return img if img.width() <= fit else img.scaledToWidth(fit, Qt.TransformationMode.SmoothTransformation)
         return super().loadResource(type_, url)
+
+    def _fit_width(self) -> int:
+        return max(160, self.viewport().width() - int(2 * self.document().documentMargin()) - 12)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        if self._images and abs(self._fit_width() - self._rendered_fit) > 8:
+            self._render()  # the frames are fitted to the new width
 
     def _anchor(self, url: QUrl) -> None:
         scheme = url.scheme()
@@ -402,6 +413,7 @@ class DetailView(QTextBrowser):
         if self.row is None:
             return
         scroll = self.verticalScrollBar().value()
+        self._rendered_fit = self._fit_width()
         self.setHtml(render(self.row, self.revealed, removable=self.jobs is not None, match=self.match,
                             technical=self.technical))
         self.verticalScrollBar().setValue(scroll)

@@ -103,7 +103,9 @@ class ReviewQueue(QMainWindow):
         self.proposals.changed.connect(self.changed)
         self.tabs = QTabWidget()
         self.tabs.addTab(candidates, "Candidates")
-        self.tabs.addTab(self.proposals, "Dream proposals")
+        self.tabs.addTab(self.proposals, "Tidy-up proposals")
+        self.tabs.setTabToolTip(1, "What the nightly tidy-up (the dream pass) found: duplicates to merge, newer "
+                                   "versions, stale candidates to archive — nothing changes until you accept")
         self.proposals.counted.connect(self._proposals_counted)
         self.setCentralWidget(self.tabs)
         QShortcut(QKeySequence("A"), self.table, activated=lambda: self.decide("active"),
@@ -225,7 +227,7 @@ class ReviewQueue(QMainWindow):
 
     def _proposals_counted(self, n: int) -> None:
         self._proposal_count = n
-        self.tabs.setTabText(1, f"Dream proposals ({n})")
+        self.tabs.setTabText(1, f"Tidy-up proposals ({n})")
         self._counted(self.model.total)
 
     @property

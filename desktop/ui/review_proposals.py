@@ -178,7 +178,8 @@ class ProposalsPanel(QWidget):
 
     def _count(self) -> None:
         n = self.model.rowCount()
-        self.header.setText(f"{n} proposal(s) from the dream pass" if n else "No open proposals")
+        self.header.setText(f"{n} {'proposal' if n == 1 else 'proposals'} from the nightly tidy-up" if n
+                            else "No open proposals")
         self.counted.emit(n)
 
     def _selection_changed(self) -> None:

@@ -153,5 +153,5 @@ def test_revealed_vault_value_hides_again_and_a_multi_delete_of_rows_gone_elsewh
     qtbot.waitUntil(lambda: browser.model.total == 1, timeout=60_000)
     wait_idle(qtbot, jobs)
     assert errors == [] and "no row" not in browser.statusBar().currentMessage()
-    assert "Erased 2 row(s); 1 had already been erased elsewhere" in browser.statusBar().currentMessage()
+    assert "Erased 2 memories; 1 had already been erased elsewhere" in browser.statusBar().currentMessage()
     assert store.memories.count_rows() == 0 and store.reveal(entry["id"]) == "hunter2-quokka"

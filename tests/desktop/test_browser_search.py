@@ -316,3 +316,4 @@ def test_deleting_a_captured_row_takes_the_memories_drawn_only_from_it(qtbot, jo
     kept = store.get(both["id"])
     assert kept["provenance"] == [other["id"]] and kept["status"] == "candidate", "rests on other evidence: review"
     assert store.get(typed["id"])["text"] == "Launch party is on Friday", "hand-written memories are never touched"
+    assert "Erased 1 captured row and 1 memory" in browser.statusBar().currentMessage(), "said in words"

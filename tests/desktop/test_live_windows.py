@@ -201,7 +201,7 @@ def test_tray_and_review_agree_when_a_proposal_lost_its_memory(qtbot, jobs, stor
     review = ReviewQueue(jobs, store)
     qtbot.addWidget(review)
     review.show()
-    qtbot.waitUntil(lambda: review.tabs.tabText(1) == "Dream proposals (1)" and review.model.total == 1,
+    qtbot.waitUntil(lambda: review.tabs.tabText(1) == "Tidy-up proposals (1)" and review.model.total == 1,
                     timeout=30_000)
     assert review.pending == review_pending(store) == 2
     assert pending_count(store) == 3, "the raw count would disagree: it counts the orphaned proposal"

@@ -84,7 +84,7 @@ def test_dream_proposals_accept_and_dismiss(qtbot, jobs, store):
     q.show()
     panel = q.proposals
     qtbot.waitUntil(lambda: panel.model.rowCount() == 2, timeout=30_000)
-    assert q.tabs.tabText(1) == "Dream proposals (2)"
+    assert q.tabs.tabText(1) == "Tidy-up proposals (2)"
     q.tabs.setCurrentIndex(1)
     row_of = {r["kind"]: i for i, r in enumerate(panel.model.rows)}
 
