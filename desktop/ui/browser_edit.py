@@ -90,6 +90,26 @@ class MemoryEdit(BaseModel):
             raise ValueError(str(e)) from None
 
 
+CONFIDENCE_HELP = "a percentage from 0 to 100, e.g. 80%"
+
+
+def percent_text(value) -> str:
+    """A 0-1 confidence as the table shows it: 0.72 → "72%", 0.7234 → "72.34%"."""
+    return f"{round(float(value if value is not None else 1.0) * 100, 2):g}%"
+
+
+def parse_confidence(text: str) -> float:
+    """ "80%", "80" or "0.8" → 0.8; ValueError for anything else or outside 0-100%."""
+    t = text.strip()
+    pct = t.endswith("%")
+    value = float(t.rstrip("%").strip().replace(",", "."))  # ValueError for words
+    if pct or value > 1:
+        value /= 100
+    if not 0 <= value <= 1:
+        raise ValueError(f"{text!r} is outside 0-100%")
+    return round(value, 4)  # as public rows give it
+
+
 def explain(err: ValidationError) -> str:
     """One line per problem, each naming the field."""
     return "\n".join(f"{'.'.join(str(p) for p in e['loc']) or 'form'}: {e['msg'].removeprefix('Value error, ')}"
@@ -228,8 +248,10 @@ class EditDialog(QDialog):
         self.scope.setCurrentText(row.get("scope") or "")
         self.scope.setToolTip("Pick a scope in use or type a new name (work, personal, work/acme); "
                               "capitals and spaces are turned into the stored form")
-        self.confidence = QLineEdit(f"{row.get('confidence', 1.0):g}")
-        self.confidence.setToolTip("How sure Mirador is, from 0 (a guess) to 1 (certain)")
+        self._confidence_shown = percent_text(row.get("confidence", 1.0))
+        self.confidence = QLineEdit(self._confidence_shown)
+        self.confidence.setToolTip("How sure Mirador is that it is right, as the table shows it: 100% = certain. "
+                                   "Type 80% (or 0.8)")
         self.pinned = QCheckBox("Pinned — automatic tidying never changes it")
         self.pinned.setChecked(bool(row.get("pinned")))
         self.type_fields: dict[str, _TypeField] = {}
@@ -246,7 +268,7 @@ class EditDialog(QDialog):
         for f in self.type_fields.values():
             form.addRow(f.label, f.box)
         form.addRow("Scope", self.scope)
-        form.addRow("Confidence (0–1)", self.confidence)
+        form.addRow("Confidence", self.confidence)
         form.addRow("", self.pinned)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         if approve:
@@ -267,7 +289,7 @@ class EditDialog(QDialog):
     def values(self) -> dict:
         """The raw form values (strings as typed; details as typed per field)."""
         return {"title": self.title.text().strip(), "text": self.text.toPlainText().strip(),
-                "scope": self.scope.currentText().strip(), "confidence": self.confidence.text().strip() or "nan",
+                "scope": self.scope.currentText().strip(), "confidence": self._confidence(),
                 "pinned": self.pinned.isChecked(), "details": {n: f.raw() for n, f in self.type_fields.items()}}
 
     def _details(self, text: str) -> dict | None:
@@ -297,10 +319,24 @@ class EditDialog(QDialog):
             return None
         return values
 
+    def _confidence(self):
+        """The typed confidence as 0-1 (the row's own value while the text is as shown), or the text itself
+        when it is not a percentage (try_accept says so)."""
+        text = self.confidence.text().strip()
+        if text == self._confidence_shown:
+            return self.row.get("confidence", 1.0)
+        try:
+            return parse_confidence(text)
+        except ValueError:
+            return text
+
     def try_accept(self) -> None:
         """Validate; on success keep only what changed and accept, else show the message and stay open."""
         self.error.clear()
         raw = self.values()
+        if isinstance(raw["confidence"], str):
+            self.error.setText(f"Confidence: “{raw['confidence']}” is not {CONFIDENCE_HELP}.")
+            return
         details = self._details(raw["text"])
         try:
             edit = MemoryEdit.model_validate({**raw, "details": details or {}})

@@ -187,3 +187,37 @@ def test_type_and_status_columns_speak_plainly_sort_and_filter(qtbot, jobs, stor
     qtbot.waitUntil(lambda: _column(browser, "Status") == ["Needs review"], timeout=30_000)
     assert _column(browser, "Memory") == ["Maybe standup moves to 9:30"]
     wait_idle(qtbot, jobs)
+
+
+def test_confidence_is_edited_as_the_percentage_the_table_shows(qtbot, jobs, store):
+    from desktop.ui.browser_edit import EditDialog
+
+    m = store.add_memory("Sam prefers pairing on Thursdays", scope="work", confidence=0.7234)
+    browser = open_browser(qtbot, jobs, store)
+    qtbot.waitUntil(lambda: browser.model.rowCount() == 1, timeout=30_000)
+    assert _column(browser, "Confidence") == ["72%"]
+    row = browser.model.row_at(0)
+
+    dlg = EditDialog(row, browser)
+    qtbot.addWidget(dlg)
+    assert dlg.confidence.text() == "72.34%"
+    dlg.try_accept()
+    assert dlg.result() == dlg.DialogCode.Accepted and dlg.changes == {}, "an untouched field changes nothing"
+
+    for typed, stored in (("80%", 0.8), ("80", 0.8), ("0.8", 0.8), ("5.5 %", 0.055)):
+        dlg = EditDialog(row, browser)
+        qtbot.addWidget(dlg)
+        dlg.confidence.setText(typed)
+        dlg.try_accept()
+        assert dlg.changes == {"confidence": stored}, typed
+
+    for bad in ("150%", "very", "-3"):
+        dlg = EditDialog(row, browser)
+        qtbot.addWidget(dlg)
+        dlg.show()
+        dlg.confidence.setText(bad)
+        dlg.try_accept()
+        assert dlg.isVisible() and dlg.changes == {} and "percentage from 0 to 100" in dlg.error.text(), bad
+        dlg.reject()
+    assert store.get(m["id"])["confidence"] == 0.7234, "nothing was saved"
+    wait_idle(qtbot, jobs)
