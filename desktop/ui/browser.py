@@ -232,6 +232,11 @@ class MemoryBrowser(QMainWindow):
         self.search.selectAll()
 
     def _scopes_known(self, scopes: list[str]) -> None:
+        if scopes == getattr(self, "scopes", None):
+            return  # a refresh asks again: nothing new, keep the completer
+        old = self.scope_edit.completer()
+        if old is not None:
+            old.deleteLater()
         completer = QCompleter(scopes, self.scope_edit)
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.scope_edit.setCompleter(completer)
