@@ -123,15 +123,16 @@ def args_for(tool: str, rnd: random.Random, mem_ids: list[str], ev_ids: list[str
 
 
 async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat: dict, errors: list,
-                 think: float = 0.0) -> None:
+                 think: float = 0.0, only: str | None = None) -> None:
     import anyio
     import httpx
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     rnd = random.Random(n)
-    names = [t for t, _ in MIX]
-    weights = [w for _, w in MIX]
+    mix = [(only, 1)] if only else MIX
+    names = [t for t, _ in mix]
+    weights = [w for _, w in mix]
     mine: list[str] = []
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(120, read=600)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write, _), ClientSession(read, write) as s:
@@ -156,6 +157,15 @@ async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat:
                     mine.append(json.loads(r.content[0].text)["created"]["id"])
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used so far, all its threads (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     s = sorted(values)
     return round(s[min(len(s) - 1, max(0, round(p / 100 * (len(s) - 1))))], 1)
@@ -171,6 +181,8 @@ def main() -> int:
                     help="evidence written meanwhile: capture (1 row / 2 s), burst (20 rows / 0.2 s) or off")
     ap.add_argument("--think", type=float, default=0.0, help="mean seconds a client waits between its calls "
                     "(0: back to back, a stress test: the 20 clients keep the server saturated)")
+    ap.add_argument("--only", choices=[t for t, _ in MIX if t not in ("memory_update",)],
+                    help="call only this tool (e.g. status with --clients 1: one call's cost over HTTP)")
     ap.add_argument("--seed-cache", type=Path, help="a folder to keep the seeded store in and copy it from on later "
                     "runs (seeding 20,000 rows takes minutes); it must hold a store seeded with the same sizes")
     ap.add_argument("--keep", action="store_true", help="keep the temporary data dir (and serve.log) afterwards")
@@ -210,11 +222,13 @@ def main() -> int:
         async def run_all():
             async with anyio.create_task_group() as tg:
                 for n in range(a.clients):
-                    tg.start_soon(client, n, url, token, a.calls, mem_ids, ev_ids, lat, errors, a.think)
+                    tg.start_soon(client, n, url, token, a.calls, mem_ids, ev_ids, lat, errors, a.think, a.only)
 
+        cpu0 = {"server": cpu_s(server.pid), "ingest": cpu_s(ingest.pid), "clients": time.process_time()}
         t0 = time.perf_counter()
         anyio.run(run_all)
         wall = time.perf_counter() - t0
+        cpu1 = {"server": cpu_s(server.pid), "ingest": cpu_s(ingest.pid), "clients": time.process_time()}
         stop.touch()
         ingested = json.loads(ingest.stdout.readline() or "{}")
         ingest.wait(timeout=120)
@@ -229,12 +243,14 @@ def main() -> int:
             shutil.rmtree(home, ignore_errors=True)
     total = sum(len(v) for v in lat.values())
     print(json.dumps({
-        "bench": "mcp_load", "clients": a.clients, "calls_per_client": a.calls, "think_s": a.think, "calls": total,
+        "bench": "mcp_load", "clients": a.clients, "calls_per_client": a.calls, "think_s": a.think, "calls": total, "only": a.only,
         "errors": len(errors), "error_samples": errors[:5], "wall_s": round(wall, 1),
         "calls_per_s": round(total / wall, 1), "seeded": {"memories": a.memories, "evidence": a.evidence},
         "seed_s": round(seed_s, 1), "ingest": a.ingest, "ingested_during_run": ingested,
         "latency_ms": {t: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "max": round(max(v), 1),
                            "mean": round(statistics.fmean(v), 1)} for t, v in sorted(lat.items())},
+        # CPU each process spent during the calls, per call: what the 2 cores are shared out by
+        "cpu_ms_per_call": {k: round((cpu1[k] - cpu0[k]) * 1000 / max(total, 1), 1) for k in cpu0},
         "cpu_cores": os.cpu_count(), "load_before": load_before,
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }))

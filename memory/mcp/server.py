@@ -1,13 +1,15 @@
 """Mirador's MCP server (official `mcp` SDK, FastMCP): tools, the core-profile resource, stdio and HTTP.
 
 One Store per process, opened by the lifespan on first use and shared by every session. Tool
-bodies run in worker threads (LanceDB and the embedder block) so 20 clients do not queue behind
-one search. Over HTTP the caller is whoever the bearer token says; over stdio it is the principal
-chosen on the command line. Nothing here prints: logs go to stderr through `logging`.
+bodies run in a few worker threads (LanceDB and the embedder block), so the event loop keeps
+answering while they work; over HTTP each call is answered as one JSON response (no event stream).
+Over HTTP the caller is whoever the bearer token says; over stdio it is the principal chosen on the
+command line. Nothing here prints: logs go to stderr through `logging`.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -81,6 +83,15 @@ Inactive = Annotated[bool, Field(description="also return superseded and rejecte
 Confidence = Annotated[float, Field(ge=0, le=1, description="how sure you are, 0 to 1")]
 Title = Annotated[str | None, Field(max_length=200, description="a short title; optional")]
 
+# Tool bodies run in this many worker threads at once; more calls wait their turn. Python runs one
+# thread at a time (the GIL), so on a small machine many runnable threads mostly take turns, every
+# call then finishes late, and switching between them costs CPU; a few threads keep the cores busy
+# (the store and the embedder release the GIL) and serve calls in arrival order.
+TOOL_THREADS = 4
+# Not queued (anyio's own pool): tools that answer from kept counts or one row by id, so a queue of
+# searches does not hold them up, and consolidate, which may run a local LLM for minutes.
+UNQUEUED_TOOLS = (T.status, T.memory_get, T.evidence_get, T.consolidate)
+
 READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
 ERASE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
@@ -95,6 +106,15 @@ class ServerState:
     http: bool = False
     _store: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _limiter: Any = None
+
+    def limiter(self, fn: Callable) -> Any:
+        """The worker threads a tool body waits for (None: anyio's default pool)."""
+        if fn in UNQUEUED_TOOLS:
+            return None
+        if self._limiter is None:  # created on the event loop's thread, where anyio needs it
+            self._limiter = anyio.CapacityLimiter(TOOL_THREADS)
+        return self._limiter
 
     @property
     def store(self):
@@ -123,7 +143,7 @@ async def _call(ctx: Context, fn: Callable, **kw) -> Any:
     state: ServerState = ctx.request_context.lifespan_context
     p = principal_of(ctx, state)
     try:
-        return await anyio.to_thread.run_sync(lambda: fn(state.store, p, **kw))
+        return await anyio.to_thread.run_sync(lambda: fn(state.store, p, **kw), limiter=state.limiter(fn))
     except MiradorError as e:
         raise ToolError(T.for_model(str(e))) from None
     except Exception as e:  # nothing a client sends may take the server down; say what to do instead
@@ -149,9 +169,12 @@ def build_server(open_store: Callable[[], Any], principal: Principal | None = No
 
         kw = dict(token_verifier=token_verifier,
                   auth=AuthSettings(issuer_url=f"http://127.0.0.1:{port}", resource_server_url=None))
+    # json_response: a call's one JSON-RPC response as plain JSON, not an SSE stream (no tool streams
+    # progress), which spares both ends the event-stream machinery on every call.
     mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, lifespan=lifespan, host="127.0.0.1", port=port,
-                  log_level="WARNING", **kw)
+                  json_response=True, log_level="WARNING", **kw)
     mcp._mcp_server.version = mirador_version()  # else serverInfo.version is the SDK's own version
+    _check_output_schemas_once()
     _register_tools(mcp)
     _register_resources(mcp)
     for tool in mcp._tool_manager.list_tools():  # docstrings carry code indentation; models get clean text
@@ -173,15 +196,54 @@ def mirador_version() -> str:
 
 class _StrictMetadata(FuncMetadata):
     """Validates a call's arguments itself, so a wrong one gets one line naming it and what to send
-    (pydantic's own text is several lines with links to its docs)."""
+    (pydantic's own text is several lines with links to its docs). The arguments are validated once
+    and the validated values passed on (the SDK's method would validate them a second time)."""
 
     async def call_fn_with_arg_validation(self, fn, fn_is_async, arguments_to_validate, arguments_to_pass_directly):
         try:
-            self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate))
+            parsed = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate))
         except ValidationError as e:
             raise ToolError(argument_error(e, self.arg_model.model_json_schema())) from None
-        return await super().call_fn_with_arg_validation(fn, fn_is_async, arguments_to_validate,
-                                                         arguments_to_pass_directly)
+        kwargs = parsed.model_dump_one_level() | (arguments_to_pass_directly or {})
+        return await fn(**kwargs) if fn_is_async else fn(**kwargs)
+
+
+class _SchemaCheckedOnce:
+    """Stands in for the `jsonschema` module in the SDK's low-level server, which validates every tool
+    result with `jsonschema.validate`: that checks the schema itself against the JSON Schema
+    metaschema on every call, the costliest step of a small call. Here each schema is checked once and
+    its validator kept; every result is still validated against it, with the same error raised."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._validator = functools.lru_cache(maxsize=256)(self._make)
+
+    def _make(self, key: str) -> Any:
+        schema = json.loads(key)
+        cls = self._module.validators.validator_for(schema)
+        cls.check_schema(schema)
+        return cls(schema)
+
+    def validate(self, instance: Any, schema: Any, *args: Any, **kw: Any) -> None:
+        """jsonschema.validate(instance, schema), its schema check and validator built once per schema."""
+        if args or kw:  # a call this stand-in does not know: the real thing
+            return self._module.validate(instance, schema, *args, **kw)
+        validator = self._validator(json.dumps(schema, sort_keys=True))
+        error = self._module.exceptions.best_match(validator.iter_errors(instance))
+        if error is not None:
+            raise error
+        return None
+
+    def __getattr__(self, name: str) -> Any:  # ValidationError, SchemaError, ...: the module's own
+        return getattr(self._module, name)
+
+
+def _check_output_schemas_once() -> None:
+    import jsonschema  # type: ignore[import-untyped]
+    from mcp.server.lowlevel import server as lowlevel
+
+    if getattr(lowlevel, "jsonschema", None) is jsonschema:
+        lowlevel.jsonschema = _SchemaCheckedOnce(jsonschema)
 
 
 def _strict_arguments(tool) -> None:

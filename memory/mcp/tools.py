@@ -435,32 +435,75 @@ def timeline(store, p: Principal, since: str | None = None, until: str | None = 
     where = store.where("evidence", scopes=scopes, apps=apps or None, since=start, until=end)
     # Column by column, in time order: a day of capture is many thousands of rows, and a dict per row
     # cost more than the read itself (the result is the same as grouping the rows one by one).
+    import numpy as np
     import pyarrow.compute as pc
 
     table = store.scan(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
     table = table.take(pc.sort_indices(table, [("captured_at", "ascending")]))  # a stable sort
-    ids, app_col = table["id"].to_pylist(), table["app"].to_pylist()
-    window_col, source_col, times = table["window"].to_pylist(), table["source"].to_pylist(), table["captured_at"]
-    by_app: dict[str, list[int]] = {}
-    for i, app in enumerate(app_col):
-        by_app.setdefault(app or "(unknown app)", []).append(i)
-    sample_ids = [ids[i] for group in by_app.values() for i in _spread(group, samples_per_app)]
-    texts = _texts(store, sample_ids)
+    ids, times, n_rows = table["id"], table["captured_at"], table.num_rows
+    groups_of = _by_app(table)
+    sample_rows = {g: _spread(rows.tolist(), samples_per_app) for g, rows in groups_of.items()}
+    texts = _texts(store, [ids[i].as_py() for rows in sample_rows.values() for i in rows])
+    window_codes, window_names = _codes(table["window"])
+    source_codes, source_names = _codes(table["source"])
     groups = []
-    for app, group in sorted(by_app.items(), key=lambda kv: -len(kv[1])):
-        windows = Counter(w for w in (window_col[i] for i in group) if w).most_common(5)
+    for app, rows in sorted(groups_of.items(), key=lambda kv: -len(kv[1])):  # stable: first seen first on ties
         groups.append({
-            "app": app, "count": len(group), "first": iso(times[group[0]].as_py()),
-            "last": iso(times[group[-1]].as_py()),
-            "windows": [w for w, _ in windows], "sources": sorted({source_col[i] for i in group}),
-            "samples": [{"id": ids[i], "text": _snip(texts.get(ids[i], ""), 200)}
-                        for i in _spread(group, samples_per_app)],
+            "app": app, "count": len(rows), "first": iso(times[int(rows[0])].as_py()),
+            "last": iso(times[int(rows[-1])].as_py()),
+            "windows": _most_common(window_codes[rows], window_names, 5),
+            "sources": sorted(source_names[c] for c in np.unique(source_codes[rows]) if c >= 0),
+            "samples": [{"id": ids[i].as_py(), "text": _snip(texts.get(ids[i].as_py(), ""), 200)}
+                        for i in sample_rows[app]],
         })
     mwhere = store.where("memory", scopes=scopes, types=["episodic"], since=start, until=end)
     episodes = store.rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
-    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": len(ids),
-            "capped": len(ids) >= TIMELINE_MAX_ROWS, "apps": groups,
+    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": n_rows,
+            "capped": n_rows >= TIMELINE_MAX_ROWS, "apps": groups,
             "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
+
+
+# Timeline works column by column (numpy over dictionary codes): a day of capture is many thousands
+# of rows, and a Python object per row cost more than reading them.
+
+
+def _codes(col) -> tuple[Any, list]:
+    """A string column as (int codes, names): codes number the distinct non-empty values in order of
+    first appearance; null and "" are -1."""
+    import numpy as np
+
+    enc = col.combine_chunks().dictionary_encode() if hasattr(col, "combine_chunks") else col.dictionary_encode()
+    names = enc.dictionary.to_pylist()
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    if "" in names:
+        codes[codes == names.index("")] = -1
+    return codes, names
+
+
+def _by_app(table) -> dict[str, Any]:
+    """Row numbers per app (in table order), apps in order of first appearance; no app is "(unknown app)"."""
+    import numpy as np
+
+    codes, names = _codes(table["app"])
+    keys = names + ["(unknown app)"]
+    codes[codes < 0] = len(names)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(keys)))
+    parts = np.split(order, bounds[:-1])
+    present, first = np.unique(codes, return_index=True)
+    return {keys[c]: parts[c] for c in present[np.argsort(first, kind="stable")].tolist()}
+
+
+def _most_common(codes, names: list, n: int) -> list[str]:
+    """The n most frequent values among codes (-1 ignored); ties: the one seen first."""
+    import numpy as np
+
+    codes = codes[codes >= 0]
+    if not len(codes):
+        return []
+    values, first, counts = np.unique(codes, return_index=True, return_counts=True)
+    top = sorted(range(len(values)), key=lambda k: (-counts[k], first[k]))[:n]
+    return [names[values[k]] for k in top]
 
 
 def _spread(ids: list, n: int) -> list:

@@ -77,6 +77,23 @@ def test_host_and_origin_are_checked(server):
     assert post(server, {**auth, "Origin": f"http://localhost:{server['port']}"}).status_code == 200
 
 
+def test_calls_are_answered_as_plain_json(server):
+    # One JSON-RPC response per POST (the transport's JSON mode), not an event stream to parse.
+    auth = {**HEADERS, "Authorization": f"Bearer {server['tokens']['worker']}"}
+    with httpx.Client(timeout=60) as http:
+        init = http.post(server["url"], json=INIT, headers=auth)
+        assert init.status_code == 200 and init.headers["content-type"].startswith("application/json")
+        session = {**auth, "mcp-session-id": init.headers["mcp-session-id"],
+                   "mcp-protocol-version": init.json()["result"]["protocolVersion"]}
+        http.post(server["url"], json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+        r = http.post(server["url"], json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                           "params": {"name": "status", "arguments": {}}}, headers=session)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    assert "text/event-stream" not in r.headers["content-type"]
+    result = r.json()["result"]
+    assert result["structuredContent"]["client"] == "worker" and not result.get("isError")
+
+
 def test_read_only_token_cannot_write(server):
     async def main():
         async with http_session(server["url"], server["tokens"]["reader"]) as s:
