@@ -392,6 +392,10 @@ class RemoteConfig(_Section):
                                                       "while its store is unreachable")
     timeout_seconds: float = Field(10.0, gt=0, le=300,
                                    description="an S3 request slower than this fails (and the write waits in the outbox)")
+    maintain_interval_minutes: float = Field(
+        60.0, gt=0, le=10080,
+        description="how often a shared store's indexes are updated and its files compacted, by one of the devices "
+                    "sharing it at a time (a lease in the bucket decides which); `mirador remote maintain` runs it now")
 
     @model_validator(mode="after")
     def _distinct(self) -> RemoteConfig:

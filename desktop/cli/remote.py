@@ -17,7 +17,7 @@ def register(cmd, as_json, scope) -> None:
     """Add `remote` and its actions."""
     sp = cmd("remote", None, "shared scopes: bind a scope to an S3-compatible store (SeaweedFS, MinIO, AWS S3)")
     sp.set_defaults(func=lambda a: (_ for _ in ()).throw(
-        InputError("`mirador remote` needs an action: add, list, test or remove")))
+        InputError("`mirador remote` needs an action: add, list, test, maintain or remove")))
     rsub = sp.add_subparsers(metavar="ACTION")
     ap = rsub.add_parser("add", help="bind a scope (and the scopes below it) to s3://bucket/prefix; the key "
                                      "and secret go to the OS keyring")
@@ -38,6 +38,11 @@ def register(cmd, as_json, scope) -> None:
     tp.set_defaults(func=cmd_test)
     tp.add_argument("name", help="the binding's name")
     as_json(tp)
+    xp = rsub.add_parser("maintain", help="update a shared store's indexes and compact it now (the scheduler does "
+                                          "it every remote.maintain_interval_minutes on one device)")
+    xp.set_defaults(func=cmd_maintain)
+    xp.add_argument("name", nargs="?", help="the binding's name (default: every binding)")
+    as_json(xp)
     mp = rsub.add_parser("remove", help="drop a binding and its keyring entry (the remote data stays)")
     mp.set_defaults(func=cmd_remove)
     mp.add_argument("name", help="the binding's name")
@@ -153,6 +158,30 @@ def cmd_test(a) -> int:
     return _report(a, doc, f"{a.name}: {shared.binding.url} answers — write {probe['write_ms']} ms, read {probe['read_ms']} "
                     f"ms; {probe['memories']} shared memories; sent {flushed['sent']} queued writes, "
                     f"{flushed['pending']} still queued")
+
+
+def cmd_maintain(a) -> int:
+    from desktop.cli.common import open_store
+
+    store = open_store()
+    if a.name is not None:
+        _binding(store.config, a.name)  # raises NotFoundError naming the bindings
+    if not store.remotes.shared:
+        raise InputError("no shared scopes to maintain: bind one with `mirador remote add` first")
+    report = store.remotes.maintain(a.name)
+    failed = {n: r["error"] for n, r in report.items() if "error" in r}
+    if a.json:
+        emit_json({"maintained": report})
+    else:
+        for n, r in report.items():
+            if "error" in r:
+                print(f"{n}: not maintained — the store did not answer ({r['error']}); try again when it is back")
+            else:
+                vec = {"built": "vector index built", "retrained": "vector index retrained"}.get(r.get("vector") or "",
+                                                                                                 "vector index current")
+                print(f"{n}: {r['rows']} shared memories; {vec}; {r.get('compacted', 0)} files merged; "
+                      f"{r.get('seconds', 0)} s")
+    return 1 if failed else 0
 
 
 def cmd_remove(a) -> int:

@@ -214,8 +214,19 @@ def job_share(store, stop=None) -> str:
     return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "")
 
 
+def job_share_maintain(store, stop=None) -> str:
+    """Update the shared stores' indexes and compact them, on the one device holding each store's
+    maintainer lease (so devices sharing a store do not all rebuild its indexes)."""
+    remotes = store.remotes
+    if not remotes.shared:
+        return "no shared scopes"
+    report = remotes.maintain(elected=True, stop=stop)
+    return "; ".join(f"{n}: " + (r.get("skipped") or (f"error {r['error']}" if "error" in r else f"{r['rows']} rows"))
+                     for n, r in report.items())
+
+
 JOBS: dict[str, Callable] = {"extract": job_extract, "dream": job_dream, "purge": job_purge, "optimize": job_optimize,
-                             "share": job_share}
+                             "share": job_share, "share_maintain": job_share_maintain}
 LLM_PROCESS_NAME = "mirador-llm"  # models/llm.py names its isolated worker process so
 
 
@@ -327,7 +338,8 @@ class MiradorScheduler:
     def _timing(config) -> dict:
         c = config.scheduler
         return {"extract": c.extract_interval_minutes, "dream": c.dream_cron, "purge": c.purge_cron,
-                "optimize": c.optimize_interval_minutes, "share": config.remote.flush_interval_seconds}
+                "optimize": c.optimize_interval_minutes, "share": config.remote.flush_interval_seconds,
+                "share_maintain": config.remote.maintain_interval_minutes}
 
     def _triggers(self) -> dict:
         from apscheduler.triggers.cron import CronTrigger
@@ -340,6 +352,7 @@ class MiradorScheduler:
             "purge": CronTrigger.from_crontab(c.purge_cron),
             "optimize": IntervalTrigger(minutes=c.optimize_interval_minutes),
             "share": IntervalTrigger(seconds=self.config.remote.flush_interval_seconds),
+            "share_maintain": IntervalTrigger(minutes=self.config.remote.maintain_interval_minutes),
         }
 
     def _overdue(self, name: str, trigger, now_local: datetime) -> bool:

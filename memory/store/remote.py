@@ -42,9 +42,10 @@ from typing import Any
 import pyarrow as pa
 
 from memory.errors import InputError, MiradorError
+from memory.scopes import sql_literal
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
-from memory.store.rows import sql_id_list
+from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as mem
 
 
 OUTBOX_COLS = ["outbox_seq", "outbox_binding", "outbox_op", "queued_at", "outbox_actor", "outbox_base"]
+LEASE = "maintainer"  # one row: which device keeps the shared store's indexes, and until when
 EDITS = "memory_edits"  # the bucket's log of who wrote which version: ids, times, actor, device, person
 
 
@@ -198,7 +200,10 @@ class Shared:
                 raise MiradorError(
                     f"no credentials for the shared scope {self.binding.scope!r} (binding {self.binding.name!r}) "
                     "in the OS keyring — run `mirador remote add` again with --key-id and the secret")
-            self._db = lancedb.connect(self.binding.url, read_consistency_interval=timedelta(0),
+            # No automatic version checks: LanceDB would make one per call it makes (several per query);
+            # every read below moves its table to the latest version once (fresh) before it queries,
+            # so a row another device forgot is never read from an older version.
+            self._db = lancedb.connect(self.binding.url, read_consistency_interval=None,
                                        storage_options=storage_options(self.binding, *creds, self.timeout))
         return self._db
 
@@ -252,7 +257,7 @@ class Shared:
             t = self.edits(create=False)
         except (ValueError, FileNotFoundError):
             return {}
-        rows = t.search().where(f"id IN {sql_id_list(ids)}").select(edits_schema().names).limit(None)
+        rows = fresh(t).search().where(f"id IN {sql_id_list(ids)}").select(edits_schema().names).limit(None)
         return {(r["id"], r["updated_at"]): r for r in rows.to_arrow().to_pylist()}
 
     def log_edits(self, rows: list[dict[str, Any]]) -> None:
@@ -269,7 +274,7 @@ class Shared:
     def stones(self, where: str | None = None) -> list[dict[str, Any]]:
         """Tombstones in the bucket (all, or those matching the filter); none when no device forgot yet."""
         try:
-            t = self.tombstones(create=False)
+            t = fresh(self.tombstones(create=False))
         except (ValueError, FileNotFoundError):
             return []
         q = t.search()
@@ -305,7 +310,7 @@ class Shared:
         """The full-text index the search's text leg needs (rows added after it are still scanned)."""
         from memory.store.indexes import ensure_fts, has_index
 
-        t = self.memories()
+        t = fresh(self.memories())
         if t.count_rows() and not has_index(t, "search_text"):
             _retry(lambda: ensure_fts(t, "search_text"))
 
@@ -314,7 +319,7 @@ class Shared:
         full-text index (it keeps deleted rows' tokens), and drop every old version and its files."""
         from memory.store.indexes import ensure_fts, has_index
 
-        t = self.memories()
+        t = fresh(self.memories())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
 
@@ -329,6 +334,50 @@ class Shared:
             if has_index(t, "search_text"):
                 _retry(lambda: ensure_fts(t, "search_text", replace=True))
             _retry(lambda: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+
+    def lease(self, device: str, minutes: float) -> bool:
+        """Take or renew the maintainer lease for `minutes`: True when this device holds it now. The lease
+        passes to another device only once it has expired, so one device at a time maintains the store."""
+        from memory.types import utcnow
+
+        db = self._connect()
+        schema = pa.schema([("id", pa.string()), ("device", pa.string()), ("until", T.TS)])
+        t = _retry(lambda: db.create_table(LEASE, schema=schema, exist_ok=True))
+        now = utcnow()
+        row = pa.Table.from_pylist([{"id": LEASE, "device": device, "until": now + timedelta(minutes=minutes)}],
+                                   schema=schema)
+        _retry(lambda: t.merge_insert("id")
+               .when_matched_update_all(where=f"target.until < {ts_literal(now)} OR target.device = {sql_literal(device)}")
+               .when_not_matched_insert_all().execute(row))
+        held = t.search().where(f"id = '{LEASE}'").select(["device"]).limit(1).to_arrow().to_pylist()
+        return bool(held) and held[0]["device"] == device
+
+    def maintain(self, stop: Any = None) -> dict[str, Any]:
+        """Bring the shared memories table's indexes up to date and compact it, as the local scheduled
+        maintenance does for local tables (memory/store/indexes.py), never on the query path."""
+        from memory.store.indexes import (
+            SCALAR_INDEXES,
+            ensure_fts,
+            ensure_scalar_indexes,
+            ensure_vector_index,
+            optimize_table,
+        )
+
+        try:
+            t = fresh(self.memories(create=False))
+        except (ValueError, FileNotFoundError):
+            return {"rows": 0}
+        started = time.perf_counter()
+        out: dict[str, Any] = {"rows": t.count_rows()}
+        _retry(lambda: ensure_fts(t, "search_text"))
+        out["vector"] = _retry(lambda: ensure_vector_index(t))
+        out["scalar"] = _retry(lambda: ensure_scalar_indexes(t, SCALAR_INDEXES["memories"]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out.update(optimize_table(_RemoteCommits, t, stop))
+        out["seconds"] = round(time.perf_counter() - started, 2)
+        self._ok()
+        return out
 
     def probe(self) -> dict[str, Any]:
         """Write, read back and delete one row in a probe table (never the memories): what `mirador remote
@@ -350,7 +399,7 @@ class Shared:
         if found != 1:
             raise MiradorError(f"the probe row written to {self.binding.url} was not read back ({found} found)")
         try:
-            out["memories"] = self.memories(create=False).count_rows()
+            out["memories"] = fresh(self.memories(create=False)).count_rows()
         except (ValueError, FileNotFoundError):
             out["memories"] = 0
         self._ok()
@@ -359,12 +408,14 @@ class Shared:
     def query(self, where: str | None, cols: list[str], limit: int, vector: Any = None,
               text: str | None = None) -> list[dict[str, Any]]:
         try:
-            t = self.memories(create=False)
+            t = fresh(self.memories(create=False))
         except (ValueError, FileNotFoundError) as e:  # no device has written the shared scope yet
             log.debug("no shared memories table at %s yet (%s)", self.binding.url, e)
             return []
         if vector is not None:
-            q = t.search(vector, vector_column_name="vector").distance_type("cosine")
+            from memory.store.reads import NPROBES
+
+            q = t.search(vector, vector_column_name="vector").distance_type("cosine").nprobes(NPROBES)
         elif text is not None:
             from memory.store.indexes import has_index
 
@@ -392,7 +443,10 @@ class Remotes:
         self._outbox: Any = None
         self._flush_lock = threading.Lock()
         self._last_failed: float = 0.0
-        self.device, self.person = _device(), _person()
+        self._legs: Any = None  # threads for the shared legs of a search, made on first use
+        self.device, self.person = (_device(store.home), _person()) if self.shared else ("", "")
+        # A lease outlives two maintenance intervals: a device that stopped hands it over after that.
+        self.lease_minutes = 2 * cfg.maintain_interval_minutes
 
     # ---- routing --------------------------------------------------------------------------
 
@@ -762,6 +816,14 @@ class Remotes:
 
     # ---- reads ----------------------------------------------------------------------------
 
+    def _pool(self) -> Any:
+        with _POOL_LOCK:
+            if self._legs is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._legs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mirador-shared")
+            return self._legs
+
     def _each(self, scopes: Iterable[str] | None, fn) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for s in self.reading(scopes):
@@ -778,8 +840,11 @@ class Remotes:
         """Vector and full-text rows of every shared store the scopes reach, under the same filter."""
         if not self.shared:
             return [], []
+        # The two legs side by side: each waits mostly on the network.
+        fts_later = self._pool().submit(self._each, scopes, lambda s: s.query(where, [*cols, "_score"], limit,
+                                                                              text=text))
         vec = self._each(scopes, lambda s: s.query(where, [*cols, "_distance"], limit, vector=vector))
-        fts = self._each(scopes, lambda s: s.query(where, [*cols, "_score"], limit, text=text))
+        fts = fts_later.result()
         ob = self.outbox()
         if ob.count_rows():
             # Writes still queued (the remote was down): found by their vector, in their newest version.
@@ -803,6 +868,26 @@ class Remotes:
         mine = {r["id"] for r in waiting}
         return waiting + [r for r in self._each(scopes, lambda s: s.query(where, cols, limit)) if r["id"] not in mine]
 
+    def maintain(self, name: str | None = None, elected: bool = False, stop: Any = None) -> dict[str, Any]:
+        """Maintain the shared stores (or the one named): {binding: report}. elected=True (the scheduler)
+        maintains only the stores whose maintainer lease this device holds or takes, so that of all the
+        devices sharing a store one does it; a store that does not answer is reported, not raised."""
+        out: dict[str, Any] = {}
+        for n, s in self.shared.items():
+            if name is not None and n != name:
+                continue
+            try:
+                if elected and not s.lease(self.device, self.lease_minutes):
+                    out[n] = {"skipped": "another device maintains it"}
+                    continue
+                out[n] = s.maintain(stop)
+            except Exception as e:  # offline: maintenance waits for the next pass
+                s._failed(e)
+                out[n] = {"error": s.last_error}
+        if name is not None and not out:
+            raise InputError(f"no shared scope binding named {name!r} — see `mirador remote list`")
+        return out
+
     def check(self, max_age: float = 30.0) -> list[dict[str, Any]]:
         """health(), after asking each store that has not answered within max_age seconds whether it
         answers now (one small read; what the tray and the settings window poll)."""
@@ -815,7 +900,7 @@ class Remotes:
             s.last_checked = now
             try:
                 try:
-                    s.memories(create=False).count_rows()
+                    fresh(s.memories(create=False)).count_rows()
                 except (ValueError, FileNotFoundError):  # the store answers; no device has written yet
                     s._connect().table_names()
                 s._ok()
@@ -831,17 +916,47 @@ class Remotes:
                  "last_error": s.last_error} for n, s in self.shared.items()]
 
 
+class _RemoteCommits:
+    """What optimize_table needs of a store to commit to a shared table: retry on a raced commit (the
+    shared store has no local write lock; other devices commit to it too)."""
+
+    commit = staticmethod(lambda fn: _retry(fn))
+
+
+_POOL_LOCK = threading.Lock()
+
+
+def fresh(table: Any) -> Any:
+    """The table moved to the newest version in the bucket (one listing of its versions), and returned."""
+    table.checkout_latest()
+    return table
+
+
 def _now():
     from memory.types import utcnow
 
     return utcnow()
 
 
-def _device() -> str:
-    """This machine's name, as the shared edit log records it."""
+def _device(home: Any) -> str:
+    """This Mirador home's device name, as the shared edit log and the maintainer lease record it: the host
+    name and a suffix made once per home (two homes on one machine are two devices)."""
     import socket
+    import uuid
+    from pathlib import Path
 
-    return socket.gethostname() or "unknown device"
+    path = Path(home) / "device-id"
+    try:
+        name = path.read_text(encoding="utf-8").strip()
+        if name:
+            return name
+    except FileNotFoundError:
+        pass
+    name = f"{socket.gethostname() or 'device'}-{uuid.uuid4().hex[:6]}"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(name + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return name
 
 
 def _person() -> str:

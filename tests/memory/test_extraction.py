@@ -303,7 +303,7 @@ def test_scheduler_jobs_do_not_overlap_and_state_survives_restart(store, mirador
     sched = start_scheduler(store)
     try:
         jobs = {j.id: j for j in sched.scheduler.get_jobs()}
-        assert set(jobs) == {"extract", "dream", "purge", "optimize", "share"}
+        assert set(jobs) == {"extract", "dream", "purge", "optimize", "share", "share_maintain"}
         assert all(j.max_instances == 1 and j.coalesce for j in jobs.values())
     finally:
         stop(sched)

@@ -13,7 +13,7 @@ import pytest
 
 from memory.errors import NotFoundError
 from memory.store.erasure import forget
-from memory.store.remote import Remotes
+from memory.store.remote import Remotes, fresh
 from tests.memory import seaweed as sw_fixtures
 from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS, weed_binary
 
@@ -132,7 +132,7 @@ def test_concurrent_writers_lose_nothing_and_double_nothing(tmp_path, seaweed, m
     for s in stores:
         s.remotes.flush()
         assert sum(s.remotes.pending().values()) == 0
-    table = first.remotes.shared["team"].memories()
+    table = fresh(first.remotes.shared["team"].memories())
     ids = table.to_arrow().column("id").to_pylist()
     assert len(ids) == 101 and len(set(ids)) == 101
     texts_ = table.to_arrow().column("text").to_pylist()
@@ -173,7 +173,7 @@ def test_offline_remote_local_work_goes_on_and_the_outbox_drains(tmp_path, memor
         assert again["sent"] == 0
         b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
         assert b.get(queued["id"])["text"] == queued["text"]
-        rows = a.remotes.shared["team"].memories().to_arrow().column("id").to_pylist()
+        rows = fresh(a.remotes.shared["team"].memories()).to_arrow().column("id").to_pylist()
         assert sorted(rows) == sorted(set(rows)) and len(rows) == 2
         assert search_memories(b, "when does the acme release train leave", scopes=[SHARED])[0].id == queued["id"]
     finally:
@@ -374,6 +374,29 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     assert not b.rows(b.audit, f"action = 'conflict' AND entity_id = '{o['id']}' AND after LIKE '%monthly%'",
                       ["id"], None)
     # The edit log in the bucket names who wrote each version, and holds no text.
-    log_rows = b.remotes.shared["team"].edits().to_arrow().to_pylist()
+    log_rows = fresh(b.remotes.shared["team"].edits()).to_arrow().to_pylist()
     assert {r["id"] for r in log_rows} >= {m["id"], n["id"], o["id"]}
     assert all(set(r) == {"id", "updated_at", "actor", "device", "person", "sent_at"} for r in log_rows)
+
+
+def test_one_device_at_a_time_maintains_the_shared_store(homes):
+    """The scheduled maintenance runs on the device holding the bucket's lease; another device skips it until
+    the lease expires; the full-text index is there afterwards and search still finds the memory."""
+    import time
+
+    from memory.consolidation.scheduler import job_share_maintain
+    from memory.retrieval.search import search_memories
+    from memory.store.indexes import has_index
+
+    a, b = homes
+    m = a.add_memory("The acme incident review template lives in the wiki", scope=SHARED)
+    assert job_share_maintain(a) == "team: 1 rows"
+    assert job_share_maintain(b) == "team: another device maintains it"
+    assert job_share_maintain(a) == "team: 1 rows"  # the holder renews its lease
+    assert has_index(fresh(a.remotes.shared["team"].memories()), "search_text")
+    a.remotes.lease_minutes = 0.001  # a device that stopped: its lease runs out
+    assert job_share_maintain(a) == "team: 1 rows"
+    time.sleep(0.3)
+    assert job_share_maintain(b) == "team: 1 rows"
+    assert job_share_maintain(a) == "team: another device maintains it"
+    assert search_memories(b, "where is the acme incident review template", scopes=[SHARED])[0].id == m["id"]

