@@ -14,10 +14,13 @@ test: setup
 lint: setup
 	@bash scripts/lint.sh
 
-# The installer for this OS (Linux: dist/mirador-VERSION-linux-ARCH.tar.gz); slow, not part of `make test`.
+# The installer for this OS (Linux: dist/mirador-VERSION-linux-ARCH.tar.gz and dist/mirador_VERSION_ARCH.deb,
+# sizes in dist/bundle-size.json); slow, not part of `make test`. The .deb's smoke test installs it with apt,
+# runs it as a throwaway user and purges it (needs root or sudo).
 installer: setup
 	@bash scripts/build_installer.sh
 	@bash installer/smoke_test.sh dist/mirador/mirador
+	@if [ "$$(uname -s)" = Linux ]; then bash installer/linux/deb_smoke_test.sh dist/mirador_*.deb; fi
 
 # Regenerate the README's screenshots and the tray icons in assets/ (the suite writes them to a temp dir).
 screenshots: setup

@@ -4,8 +4,10 @@
 #   bash scripts/build_installer.sh            # `make installer` runs this after bootstrap
 #
 # Steps: PyInstaller one-folder app (installer/mirador.spec) -> prune what does not need to ship
-# (installer/prune.py, sizes before/after in dist/bundle-size.json) -> package:
+# (installer/prune.py) -> package:
 #   Linux   dist/mirador-VERSION-linux-ARCH.tar.gz  (folder + mirador.desktop + icon + install.sh)
+#           dist/mirador_VERSION_ARCH.deb            (installer/linux/make_deb.sh, with dpkg-deb)
+#           dist/bundle-size.json                    (installer/bundle_size.py: every large item's size)
 #   macOS   dist/Mirador-VERSION-macos-ARCH.dmg     (installer/macos/make_dmg.sh: codesign and
 #           notarise when MIRADOR_CODESIGN_IDENTITY / MIRADOR_NOTARY_* are set)
 #   Windows dist/Mirador-VERSION-windows-x64-setup.exe (Inno Setup: installer/windows/mirador.iss)
@@ -40,7 +42,8 @@ case "$(uname -s)" in
   Darwin) APPDIR=dist/Mirador.app; INTERNAL=dist/Mirador.app/Contents ;;
   *) APPDIR=dist/mirador; INTERNAL=dist/mirador/_internal ;;
 esac
-"$VPY" installer/prune.py "$INTERNAL" --report dist/bundle-size.json
+mkdir -p build
+"$VPY" installer/prune.py "$INTERNAL" --report build/prune-report.json >/dev/null
 
 case "$(uname -s)" in
   Linux)
@@ -52,7 +55,15 @@ case "$(uname -s)" in
     cp assets/icons/mirador-256.png "$stage/mirador.png"
     chmod +x "$stage/install.sh"
     tar -C build -czf "dist/$name.tar.gz" "$name"
-    echo "build_installer: dist/$name.tar.gz ($(du -h "dist/$name.tar.gz" | cut -f1))" >&2 ;;
+    echo "build_installer: dist/$name.tar.gz ($(du -h "dist/$name.tar.gz" | cut -f1))" >&2
+    deb="dist/mirador_${VERSION}_$(dpkg --print-architecture 2>/dev/null || echo amd64).deb"
+    if command -v dpkg-deb >/dev/null; then
+      bash installer/linux/make_deb.sh dist/mirador "$VERSION" "$deb"
+    else
+      echo "build_installer: no dpkg-deb here, so no .deb (apt-get install dpkg-dev)" >&2
+    fi
+    "$VPY" installer/bundle_size.py dist/mirador --prune-report build/prune-report.json \
+      --package "dist/$name.tar.gz" --package "$deb" --out dist/bundle-size.json >/dev/null ;;
   Darwin)
     VERSION="$VERSION" bash installer/macos/make_dmg.sh "$APPDIR" "dist/Mirador-$VERSION-macos-$ARCH.dmg" ;;
   MINGW*|MSYS*|CYGWIN*)

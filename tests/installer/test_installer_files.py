@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from PIL import Image
 
@@ -87,3 +91,109 @@ def test_prune_removes_build_leftovers_and_keeps_runtime_files(tmp_path):
     for rel, keep in files.items():
         assert (tmp_path / rel).exists() == keep, rel
     assert report["before_mb"] >= report["after_mb"]
+
+
+def _fake_app(root: Path) -> Path:
+    """A stand-in for dist/mirador: an executable launcher and a data folder with a model and a package."""
+    app = root / "mirador"
+    (app / "_internal" / "models" / "all-MiniLM-L6-v2").mkdir(parents=True)
+    (app / "_internal" / "models" / "all-MiniLM-L6-v2" / "model.safetensors").write_bytes(bytes(range(256)) * 8000)
+    (app / "_internal" / "pyarrow").mkdir()
+    (app / "_internal" / "pyarrow" / "libarrow.so").write_bytes(b"\0" * 1_500_000)
+    (app / "_internal" / "base_library.zip").write_bytes(b"z" * 100)
+    (app / "mirador").write_text("#!/bin/sh\necho mirador\n")
+    (app / "mirador").chmod(0o755)
+    return app
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb is Debian's")
+def test_deb_holds_the_app_menu_entry_icons_and_a_disabled_autostart_entry(tmp_path):
+    app = _fake_app(tmp_path)
+    deb = tmp_path / "out" / "mirador_9.9.9_amd64.deb"
+    subprocess.run(["bash", str(ROOT / "installer" / "linux" / "make_deb.sh"), str(app), "9.9.9", str(deb)],
+                   check=True, capture_output=True)
+    fields = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
+    assert "Package: mirador" in fields and "Version: 9.9.9" in fields and "libxcb-cursor0" in fields
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], check=True, capture_output=True, text=True).stdout
+    for path in ("./opt/mirador/mirador", "./opt/mirador/_internal/models/all-MiniLM-L6-v2/model.safetensors",
+                 "./usr/bin/mirador -> /opt/mirador/mirador", "./usr/share/applications/mirador.desktop",
+                 "./usr/share/icons/hicolor/256x256/apps/mirador.png", "./etc/xdg/autostart/mirador.desktop"):
+        assert path in listing, path
+    assert "root/root" in listing and "rwxr-xr-x root/root" in listing  # owned by root, launcher executable
+    out = tmp_path / "x"
+    subprocess.run(["dpkg-deb", "-R", str(deb), str(out)], check=True)
+    autostart = (out / "etc/xdg/autostart/mirador.desktop").read_text()
+    assert "Hidden=true" in autostart and "Exec=/opt/mirador/mirador app" in autostart  # off until turned on
+    assert "Exec=/opt/mirador/mirador app" in (out / "usr/share/applications/mirador.desktop").read_text()
+    assert (out / "DEBIAN/conffiles").read_text().split() == ["/etc/xdg/autostart/mirador.desktop"]
+    assert not (set(p.name for p in (out / "DEBIAN").iterdir()) & {"postinst", "postrm", "prerm", "preinst"})
+    # a build with no app folder fails and says why, instead of packaging nothing
+    bad = subprocess.run(["bash", str(ROOT / "installer" / "linux" / "make_deb.sh"), str(tmp_path / "none"), "1",
+                          str(tmp_path / "n.deb")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "build the bundle first" in bad.stderr and not (tmp_path / "n.deb").exists()
+
+
+def test_bundle_size_lists_each_large_item_and_checks_the_targets(tmp_path):
+    sizes = _load(ROOT / "installer" / "bundle_size.py", "bundle_size")
+    app = _fake_app(tmp_path)
+    pkg = tmp_path / "mirador.tar.gz"
+    pkg.write_bytes(b"p" * 1000)
+    prune_report = tmp_path / "prune.json"
+    prune_report.write_text('{"before_mb": 9.0, "after_mb": 3.6, "removed_count": 4, "removed_top": []}')
+    out = tmp_path / "bundle-size.json"
+    assert sizes.main([str(app), "--package", str(pkg), "--package", str(tmp_path / "missing.deb"),
+                       "--prune-report", str(prune_report), "--out", str(out)]) == 0
+    import json
+
+    report = json.loads(out.read_text())
+    rows = {r["item"]: r for r in report["items"]}
+    # models/ is split per model; pyarrow's library compresses to almost nothing; small items are summed
+    assert rows["models/all-MiniLM-L6-v2"]["installed_mb"] == 2.0 and rows["pyarrow"]["installed_mb"] == 1.5
+    assert rows["pyarrow"]["download_mb"] < 0.1 and "(1 small items)" in rows
+    assert report["download_mb"] == {"mirador.tar.gz": 0.0} and report["prune"]["after_mb"] == 3.6
+    assert report["meets_targets"] == {"installed": True, "download": True}
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None or not Path("/lib/x86_64-linux-gnu/libpng16.so.16").exists(),
+                    reason="needs binutils and Debian's x86-64 libraries")
+def test_prune_drops_system_libraries_nothing_links_and_keeps_the_dlopened_ones(tmp_path):
+    prune = _load(ROOT / "installer" / "prune.py", "prune")
+    lib = Path("/lib/x86_64-linux-gnu")
+    (tmp_path / "PIL").mkdir()
+    shutil.copy(lib / "libpng16.so.16", tmp_path / "PIL" / "libpng16.so.16")  # needs libz.so.1
+    shutil.copy(lib / "libz.so.1", tmp_path / "libz.so.1")  # linked: stays
+    shutil.copy(lib / "libbz2.so.1.0", tmp_path / "libbz2.so.1.0")  # linked by nothing: goes
+    shutil.copy(lib / "libexpat.so.1", tmp_path / "libportaudio.so.2")  # loaded through ctypes: stays
+    assert [p.name for p in prune.unlinked_system_libs(tmp_path)] == ["libbz2.so.1.0"]
+    prune.prune(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["PIL", "libportaudio.so.2", "libz.so.1"]
+
+
+def test_without_pyav_faster_whisper_still_imports_and_a_file_decode_says_why(tmp_path):
+    """installer/rthooks/no_av.py, as the frozen app runs it: PyAV absent (the spec excludes it)."""
+    code = (
+        "import builtins, runpy, sys\n"
+        "# PyAV unimportable, as in the bundle; once the hook has put its stand-in in place, that is found\n"
+        "real = builtins.__import__\n"
+        "def imp(name, *a, **k):\n"
+        "    if name == 'av' or name.startswith('av.'):\n"
+        "        if 'av' in sys.modules: return sys.modules['av']\n"
+        "        raise ImportError('no av')\n"
+        "    return real(name, *a, **k)\n"
+        "builtins.__import__ = imp\n"
+        f"runpy.run_path({str(ROOT / 'installer' / 'rthooks' / 'no_av.py')!r})\n"
+        "import inspect\n"
+        "assert not hasattr(sys.modules['av'], '__wrapped__')  # PySide's import hook probes every module so\n"
+        "try:\n"
+        "    inspect.getsource(sys.modules['av'])\n"
+        "except TypeError:\n"
+        "    pass  # what a module without a file gives, which that hook expects\n"
+        "from faster_whisper import WhisperModel, decode_audio\n"
+        "try:\n"
+        "    decode_audio('x.wav')\n"
+        "except ImportError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "ERR av." in out.stdout and "PyAV" in out.stdout and "installer leaves out" in out.stdout
