@@ -585,3 +585,10 @@ class EvidenceTimeline(QMainWindow):
     def show_error(self, message: str) -> None:
         """Show a background job's failure in the status bar."""
         self.statusBar().showMessage(message, 10_000)
+
+    def closeEvent(self, e) -> None:  # noqa: N802 - Qt
+        # Decoding waiting for a closed window is dropped (a quit would otherwise wait for it); what is on
+        # screen when the window opens again is asked for again.
+        self.model.thumbs.loader.drop()
+        self.preview.loader.drop()
+        super().closeEvent(e)
