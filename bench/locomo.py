@@ -154,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", default="{}", help="JSON overrides of memory.store.context.ContextConfig")
     ap.add_argument("--rank", default="{}", help="JSON overrides of memory.retrieval.rank.RankConfig")
     ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (models.embedder_tuning off)")
+    ap.add_argument("--tuning", type=Path, default=None,
+                    help="embed with this delta (bench/train_embedder.py --out) instead of the bundled one")
+    ap.add_argument("--reranker", type=Path, default=None,
+                    help="rank with this reranker (bench/train_reranker.py --out) instead of the bundled one")
+    ap.add_argument("--also-first-stage", action="store_true",
+                    help="also score the same store without the reranker (adds \"first_stage\": one ingest, two variants)")
     args = ap.parse_args(argv)
 
     from memory.retrieval import rank as R
@@ -165,15 +171,29 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["MIRADOR_HOME"] = home
         from memory.store.core import Store
 
-        if args.untuned:
-            Path(home, "config.toml").write_text("[models]\nembedder_tuning = false\n")
-        store = Store(Path(home))
+        if args.tuning and args.untuned:
+            ap.error("--tuning and --untuned exclude each other")
+        models = (["embedder_tuning = false"] if args.untuned else []) + \
+            ([f"reranker_path = {json.dumps(str(args.reranker.resolve()))}"] if args.reranker else [])
+        if models:
+            Path(home, "config.toml").write_text("[models]\n" + "\n".join(models) + "\n")
+        embedder = None
+        if args.tuning:
+            from models.embedder import Embedder
+
+            embedder = Embedder(threads=2, tuning=args.tuning.resolve())
+            if embedder.tuning is None:
+                ap.error(f"{args.tuning} could not be applied to the bundled embedder (see the log)")
+        store = Store(Path(home), embedder=embedder)
         store.embedder.embed_query("warm up")  # model load is not ingest or query time
         store.embedder.wait_ready(300)  # nor the one-off onnxruntime export of the query encoder
         t0 = time.perf_counter()
         rows = ingest(store, convs, context=ctx)
         ingest_s = time.perf_counter() - t0
         result = evaluate(store, convs, rank)
+        if args.also_first_stage:
+            first = evaluate(store, convs, replace(rank, rerank=False))
+            result["first_stage"] = {k: first[k] for k in ("recall@5", "recall@10", "per_category", "median_query_ms")}
         # Everything the report reads from the store is taken while its home exists: once the temp
         # dir is gone, a store that re-checks its embedder record would fail writing into it.
         result.update({

@@ -1,5 +1,9 @@
-"""Tune the bundled embedder on LoCoMo question → evidence pairs and write the low-rank delta that
+"""Tune the bundled embedder on question → evidence pairs and write the low-rank delta that
 models/tuning.py merges in. Prints one JSON object.
+
+What ships (models/data/embedder_tuning.npz) learns from Mirador's own synthetic conversations
+(bench/synth_conversations.py; --data that file): LoCoMo is CC BY-NC 4.0, so a delta trained on it
+(the default --data, for held-out experiments) is refused as the bundled file (docs/models.md).
 
 Each question (as the evidence search embeds it: a known speaker's name said as "they"; the
 unscored category 5 questions too) is paired with each of its evidence turns (as ingest embeds them:
@@ -46,6 +50,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import locomo  # noqa: E402
+
+from models.tuning import BUNDLED  # noqa: E402
 
 SETTINGS = {"epochs": 2, "lr": 2e-5, "batch": 32, "negatives": 3, "pool": 15, "scale": 20.0, "seed": 1,
             # Category 5 (adversarial) questions are never scored, but their evidence is real: more pairs.
@@ -223,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.start_folds and not args.folds:
         ap.error("--start-folds is where each --folds model goes on from: give --folds too")
     convs = json.loads(args.data.read_text())
+    if args.out and args.out.resolve() == BUNDLED and any(not c["sample_id"].startswith("synth-") for c in convs):
+        ap.error(f"{BUNDLED} ships in the default install: train it on bench/synth_conversations.py's output, "
+                 "not on LoCoMo (CC BY-NC 4.0); write a LoCoMo-trained delta elsewhere")
     held_outs = [c["sample_id"] for c in convs if not args.only or c["sample_id"] in args.only.split(",")]
     starts = ([args.start] if args.start else []) + \
         ([args.start_folds / f"{c}.npz" for c in held_outs] if args.start_folds else [])

@@ -1,5 +1,10 @@
-"""Train the evidence reranker (memory/retrieval/rerank.py) on LoCoMo and report how it does on conversations it
+"""Train the evidence reranker (memory/retrieval/rerank.py) and report how it does on conversations it
 did not see. Prints one JSON object; writes the model with --out.
+
+What ships (memory/retrieval/data/evidence_reranker.json) learns from Mirador's own synthetic
+conversations (bench/synth_conversations.py; --data that file, --tuning the shipped delta): LoCoMo is
+CC BY-NC 4.0, so a model trained on it (the default --data) is refused as the bundled file; write it
+elsewhere and point models.reranker_path at it (docs/models.md).
 
 Every turn is ingested as in bench/locomo.py. For each question, the first stage's top candidates
 (RankConfig.rerank_top) become one LambdaMART query group, labelled 1 for the question's evidence turns.
@@ -13,7 +18,7 @@ own, embedded with DIR/<conversation>.npz merged in: the tuning trained without 
 what the tuned first stage finds on a conversation its embedder never saw, as the shipped embedder
 meets a person's own conversations, and the held-out recall is that of the whole search.
 
-    .venv/bin/python bench/train_reranker.py [--data PATH] [--out memory/data/evidence_reranker.json]
+    .venv/bin/python bench/train_reranker.py [--data PATH] [--out memory/retrieval/data/evidence_reranker.json]
         [--fold-embedders DIR] [--seeds N] [--bag N]
 """
 
@@ -98,6 +103,12 @@ def fold_embedder(delta: Path):
     return emb
 
 
+def untuned_embedder():
+    from models.embedder import Embedder
+
+    return Embedder(threads=2)
+
+
 def dia_of(store, id_: str) -> str | None:
     from memory.scopes import sql_literal
 
@@ -177,19 +188,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bag", type=int, default=BAG, help="models (bagging seeds) summed into one (default: %(default)s)")
     ap.add_argument("--fold-embedders", type=Path, default=None,
                     help="dir of leave-one-out tuned embedders, one per conversation (bench/train_embedder.py --folds)")
+    ap.add_argument("--tuning", type=Path, default=None,
+                    help="embed with this delta (bench/train_embedder.py --out) instead of the bundled one")
+    ap.add_argument("--untuned", action="store_true", help="embed with the model as shipped (no tuning)")
     args = ap.parse_args(argv)
+    if sum(map(bool, (args.tuning, args.fold_embedders, args.untuned))) > 1:
+        ap.error("--tuning, --untuned and --fold-embedders exclude each other")
+    if args.tuning and args.fold_embedders:
+        ap.error("--tuning and --fold-embedders exclude each other")
     if args.bag < 1 or args.seeds < 1 or args.rounds < 1:
         ap.error("--bag, --seeds and --rounds must be at least 1")
 
     from memory.retrieval import rank as R
     from memory.retrieval import rerank
     convs = json.loads(args.data.read_text())
+    if args.out and args.out.resolve() == rerank.DEFAULT_MODEL.resolve() and \
+            any(not c["sample_id"].startswith("synth-") for c in convs):
+        ap.error(f"{rerank.DEFAULT_MODEL} ships in the default install: train it on bench/synth_conversations.py's "
+                 "output, not on LoCoMo (CC BY-NC 4.0); write a LoCoMo-trained model elsewhere")
     cfg = replace(R.DEFAULT, rerank=False)
     t0 = time.perf_counter()
     if args.fold_embedders:
         gs = [g for c in convs for g in build([c], cfg, fold_embedder(args.fold_embedders / f"{c['sample_id']}.npz"))]
     else:
-        gs = build(convs, cfg)
+        gs = build(convs, cfg, fold_embedder(args.tuning) if args.tuning else untuned_embedder() if args.untuned else None)
     prep_s = time.perf_counter() - t0
     # Held-out run r sums the models of seeds (r-1)*bag+1 .. r*bag: runs share no seed.
     runs = [range(r * args.bag + 1, (r + 1) * args.bag + 1) for r in range(args.seeds)]
@@ -201,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
             "bag": list(runs[0]), "top": cfg.rerank_top, "params": PARAMS, "monotone": rerank.MONOTONE,
             "first_stage": R.first_stage_settings(cfg),
             "sources": list(rerank.SOURCES),  # what it may move: chat-like rows, never screen captures
-            "embedder": "tuned, leave-one-out per conversation" if args.fold_embedders else "store default",
+            "embedder": "tuned, leave-one-out per conversation" if args.fold_embedders else
+                        f"tuned with {args.tuning.name}" if args.tuning else "untuned" if args.untuned else "store default",
             "held_out_recall": {k: [h["reranked"][k] for h in result["held_out"]] for k in ("recall@5", "recall@10")}})
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(spec, separators=(",", ":")) + "\n", encoding="utf-8")
