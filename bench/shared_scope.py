@@ -68,6 +68,7 @@ def main() -> int:
 
     import keyring
     import numpy as np
+    import pyarrow as pa
 
     from memory.config import Config, save_config
     from memory.store.core import Store
@@ -115,7 +116,7 @@ def main() -> int:
                 row["vector"] = (v / np.linalg.norm(v)).tolist()
                 rows.append(row)
             if table is None:
-                shared.put(__import__("pyarrow").Table.from_pylist(rows, schema=a_store.memories.schema))
+                shared.put(pa.Table.from_pylist(rows, schema=a_store.memories.schema))
                 table = shared.memories()
             else:
                 table.add(rows)
