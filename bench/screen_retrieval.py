@@ -10,8 +10,9 @@ same data.
     .venv/bin/python bench/screen_retrieval.py
 
 The search leaves screen captures where the first stage puts them (memory/retrieval/rerank.py SOURCES), so
-"search" should equal "first_stage"; "reranker_moving_screen" is the shipped model allowed to move
-them, as releases before did.
+"search" (with the optional LoCoMo-trained reranker, optional/locomo-reranker/; the default install has
+none) should equal "first_stage"; "reranker_moving_screen" is that model allowed to move them, as
+releases before did.
 
 Prints one JSON object: per configuration, hit@1, hit@3 and the mean reciprocal rank, and each
 question's rank (0 = not in the top 10).
@@ -65,11 +66,14 @@ def ranks(store, day: dict, ids: dict[str, str], rank=None) -> list[int]:
     return out
 
 
+MODEL = Path(__file__).resolve().parents[1] / "optional" / "locomo-reranker" / "evidence_reranker.json"
+
+
 def screen_too(where: Path) -> Path:
-    """A copy of the shipped reranker that may move screen captures too, as every release before
+    """A copy of the optional reranker that may move screen captures too, as every release before
     this one let it: what the search would do without memory.retrieval.rerank.SOURCES."""
     from memory.retrieval import rerank
-    spec = json.loads(rerank.DEFAULT_MODEL.read_text(encoding="utf-8"))
+    spec = json.loads(MODEL.read_text(encoding="utf-8"))
     spec["meta"]["sources"] = [*rerank.SOURCES, "screen"]
     path = where / "reranker_screen_too.json"
     path.write_text(json.dumps(spec), encoding="utf-8")
@@ -99,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         ids = ingest(store, day)
         ranks(store, day, ids)  # warm up: model load and the row cache are not query time
         result = {"rows": len(day["rows"]), "questions": len(day["questions"]), "embedder": store.embedder.name}
-        runs = (("first_stage", replace(R.DEFAULT, rerank=False), None), ("search", R.DEFAULT, None),
+        runs = (("first_stage", replace(R.DEFAULT, rerank=False), None), ("search", R.DEFAULT, MODEL),
                 ("reranker_moving_screen", R.DEFAULT, screen_too(Path(home))))
         for name, cfg, model in runs:
             store.config.models.reranker_path = model
             t0 = time.perf_counter()
             rs = ranks(store, day, ids, cfg)
             result[name] = summary(rs) | {"mean_query_ms": round((time.perf_counter() - t0) * 1000 / len(rs), 1)}
-        store.config.models.reranker_path = None
+        store.config.models.reranker_path = MODEL
         result["reranker_ran"] = len(R.first_stage(store, day["questions"][0]["q"], store.where("evidence", scopes=[SCOPE]),
                                                    datetime.fromisoformat(day["day"]), R.DEFAULT).ranked) >= R.DEFAULT.rerank_top
     print(json.dumps(result))

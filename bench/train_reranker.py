@@ -1,10 +1,11 @@
 """Train the evidence reranker (memory/retrieval/rerank.py) and report how it does on conversations it
 did not see. Prints one JSON object; writes the model with --out.
 
-What ships (memory/retrieval/data/evidence_reranker.json) learns from Mirador's own synthetic
-conversations (bench/synth_conversations.py; --data that file, --tuning the shipped delta): LoCoMo is
-CC BY-NC 4.0, so a model trained on it (the default --data) is refused as the bundled file; write it
-elsewhere and point models.reranker_path at it (docs/models.md).
+The default install ships no reranker: the one trained on LoCoMo (the default --data; CC BY-NC 4.0)
+is optional/locomo-reranker/evidence_reranker.json, outside every package, and ones trained on
+Mirador's own synthetic conversations (bench/synth_conversations.py; --data that file, --tuning the
+shipped delta) lowered LoCoMo recall (docs/models.md). A model trained on LoCoMo is refused as an --out
+inside a package; point models.reranker_path at one written elsewhere.
 
 Every turn is ingested as in bench/locomo.py. For each question, the first stage's top candidates
 (RankConfig.rerank_top) become one LambdaMART query group, labelled 1 for the question's evidence turns.
@@ -18,7 +19,7 @@ own, embedded with DIR/<conversation>.npz merged in: the tuning trained without 
 what the tuned first stage finds on a conversation its embedder never saw, as the shipped embedder
 meets a person's own conversations, and the held-out recall is that of the whole search.
 
-    .venv/bin/python bench/train_reranker.py [--data PATH] [--out memory/retrieval/data/evidence_reranker.json]
+    .venv/bin/python bench/train_reranker.py [--data PATH] [--out optional/locomo-reranker/evidence_reranker.json]
         [--fold-embedders DIR] [--seeds N] [--bag N]
 """
 
@@ -202,10 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     from memory.retrieval import rank as R
     from memory.retrieval import rerank
     convs = json.loads(args.data.read_text())
-    if args.out and args.out.resolve() == rerank.DEFAULT_MODEL.resolve() and \
+    packages = [ROOT / top for top in ("memory", "models", "capture", "desktop")]
+    if args.out and any(p in args.out.resolve().parents for p in packages) and \
             any(not c["sample_id"].startswith("synth-") for c in convs):
-        ap.error(f"{rerank.DEFAULT_MODEL} ships in the default install: train it on bench/synth_conversations.py's "
-                 "output, not on LoCoMo (CC BY-NC 4.0); write a LoCoMo-trained model elsewhere")
+        ap.error(f"{args.out} would ship in the default install: train it on bench/synth_conversations.py's "
+                 "output, not on LoCoMo (CC BY-NC 4.0); write a LoCoMo-trained model elsewhere "
+                 "(optional/locomo-reranker/ holds the current one)")
     cfg = replace(R.DEFAULT, rerank=False)
     t0 = time.perf_counter()
     if args.fold_embedders:

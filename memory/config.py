@@ -60,9 +60,12 @@ class ModelsConfig(_Section):
     llm_path: Path | None = Field(None, description="a GGUF model file for extraction; empty = the bundled Gemma 3 270M")
     whisper_dir: Path | None = Field(None, description="a faster-whisper (CTranslate2) model folder; empty = the bundled tiny.en")
     # The second stage of evidence search (memory/retrieval/rerank.py): a tree ensemble over the top candidates.
-    reranker: bool = Field(True, description="reorder the top evidence hits with the reranker model")
-    reranker_path: Path | None = Field(None, description="a reranker bench/train_reranker.py wrote; "
-                                                          "empty = the one Mirador ships")
+    reranker: bool = Field(True, description="reorder the top evidence hits with the reranker at "
+                                             "models.reranker_path, when one is set")
+    reranker_path: Path | None = Field(None, description="a reranker bench/train_reranker.py wrote, e.g. the "
+                                                          "optional LoCoMo-trained one (non-commercial licence: "
+                                                          "docs/models.md); empty = none, the default install "
+                                                          "ships none")
 
 
 class StoreConfig(_Section):

@@ -96,7 +96,10 @@ def check_reranker():
     cfg = load_config().models
     if not cfg.reranker:
         return OK, "off (models.reranker = false): evidence search ranks by its first stage alone", None
-    path = cfg.reranker_path or rerank.DEFAULT_MODEL
+    path = cfg.reranker_path
+    if path is None:
+        return OK, ("none (the default install ships none): evidence search ranks by its first stage; "
+                    "docs/models.md has an optional one"), None
     try:
         model = rerank.TreeEnsemble.load(path)
     except ConfigError as e:

@@ -266,7 +266,7 @@ def reranker(store, cfg: RankConfig):
     """The second stage's model, or None when it is switched off (or could not be loaded: logged)."""
     from memory.retrieval import rerank
     m = store.config.models
-    model = rerank.shared(m.reranker_path) if cfg.rerank and m.reranker else None
+    model = rerank.shared(m.reranker_path) if cfg.rerank and m.reranker and m.reranker_path else None
     if model is not None:
         rerank.check_first_stage(model, first_stage_settings(cfg))
     return model

@@ -5,7 +5,9 @@ way: a bare "Wow, nice!" next to a strong match, a turn that asks rather than an
 where many candidates cluster. LambdaMART models over those signals (five, with their own bagging
 seeds, summed), trained on LoCoMo dev and scored on each conversation they did not see
 (bench/train_reranker.py), find more of the evidence than the tuned first stage alone, though not in
-every conversation (bench/RESULTS.md: LoCoMo dev, held out).
+every conversation (bench/RESULTS.md: LoCoMo dev, held out). LoCoMo is CC BY-NC 4.0, so that model is
+an optional artifact (optional/locomo-reranker/) a person points models.reranker_path at; the default
+install has no reranker, and ones trained on Mirador's synthetic conversations lowered LoCoMo recall.
 
 Only the top `RankConfig.rerank_top` candidates are reordered, because the features read their text,
 which the search fetches for its winners anyway; of those, only the kinds of evidence it learned from
@@ -29,7 +31,6 @@ from memory.types import EVIDENCE_SOURCES
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = Path(__file__).with_name("data") / "evidence_reranker.json"
 FORMAT = "mirador-tree-ensemble/1"
 
 # In this order, the columns of features(). A model names the features it was trained on; loading
@@ -221,13 +222,15 @@ _models: dict[str, TreeEnsemble | ConfigError] = {}
 _models_lock = threading.Lock()
 
 
-def shared(path: Path | None) -> TreeEnsemble | None:
-    """The reranker at `path` (default: the one Mirador ships), loaded once per process.
+def shared(path: Path) -> TreeEnsemble | None:
+    """The reranker at `path` (models.reranker_path), loaded once per process. Mirador ships none in its
+    default install: the one trained so far learned from LoCoMo, whose licence forbids commercial use
+    (docs/models.md; optional/locomo-reranker/).
 
     A missing or broken file does not break search: it is logged once, as a warning that says how to
     fix it, and the first stage's order stands.
     """
-    key = str(path or DEFAULT_MODEL)
+    key = str(path)
     with _models_lock:
         got = _models.get(key)
         if got is None:

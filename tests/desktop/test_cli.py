@@ -147,8 +147,8 @@ def test_console_script_version_and_doctor(mirador_home):
     checks = {c["name"]: c for c in json.loads(doc.stdout)}
     assert checks["data dir"]["status"] == "ok" and checks["embedder"]["status"] == "ok"
     assert checks["store"]["status"] == "ok"
-    assert checks["reranker"]["status"] == "ok" and "held-out LoCoMo R@5" in checks["reranker"]["detail"]
-    assert ", R@10 0." in checks["reranker"]["detail"]
+    # The default install ships no reranker (docs/models.md): doctor says so, as a fact, not a fault.
+    assert checks["reranker"]["status"] == "ok" and checks["reranker"]["detail"].startswith("none")
     assert all(c["fix"] for c in checks.values() if c["status"] != "ok")
 
 

@@ -20,6 +20,17 @@ from memory.store.core import EvidenceSpec, Store
 from memory.store.erasure import forget
 
 T0 = datetime(2024, 5, 2, 9, 0)
+# The LoCoMo-trained reranker: an optional file outside every package (docs/models.md), loaded only
+# when models.reranker_path names it.
+LOCOMO_MODEL = Path(__file__).resolve().parents[2] / "optional" / "locomo-reranker" / "evidence_reranker.json"
+
+
+@pytest.fixture
+def store(mirador_home):
+    """A store that ranks evidence with the optional LoCoMo-trained reranker."""
+    cfg = Config()
+    cfg.models.reranker_path = LOCOMO_MODEL
+    return Store(mirador_home, config=cfg)
 
 
 def _lightgbm_model(seed: int = 0):
@@ -57,7 +68,7 @@ def test_conversion_refuses_other_features():
 
 
 def test_shipped_model_loads_and_scores_every_candidate():
-    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    ens = rerank.TreeEnsemble.load(LOCOMO_MODEL)
     assert ens.meta["trained_on"] and ens.meta["held_out_recall"]["recall@5"]
     s = ens.predict(np.zeros((3, len(rerank.FEATURES))))
     assert s.shape == (3,) and np.isfinite(s).all()
@@ -67,14 +78,14 @@ def test_shipped_model_was_trained_on_this_first_stage():
     """Its splits are thresholds on the first stage's scores: change a default, retrain the model."""
     from memory.retrieval.rank import first_stage_settings
 
-    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    ens = rerank.TreeEnsemble.load(LOCOMO_MODEL)
     assert ens.meta["first_stage"] == first_stage_settings(DEFAULT)
     assert rerank.check_first_stage(ens, first_stage_settings(DEFAULT))
 
 
 def test_the_shipped_model_never_ranks_a_better_match_lower():
     """Raising a score by which the candidate matches better (or lowering a rank) must not lower it."""
-    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    ens = rerank.TreeEnsemble.load(LOCOMO_MODEL)
     assert ens.meta["monotone"] == rerank.MONOTONE
     rng = np.random.default_rng(7)
     X = rng.uniform(0, 1, size=(400, len(rerank.FEATURES)))
@@ -91,7 +102,7 @@ def test_the_shipped_model_never_ranks_a_better_match_lower():
 def test_another_first_stage_is_reported_once(caplog):
     from memory.retrieval.rank import first_stage_settings
 
-    ens = rerank.TreeEnsemble.load(rerank.DEFAULT_MODEL)
+    ens = rerank.TreeEnsemble.load(LOCOMO_MODEL)
     other = first_stage_settings(replace(DEFAULT, speaker_boost=0.25))
     with caplog.at_level(logging.WARNING, logger="memory.retrieval.rerank"):
         assert not rerank.check_first_stage(ens, other)
@@ -141,7 +152,7 @@ def _chat(store, scope="chat"):
 def test_reranking_reorders_the_first_stage_top_and_keeps_its_scores(store):
     from memory.retrieval.rank import reranker
 
-    assert reranker(store, DEFAULT) is not None  # the shipped model, loaded
+    assert reranker(store, DEFAULT) is not None  # the optional model, loaded
     _chat(store)
     q = "What did Ben build from the oak boards?"
     first = replace(DEFAULT, rerank=False)
@@ -163,6 +174,21 @@ def test_reranked_search_keeps_the_scope_filter_and_forgets(store):
     assert hits and all(h.scope == "chat" for h in hits)
     assert gone["id"] not in {h.id for h in hits}
     assert all("oak boards" not in h.text for h in hits)
+
+
+def test_the_default_install_ranks_without_a_reranker(mirador_home):
+    """No reranker ships (the one trained so far is LoCoMo-derived): by default none is loaded and the
+    search is the first stage's."""
+    from memory.retrieval.rank import reranker
+
+    plain = Store(mirador_home)
+    assert plain.config.models.reranker_path is None and reranker(plain, DEFAULT) is None
+    _chat(plain)
+    q = "What did Ben build from the oak boards?"
+    got = search_evidence(plain, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10)
+    first = search_evidence(plain, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10,
+                            rank=replace(DEFAULT, rerank=False))
+    assert [h.id for h in got] == [h.id for h in first]
 
 
 def test_search_works_without_the_model_and_says_why(mirador_home, caplog, tmp_path):
