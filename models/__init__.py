@@ -7,3 +7,10 @@ import os
 # idle and faster with the other core busy, for torch, whisper and the LLM alike.
 # Set before any of them loads libgomp, which reads it once; a value the person set stays.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# onnxruntime (embedder, whisper's VAD) collects telemetry on Linux and macOS since 1.29: on its first
+# session it writes a device id under ~/.cache/Microsoft/DeveloperTools and uploads a process event.
+# Mirador runs offline and promises nothing leaves the machine, so opt out before it loads; the
+# variable is read once when onnxruntime initialises. The name is ORT_DISABLE_TELEMETRY (the one the
+# 1.32 library reads; ORT_TELEMETRY_DISABLED is not, and still leaves the device id behind).
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
