@@ -64,13 +64,36 @@ def _populate(store, home: Path) -> dict:
                                                  "9be01d3 ci: cache wheels"], True, "Terminal — ledger")
     f2 = _screen(home / "frames" / "slack.png", ["Maya Chen  10:42", "Standup moves to 9:30 from Monday,",
                                                   "the 9:00 slot clashes with the EU sync.", "",
-                                                  "Sam Ortiz  10:44", "works for me 👍"], False, "Slack — #ledger-team")
+                                                  "Sam Ortiz  10:44", "works for me, thanks"], False, "Slack — #ledger-team")
     e1 = store.add_evidence("$ psql ledger -c 'select version()' PostgreSQL 16.2 on x86_64-pc-linux-gnu",
                             source="screen", app="Terminal", window="ledger — psql", frame_path=f1,
                             captured_at=t - timedelta(minutes=50), scope="work/acme")
     e2 = store.add_evidence("Maya Chen: Standup moves to 9:30 from Monday, the 9:00 slot clashes with the EU sync.",
                             source="screen", app="Slack", window="#ledger-team", frame_path=f2,
                             captured_at=t - timedelta(minutes=20), scope="work/acme")
+    # The rest of a working morning, so the timeline's strip and slider look like a real day.
+    day = [
+        ("VS Code", "ledger/migrations/0042_pg16.sql", True, ["-- 0042: move ledger to PostgreSQL 16",
+                                                            "ALTER TABLE entries", "  ALTER COLUMN amount TYPE numeric(18,4);",
+                                                            "CREATE INDEX CONCURRENTLY entries_booked_at", "  ON entries (booked_at);"]),
+        ("Firefox", "PostgreSQL 16 release notes", False, ["PostgreSQL 16 Release Notes", "",
+                                                           "Logical replication from standbys",
+                                                           "Parallel FULL and RIGHT joins", "pg_stat_io view for I/O statistics"]),
+        ("Thunderbird", "Re: ledger cut-over window", False, ["From: Maya Chen", "Subject: Re: ledger cut-over window", "",
+                                                             "Friday 18:00 works, ops will freeze deploys", "from 17:30. I'll post in #ledger-team."]),
+        ("Terminal", "ledger — pytest", True, ["$ pytest -q tests/ledger", "........................ [100%]",
+                                               "212 passed in 41.3s"]),
+        ("Slack", "#ops", False, ["Priya Nair  09:58", "Deploy freeze for ledger: Fri 17:30 to 20:00.",
+                                  "", "Maya Chen  10:01", "thanks! cut-over at 18:00 sharp"]),
+        ("Firefox", "Grafana — ledger latency", False, ["Grafana · ledger / latency", "", "p50 12 ms   p95 48 ms   p99 110 ms",
+                                                        "errors 0.02 %   rps 340"]),
+        ("VS Code", "ledger/settings.py", True, ["DATABASE_URL = env('LEDGER_DB_URL')", "POOL_SIZE = 20",
+                                                 "STATEMENT_TIMEOUT_MS = 5000"]),
+    ]
+    for k, (app, window, dark, lines) in enumerate(day):
+        frame = _screen(home / "frames" / f"day{k}.png", lines, dark, f"{app} — {window}")
+        store.add_evidence(" ".join(lines), source="screen", app=app, window=window, frame_path=frame,
+                           captured_at=t - timedelta(minutes=160 - 15 * k), scope="work/acme")
     e3 = store.add_evidence("Let's keep the retry budget at three attempts and page on the fourth.",
                             source="audio", speaker="Sam", captured_at=t - timedelta(hours=26), scope="work/acme")
     store.add_evidence("Firefox: LanceDB docs — merge_insert upserts", source="screen", app="Firefox",
@@ -156,9 +179,12 @@ def test_screenshots(qtbot, jobs, store, mirador_home, assets):
     qtbot.addWidget(timeline)
     timeline.resize(1280, 860)
     timeline.show()
-    qtbot.waitUntil(lambda: timeline.model.rowCount() == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: timeline.model.rowCount() == 9, timeout=30_000)
     qtbot.waitUntil(lambda: timeline.preview.frame.pixmap() is not None and not timeline.preview.frame.pixmap().isNull(),
                     timeout=30_000)
+    strip = timeline.strip.strip
+    qtbot.waitUntil(lambda: strip.rowCount() > 0 and all(strip.thumb(k) is not None for k in range(strip.rowCount())),
+                    timeout=30_000)  # every thumbnail decoded, not the grey placeholder
     wait_idle(qtbot, jobs)
     _save(timeline, shots / "timeline.png")
     qtbot.keyClicks(timeline.search, "standup")  # the preview of a search hit: the words marked under the frame
