@@ -176,6 +176,15 @@ def test_reranked_search_keeps_the_scope_filter_and_forgets(store):
     assert all("oak boards" not in h.text for h in hits)
 
 
+def _ranks_as_the_first_stage(store: Store) -> None:
+    _chat(store)
+    q = "What did Ben build from the oak boards?"
+    got = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10)
+    first = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10,
+                            rank=replace(DEFAULT, rerank=False))
+    assert [h.id for h in got] == [h.id for h in first]
+
+
 def test_the_default_install_ranks_without_a_reranker(mirador_home):
     """No reranker ships (the one trained so far is LoCoMo-derived): by default none is loaded and the
     search is the first stage's."""
@@ -183,12 +192,7 @@ def test_the_default_install_ranks_without_a_reranker(mirador_home):
 
     plain = Store(mirador_home)
     assert plain.config.models.reranker_path is None and reranker(plain, DEFAULT) is None
-    _chat(plain)
-    q = "What did Ben build from the oak boards?"
-    got = search_evidence(plain, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10)
-    first = search_evidence(plain, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10,
-                            rank=replace(DEFAULT, rerank=False))
-    assert [h.id for h in got] == [h.id for h in first]
+    _ranks_as_the_first_stage(plain)
 
 
 def test_search_works_without_the_model_and_says_why(mirador_home, caplog, tmp_path):
@@ -205,14 +209,9 @@ def test_search_works_without_the_model_and_says_why(mirador_home, caplog, tmp_p
 
 def test_switched_off_the_first_stage_ranks_alone(mirador_home):
     cfg = Config()
+    cfg.models.reranker_path = LOCOMO_MODEL
     cfg.models.reranker = False
-    store = Store(mirador_home, config=cfg)
-    _chat(store)
-    q = "What did Ben build from the oak boards?"
-    off = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10)
-    first = search_evidence(store, q, scopes=["chat"], now=T0 + timedelta(days=1), limit=10,
-                            rank=replace(DEFAULT, rerank=False))
-    assert [h.id for h in off] == [h.id for h in first]
+    _ranks_as_the_first_stage(Store(mirador_home, config=cfg))
 
 
 def test_a_larger_limit_keeps_the_first_stage_order_below_the_reranked_top(store):
