@@ -2,12 +2,13 @@
 
     python installer/bundle_size.py dist/mirador --prune-report dist/bundle-size.json \
         --package dist/mirador-0.1.0-linux-x86_64.tar.gz --package dist/mirador_0.1.0_amd64.deb \
-        --out dist/bundle-size.json
+        --addon dist/mirador-llm-gemma-0.1.0.tar.gz --out dist/bundle-size.json
 
 installed_mb: bytes on disk once unpacked (the app folder). download_mb: each package file as built.
 items: every top-level entry of the bundle's data folder (a Python package, a library, models/ split per
 model), largest first, with its unpacked size and its size gzip-compressed (level 6, as `tar -czf`
-packs it): what each item costs the download. The targets are issue 32's for Linux.
+packs it): what each item costs the download. addons_mb: optional add-ons (the Gemma LLM), each file as
+built, outside the targets. The targets are issue 32's for Linux.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def du(path: Path) -> int:
 
 def gz(path: Path) -> int:
     """Bytes of path's files after gzip level 6 (tar headers left out: a few hundred bytes a file)."""
+    if path.is_symlink():
+        return 0  # tar stores the link, not the file it names (counted where it lives)
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file() and not f.is_symlink())
     total = 0
     for f in files:
@@ -53,7 +56,7 @@ def items(data: Path) -> list[Path]:
     return out
 
 
-def measure(app: Path, data: Path, packages: list[Path]) -> dict:
+def measure(app: Path, data: Path, packages: list[Path], addons: list[Path] = ()) -> dict:
     """Sizes of the app folder, its items and the package files."""
     rows, small = [], {"n": 0, "installed": 0, "download": 0}
     for p in items(data):
@@ -80,6 +83,7 @@ def measure(app: Path, data: Path, packages: list[Path]) -> dict:
         "meets_targets": {"installed": installed / 1e6 <= TARGETS_MB["installed"],
                           "download": biggest_download is not None and biggest_download <= TARGETS_MB["download"]},
         "items": rows,
+        "addons_mb": {p.name: round(p.stat().st_size / 1e6, 1) for p in addons if p.is_file()},
     }
 
 
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("app", type=Path, help="the app folder, e.g. dist/mirador")
     p.add_argument("--data", type=Path, help="its data folder (default APP/_internal)")
     p.add_argument("--package", type=Path, action="append", default=[], help="a built package file (repeatable)")
+    p.add_argument("--addon", type=Path, action="append", default=[],
+                   help="an optional add-on file, listed apart and outside the targets (repeatable)")
     p.add_argument("--prune-report", type=Path, help="installer/prune.py's report, kept under 'prune'")
     p.add_argument("--out", type=Path, help="write the JSON here too")
     a = p.parse_args(argv)
@@ -96,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if not data.is_dir():
         print(f"error: {data} is not a directory — build the bundle first", file=sys.stderr)
         return 2
-    report = measure(a.app, data, a.package)
+    report = measure(a.app, data, a.package, a.addon)
     if a.prune_report and a.prune_report.is_file():
         pr = json.loads(a.prune_report.read_text())
         report["prune"] = {k: pr[k] for k in ("before_mb", "after_mb", "removed_count", "removed_top") if k in pr}

