@@ -11,6 +11,8 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # onnxruntime (embedder, whisper's VAD) collects telemetry on Linux and macOS since 1.29: on its first
 # session it writes a device id under ~/.cache/Microsoft/DeveloperTools and uploads a process event.
 # Mirador runs offline and promises nothing leaves the machine, so opt out before it loads; the
-# variable is read once when onnxruntime initialises. The name is ORT_DISABLE_TELEMETRY (the one the
-# 1.32 library reads; ORT_TELEMETRY_DISABLED is not, and still leaves the device id behind).
+# variable is read once when onnxruntime initialises. The 1.32 wheel reads ORT_DISABLE_TELEMETRY
+# (ORT_TELEMETRY_DISABLED alone still leaves the device id behind); upstream's newer code reads
+# ORT_TELEMETRY_DISABLED, so both are set.
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+os.environ["ORT_TELEMETRY_DISABLED"] = "1"
