@@ -237,7 +237,8 @@ class ExtractionConfig(_Section):
 
     engine: Literal["auto", "statements", "llm", "rules"] = Field(
         "auto", description="auto/statements = the evidence's own statements judged by MiniLM (rules alone without it); "
-        "llm = the local LLM, rules when it is unavailable; rules = patterns only")
+        "llm = the local LLM (needs Gemma: the mirador-llm-gemma add-on of the installers, or models.llm_path), "
+        "rules when it is unavailable; rules = patterns only")
     llm_threads: int = Field(1, ge=1, le=256, description="generation threads (1 is fastest for small models)")
     llm_batch_threads: int = Field(2, ge=1, le=256, description="prompt-processing threads")
     llm_context: int = Field(2048, ge=256, le=131072, description="n_ctx tokens")
