@@ -3,6 +3,11 @@
 Prints one JSON object. Each CLI figure is a new process per run, several runs, on a temp data directory
 (one memory, a few evidence rows), with no service running: wall time, CPU time (user + system, less
 sensitive to other jobs on a shared machine than wall time) and peak RSS of the child, median and max.
+One more run of each says what that RSS is made of when the command ends (`rss_at_exit`): private memory
+(RssAnon: Python's objects, onnxruntime's buffers) and pages of mapped files (RssFile: the libraries'
+code, the model's weights), which the page cache shares with every other process mapping the same files.
+The kernel maps a file's pages in whole page-cache folios, so RssFile grows with the folio size the
+machine's readahead produced, not only with the code and weights a command touches.
 
 - `mirador search QUERY --json`, `mirador recall QUERY`, `mirador evidence add TEXT`
 - first start: one `mirador search` with an empty embedder cache (the graph is built from the weights)
@@ -63,12 +68,37 @@ def one_run(env: dict, argv: list[str]) -> tuple[float, float, float]:
     return wall, cpu, rss
 
 
-def measure(env: dict, runs: int, argv: list[str]) -> dict:
+# The CLI as its entry point runs it, with a note of the process's memory written at exit: main() runs the
+# atexit handlers itself before it ends the process (desktop/cli/main.py _leave).
+SPLIT = ("import atexit, json, os, runpy\n"
+         "def _split():\n"
+         "    f = {ln.split(':')[0]: int(ln.split()[1]) // 1024 for ln in open('/proc/self/status')\n"
+         "         if ln.startswith(('VmHWM:', 'RssAnon:', 'RssFile:'))}\n"
+         "    with open(os.environ['COLD_START_SPLIT'], 'w') as out:\n"
+         "        json.dump(f, out)\n"
+         "atexit.register(_split)\n"
+         "runpy.run_module('desktop.cli.main', run_name='__main__', alter_sys=True)\n")
+
+
+def rss_at_exit(env: dict, argv: list[str]) -> dict:
+    """What the command's memory is made of when it ends: private (anon) and mapped files (file), in MB."""
+    with tempfile.TemporaryDirectory() as tmp:
+        note = Path(tmp) / "split.json"
+        subprocess.run([sys.executable, "-c", SPLIT, *argv], env={**env, "COLD_START_SPLIT": str(note)},
+                       cwd=env["PYTHONPATH"], check=True, stdout=subprocess.DEVNULL)
+        f = json.loads(note.read_text())
+    return {"anon_mb": f["RssAnon"], "file_mb": f["RssFile"], "peak_mb": f["VmHWM"]}
+
+
+def measure(env: dict, runs: int, argv: list[str], split: bool = True) -> dict:
     got = [one_run(env, argv) for _ in range(runs)]
     wall, cpu, rss = ([g[i] for g in got] for i in range(3))
-    return {"wall_s_median": round(statistics.median(wall), 2), "wall_s_max": round(max(wall), 2),
-            "cpu_s_median": round(statistics.median(cpu), 2),
-            "peak_rss_mb_median": round(statistics.median(rss)), "peak_rss_mb_max": round(max(rss)), "runs": runs}
+    out = {"wall_s_median": round(statistics.median(wall), 2), "wall_s_max": round(max(wall), 2),
+           "cpu_s_median": round(statistics.median(cpu), 2),
+           "peak_rss_mb_median": round(statistics.median(rss)), "peak_rss_mb_max": round(max(rss)), "runs": runs}
+    if split:
+        out["rss_at_exit"] = rss_at_exit(env, argv)
+    return out
 
 
 def seed(env: dict) -> None:
@@ -123,7 +153,7 @@ def via_service(env: dict, home: Path, runs: int) -> dict:
         out["answered_by_service"] = ANSWERED in check.stderr  # else the figures below are in-process ones
         for name, argv in COMMANDS.items():
             out[name] = {"command": " ".join(["mirador", *argv]) + "   (with `mirador serve` running)",
-                         **measure(env, runs, argv)}
+                         **measure(env, runs, argv, split=False)}
     finally:
         srv.send_signal(signal.SIGINT)
         try:

@@ -10,14 +10,15 @@ and model (a second or two) and then loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,24 @@ PROBE = "onnx graph check: why did we pick PostgreSQL?"
 # Part of every graph's cache name: a change to models/bert_onnx.py that changes the graph bumps it, so
 # each machine builds the new graph once instead of loading the old one.
 GRAPH_VERSION = "bert_onnx-2"
+
+# Set by a process that embeds a text or two and exits (a CLI call, a hook: desktop/cli/main.py). NumPy and
+# hashlib (OpenSSL) are imported only where they are used, so that setting this costs a command that embeds
+# nothing (a call the running service answers) no more than this module.
+_short_lived = False
+
+
+def set_short_lived(on: bool = True) -> None:
+    """Sessions loaded from now on skip pre-packing the MatMul weights when `on`.
+
+    Why: onnxruntime re-lays each MatMul's weights into a private copy when a session loads, so that
+    every later run reads them faster. A process that embeds one query and ends pays that copy and
+    gains nothing from it; without it the session reads the weights where they are mapped from the
+    graph's data file (the page cache, shared with every other process using the same graph). The
+    vectors are the same. A long-running process (the app, the service, an import) keeps the packing.
+    """
+    global _short_lived
+    _short_lived = on
 
 
 class OnnxUnavailable(RuntimeError):
@@ -63,6 +82,8 @@ def fingerprint(weights: Path) -> str:
     (fine-tuning changes nearly every byte, and Mirador's tuned copies also have a name of their own,
     which is part of the graph's). Reading the whole file on every start would slow every CLI call and
     hook."""
+    import hashlib
+
     size = weights.stat().st_size
     h = hashlib.sha1(str(size).encode())
     with weights.open("rb") as f:
@@ -78,6 +99,8 @@ def export_path(model_dir: Path, cache_dir: Path) -> Path:
     Keyed by the weights' content, not their path: every checkout or reinstall of the same model
     shares one ~90 MB graph instead of making its own.
     """
+    import hashlib
+
     weights = next((p for p in (model_dir / "model.safetensors", model_dir / "pytorch_model.bin") if p.exists()),
                    None)
     if weights is None:
@@ -103,6 +126,8 @@ class Tokenize:
         self.tok.enable_truncation(int(cfg.get("max_seq_length") or 512))
 
     def __call__(self, texts: list[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         texts = [str(t).strip() for t in texts]
         encs = self.tok.encode_batch([t.lower() for t in texts] if self.lower else texts)
         n = max(len(e.ids) for e in encs)
@@ -135,6 +160,8 @@ class TextEncoder:
         return self.encoder.session
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        import numpy as np
+
         if len(texts) <= CHUNK:
             return self.encoder.encode(self.tokenize(texts))
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -190,6 +217,8 @@ def remove(path: Path) -> None:
 def _checked(path: Path, model_dir: Path, threads: int, tokenize: Tokenize) -> TextEncoder:
     """The graph at path loaded, with a probe text giving a finite unit vector (a truncated or foreign file
     fails here or in the load)."""
+    import numpy as np
+
     enc = TextEncoder(path, model_dir, threads, tokenize)
     v = enc.encode([PROBE])[0]
     if not (np.all(np.isfinite(v)) and abs(float(np.linalg.norm(v)) - 1.0) < 1e-3):
@@ -257,10 +286,14 @@ class OnnxEncoder:
         opts.inter_op_num_threads = 1
         # A spinning pool starves capture on the other core.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if _short_lived:  # see set_short_lived
+            opts.add_session_config_entry("session.disable_prepacking", "1")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.path = path
 
     def encode(self, features: dict) -> np.ndarray:
+        import numpy as np
+
         ids = np.asarray(features["input_ids"], dtype=np.int64)
         feeds = {k: (np.asarray(features[k], dtype=np.int64) if k in features else np.zeros_like(ids))
                  for k in INPUTS}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import gc
 import importlib
 import logging
 import os
@@ -33,6 +34,14 @@ HELP_ORDER: list[str] = [
     "evidence", "serve", "mcp", "capture", "status", "pause", "resume", "recall", "app", "extract", "dream",
     "selftest", "import", "relate", "related", "chain", "unrelate", "reinforce", "hooks", "hook", "remote", "service",
 ]
+
+
+# Commands that answer and end: a Claude Code hook, a script's search or note. Run as the process's entry
+# point, they skip the cyclic garbage collector and onnxruntime's weight pre-packing (see _one_shot).
+# Long-running commands (app, serve, mcp, capture) and bulk ones (import, reembed, extract) keep both.
+ONE_SHOT: frozenset[str] = frozenset({
+    "add", "search", "show", "list", "evidence", "recall", "hook", "reinforce", "related", "stats", "status",
+})
 
 
 def _version() -> str:
@@ -65,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def cmd(name, fn, help_):
         sp = sub.add_parser(name, help=help_, description=help_)
-        sp.set_defaults(func=fn)
+        sp.set_defaults(func=fn, _command=name)
         sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
         return sp
 
@@ -103,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     if argv is not None:
         return _dispatch(argv)
+    # Off until the command is known (_dispatch), which turns it back on unless the command is one-shot.
+    gc.disable()
     try:
         code = _exit_status(SystemExit(_dispatch(None)))  # as sys.exit would read a handler's return value
     except SystemExit as e:  # argparse (--help, --version, usage errors) and any handler that exits
@@ -157,6 +168,20 @@ def _leave(code: int) -> None:
     os._exit(code)
 
 
+def _one_shot() -> None:
+    """Set this process up to answer one command and exit (a hook, a script's call).
+
+    The cyclic garbage collector stays off: the passes that the imports set off (LanceDB's, pyarrow's,
+    pydantic's classes, all kept for the life of the process) walk every object and free next to
+    nothing, and the little cyclic garbage one command leaves goes when the process ends. The
+    embedder's onnxruntime session skips pre-packing its weights: a copy made for many runs, and such
+    a process embeds one or two texts (models/onnx_encoder.py, set_short_lived).
+    """
+    from models import onnx_encoder
+
+    onnx_encoder.set_short_lived(True)
+
+
 def _dispatch(argv: list[str] | None) -> int:
     """Parse, run the command, and turn its errors into one line and an exit code."""
     parser = build_parser()
@@ -166,6 +191,10 @@ def _dispatch(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         # No command: the tray app where there is a display, the headless service otherwise.
         args = parser.parse_args(["app"] + (argv or []))
+    if argv is None and getattr(args, "_command", None) in ONE_SHOT:
+        _one_shot()
+    else:
+        gc.enable()
     from desktop.cli.common import run_command
 
     def first(a):  # commands a running service can answer go there first (desktop/cli/via_service.py)

@@ -1,4 +1,8 @@
-"""Knowledge-vault encryption: Fernet, key in the OS keyring, a 0600 key file as the fallback."""
+"""Knowledge-vault encryption: Fernet, key in the OS keyring, a 0600 key file as the fallback.
+
+`cryptography` is imported when a value is encrypted or decrypted, not with the store: every CLI call and
+hook opens the store, and few of them touch the vault.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,12 @@ import hashlib
 import logging
 import os
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING
 
 from memory.errors import MiradorError
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +34,8 @@ def _from_keyring(home: Path, create: bool) -> bytes | None:
         from keyring.errors import KeyringError, NoKeyringError
     except ImportError:
         return None
+    from cryptography.fernet import Fernet
+
     try:
         backend = keyring.get_keyring()
         if "fail" in type(backend).__module__ or "null" in type(backend).__module__:
@@ -46,6 +54,8 @@ def _from_file(home: Path) -> bytes:
     path = home / KEY_FILE
     if path.exists():
         return path.read_bytes().strip()
+    from cryptography.fernet import Fernet
+
     home.mkdir(parents=True, exist_ok=True)
     key = Fernet.generate_key()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -64,6 +74,8 @@ class VaultCipher:
 
     def _get(self) -> Fernet:
         if self._fernet is None:
+            from cryptography.fernet import Fernet
+
             key = None
             if (self.home / KEY_FILE).exists() and self.key_store != "keyring":
                 key = _from_file(self.home)
@@ -85,6 +97,8 @@ class VaultCipher:
 
     def decrypt(self, token: str) -> str:
         """Decrypt a token written by encrypt()."""
+        from cryptography.fernet import InvalidToken
+
         try:
             return self._get().decrypt(token.encode("ascii")).decode("utf-8")
         except InvalidToken as e:

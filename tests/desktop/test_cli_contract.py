@@ -171,3 +171,26 @@ def test_console_script_answers_version_and_help():
     for argv, first in ((["--version"], "mirador "), (["--help"], "usage: mirador")):
         out = subprocess.run(exe + argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert out.returncode == 0 and out.stdout.startswith(first), out.stderr
+
+
+def test_one_shot_commands_are_commands_and_only_they_run_without_the_collector(tmp_path):
+    """The commands that answer and end (a hook, a script's search) run with the cyclic garbage collector off
+    and the embedder's weights unpacked (desktop/cli/main.py _one_shot); any other keeps both."""
+    from desktop.cli.main import ONE_SHOT
+
+    top = {p[0] for p in _paths(build_parser())}
+    assert ONE_SHOT <= top, sorted(ONE_SHOT - top)
+    assert not ONE_SHOT & {"app", "serve", "mcp", "capture", "service", "import", "reembed", "extract", "dream"}
+    code = ("import gc, json, sys\n"
+            "import desktop.cli.main as M\n"
+            "from models import onnx_encoder\n"
+            "M._leave = lambda code: print(json.dumps([code, gc.isenabled(), onnx_encoder._short_lived]),\n"
+            "                              file=sys.stderr)\n"
+            "sys.argv = ['mirador', *sys.argv[1:]]\n"
+            "M.main()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MIRADOR_HOME": str(tmp_path)}
+    for argv, one_shot in ((["status", "--json"], True),
+                           (["hooks", "status", "--settings", str(tmp_path / "settings.json")], False)):
+        out = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120, env=env)
+        assert json.loads(out.stderr.strip().splitlines()[-1]) == [0, not one_shot, one_shot], (argv, out.stderr)

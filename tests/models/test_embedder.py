@@ -341,3 +341,27 @@ def test_a_graph_that_could_not_be_built_is_tried_again_later(tmp_path, monkeypa
     emb._onnx_failed_at -= E.ONNX_RETRY_S + 1
     v = emb.embed_query("later")
     assert v.shape == (emb.dim,) and emb.backend == "onnxruntime" and emb.onnx_error is None
+
+
+def test_a_short_lived_process_loads_the_graph_without_packing_and_gets_the_same_vectors(tmp_path, monkeypatch):
+    """A CLI call or hook (desktop/cli/main.py) skips onnxruntime's weight pre-packing; the vectors must be
+    the ones every stored row was embedded with."""
+    from models import onnx_encoder as O
+
+    texts = TRICKY + ["why did we pick PostgreSQL?", "", "Sam: the billing migration to PostgreSQL 16 is done."]
+    packed = O.load_or_build(embedder_dir(), tmp_path, 2)
+    monkeypatch.setattr(O, "_short_lived", O._short_lived)  # put back after the test
+    O.set_short_lived(True)
+    light = O.load_or_build(embedder_dir(), tmp_path, 2)
+
+    def packing_off(enc) -> bool:
+        try:
+            return enc.session.get_session_options().get_session_config_entry("session.disable_prepacking") == "1"
+        except RuntimeError:  # not set: onnxruntime's default, packing on
+            return False
+
+    assert (packing_off(packed), packing_off(light)) == (False, True)
+    want, got = packed.encode(texts), light.encode(texts)
+    assert np.allclose(got, want, atol=1e-5) and np.min(np.sum(got * want, axis=1)) > 0.99999
+    for t in texts[:3]:
+        assert np.allclose(light.encode([t])[0], packed.encode([t])[0], atol=1e-5)
