@@ -239,7 +239,13 @@ class Reader:
                          "searches read the table instead", name, n, cache.max_rows, cache.max_bytes >> 20)
         except Exception as e:  # searches still work, from the table: slower, never wrong
             log.warning("search row cache for %s not built (%s); searches read the table instead", name, e)
-        await asyncio.to_thread(cache.set_base, scanned, epoch)
+        try:
+            await asyncio.to_thread(cache.set_base, scanned, epoch)
+        except RuntimeError as e:
+            # A one-shot CLI process exits while the build still runs: the interpreter no longer takes
+            # new threads, and the cache dies with the process anyway.
+            if "shutdown" not in str(e):
+                raise
 
     async def _table(self, name: str):
         t = self._tables.get(name)
