@@ -16,6 +16,12 @@ edge per (src, relation, dst): its id is a hash of the three, so adding it twice
 but provenance and confidence. Every change is audited (principle 6). Forgetting a memory removes
 its edges (memory/store/erasure.py calls `drop_for_memories`). Superseding a memory leaves its edges on
 the old id (they were true of that version) and links the new one to it with UPDATES.
+
+Shared scopes (memory/store/remote.py, docs/sharing.md): an edge whose two ends are memories of one bound
+scope lives in that binding's bucket, written through the outbox (`Remotes.divert_edges`); an edge with
+an end in a local scope stays here, so no personal memory's id reaches a bucket. Every read below asks
+both (`edge_rows`) under the same filter; forgetting a memory removes its shared edges too (the store's
+remote forget, ahead of this module's local drop).
 """
 
 from __future__ import annotations
@@ -111,9 +117,23 @@ def brief(row: dict) -> dict:
             "status": row.get("status"), "text": text if len(text) <= 300 else text[:299].rstrip() + "…"}
 
 
+def edge_rows(store, where: str | None, cols: list[str], limit: int | None, scopes=None,
+              shared_too: bool = True) -> list[dict]:
+    """Edges under the filter: the local table's and those of every shared store the scopes reach (None:
+    all), the same filter inside each query. An edge in both (one made before its scope was shared) once.
+    shared_too=False: the caller knows no shared edge can match (an end in a local scope)."""
+    local = store.rows(table(store), where, cols, limit)
+    shared = store.remotes.edges(scopes, where, cols, limit) if shared_too else []
+    if not shared:
+        return local
+    have = {r["id"] for r in local} if "id" in cols else set()
+    out = local + [{k: r[k] for k in cols} for r in shared if r["id"] not in have]
+    return out if limit is None else out[:limit]
+
+
 def export_edges(store, scopes=None) -> list[dict]:
     """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
-    rows = store.rows(table(store), _both_ends(scopes), _EDGE_COLS, None)
+    rows = edge_rows(store, _both_ends(scopes), _EDGE_COLS, None, scopes)
     return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
 
 
@@ -158,7 +178,9 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
-    old = {r["id"]: r for r in store.rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
+    here = {r["id"]: r for r in store.rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
+    old = {r["id"]: r for r in store.remotes.edges(None, f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
+    old.update(here)
     now, rows, audits, out = utcnow(), {}, [], []
     for s, eid in zip(specs, ids, strict=True):
         prev = rows.get(eid) or old.get(eid)
@@ -170,10 +192,16 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
                                     before, public_edge(row)))
         out.append({**public_edge(row), "created": eid not in old})
     if rows:
-        data = to_arrow(list(rows.values()), T.relations_schema())
+        # Edges between two memories of one shared scope go to its store; the rest are written here.
+        local = store.remotes.divert_edges(list(rows.values()))
         t = table(store)
-        store.commit(
-            lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+        if local:
+            data = to_arrow(local, T.relations_schema())
+            store.commit(
+                lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+        moved = sql_id_list(r["id"] for r in rows.values() if r["id"] in here and r not in local)
+        if moved != "()":  # made here before its scope was shared: now kept in the shared store only
+            store.commit(lambda: t.delete(f"id IN {moved}"))
         store.write_audit(audits)
     return out
 
@@ -212,6 +240,31 @@ def rescope(store, memory_id: str, scope: str) -> None:
     t, lit = table(store), sql_literal(memory_id)
     store.commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
     store.commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
+    remotes = store.remotes
+    if not remotes.shared:
+        return
+    # With shared scopes the move may also move edges between here and a bucket (both ends in one binding
+    # or not): each edge goes where its ends now say, and leaves where it was.
+    touch = f"src = {lit} OR dst = {lit}"
+    here = store.rows(t, touch, _EDGE_COLS, EDGE_LIMIT)
+    away = remotes.edges(None, touch, _EDGE_COLS, EDGE_LIMIT)
+    moved = [{**r, **({"scope": scope} if r["src"] == memory_id else {}),
+              **({"dst_scope": scope} if r["dst"] == memory_id else {})} for r in away]
+    keep_here = remotes.divert_edges(here + moved)
+    kept = {r["id"] for r in keep_here}
+    gone_here = sql_id_list(r["id"] for r in here if r["id"] not in kept)
+    if gone_here != "()":
+        store.commit(lambda: t.delete(f"id IN {gone_here}"))
+    if keep_here:
+        data = to_arrow([r for r in keep_here if r["id"] not in {h["id"] for h in here}], T.relations_schema())
+        if data.num_rows:
+            store.commit(lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
+                         .execute(data))
+    # Out of the store it was in (not when it stays in the same one: the put above updated it there).
+    left = [old for old, new in zip(away, moved, strict=True)
+            if remotes.edge_binding(old["scope"], old["dst_scope"])
+            is not remotes.edge_binding(new["scope"], new["dst_scope"])]
+    remotes.remove_edges(left)
 
 
 def remove_relation(store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
@@ -224,18 +277,23 @@ def remove_relation(store, edge: str | None = None, *, src: str | None = None, r
     if not str(edge).startswith("rel_"):
         raise InputError(f"{edge!r} is not a relation id (rel_…); list them with `mirador related ID`")
     where = _and(f"id = {sql_literal(edge)}", _both_ends(scopes))
-    rows = store.rows(table(store), where, _EDGE_COLS, 1)
+    rows = edge_rows(store, where, _EDGE_COLS, 1, scopes)
     if not rows:
         raise NotFoundError(f"no relation {edge} in your scopes (never existed or already removed) — "
                             "list a memory's relations with `mirador related ID`")
     t = table(store)
-    store.commit(lambda: t.delete(f"id = {sql_literal(edge)}"))
+    # A shared edge is removed from its store (and purged there); any copy here goes too.
+    if not store.remotes.remove_edges(rows) or t.count_rows(f"id = {sql_literal(edge)}"):
+        store.commit(lambda: t.delete(f"id = {sql_literal(edge)}"))
     store.write_audit([audit_row(actor, "delete", "relation", edge, rows[0]["scope"], public_edge(rows[0]))])
     return public_edge(rows[0])
 
 
 def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
-    """Erasure: delete every edge touching these memories and scrub the edge ids from the audit trail."""
+    """Erasure: delete every edge touching these memories and scrub the edge ids from the audit trail.
+
+    The local table's edges; a shared scope's edges go with the memory's remote delete
+    (memory/store/remote.py: Remotes.forget)."""
     if not memory_ids:
         return 0
     t = table(store)
@@ -293,11 +351,13 @@ def related(store, id_: str, relations: Iterable[str] | None = None, direction: 
     """
     if direction not in ("out", "in", "both"):
         raise InputError(f"direction must be out, in or both, not {direction!r}")
-    _anchor(store, id_, scopes)
+    anchor = _anchor(store, id_, scopes)
     lit = sql_literal(id_)
     touch = {"out": f"src = {lit}", "in": f"dst = {lit}", "both": f"src = {lit} OR dst = {lit}"}[direction]
     where = _and(touch, _rel_filter(relations), _both_ends(scopes))
-    edges = store.rows(table(store), where, _EDGE_COLS, EDGE_LIMIT)
+    # A memory of a local scope has no shared edge (both ends of one are shared): no round trip to a bucket.
+    shared_too = store.remotes.binding_for(anchor["scope"]) is not None if store.remotes.shared else False
+    edges = edge_rows(store, where, _EDGE_COLS, EDGE_LIMIT, scopes, shared_too)
     others = memory_rows(store, [e["dst"] if e["src"] == id_ else e["src"] for e in edges], scopes, statuses)
     out = []
     for e in sorted(edges, key=lambda e: e["created_at"], reverse=True):
@@ -367,7 +427,7 @@ def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -
     if back:
         parts.append(f"(dst IN {ids} AND {_rel_filter(back)})")
     where = _and(" OR ".join(parts), _both_ends(scopes))
-    rows = sorted(store.rows(table(store), where, _EDGE_COLS, EDGE_LIMIT), key=lambda e: (-e["confidence"], e["id"]))
+    rows = sorted(edge_rows(store, where, _EDGE_COLS, EDGE_LIMIT, scopes), key=lambda e: (-e["confidence"], e["id"]))
     inside = set(frontier)
     out = []
     for e in rows:
@@ -404,12 +464,18 @@ def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, lis
     """Recall: for each memory id, the visible (candidate/active) memories it is BECAUSE of, best edge first."""
     # Most memories explain nothing: ask only about the ids that have a BECAUSE edge at all.
     explained = _because_sources(store) if ids else frozenset()
-    ids = [i for i in ids if i in explained]
-    if not ids:
+    here = [i for i in ids if i in explained]
+    cols = ["id", "src", "dst", "confidence"]
+    tail = [f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes)]
+    found = store.rows(table(store), _and(f"src IN {sql_id_list(here)}", *tail), cols, EDGE_LIMIT) if here else []
+    if ids and store.remotes.reading(scopes):
+        # A shared store's edges are not in the set above: asked for every candidate, one query per store.
+        have = {e["id"] for e in found}
+        found += [e for e in store.remotes.edges(scopes, _and(f"src IN {sql_id_list(ids)}", *tail), cols, EDGE_LIMIT)
+                  if e["id"] not in have]
+    if not found:
         return {}
-    where = _and(f"src IN {sql_id_list(ids)}", f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes))
-    edges = sorted(store.rows(table(store), where, ["src", "dst", "confidence"], EDGE_LIMIT),
-                   key=lambda e: -e["confidence"])
+    edges = sorted(found, key=lambda e: -e["confidence"])
     cols = ["id", "type", "scope", "title", "text", "status", "provenance", "origin", "valid_from", "created_at",
             "updated_at", "confidence"]
     rows = memory_rows(store, [e["dst"] for e in edges], scopes, None, cols)

@@ -344,7 +344,7 @@ def evidence_forget(store, p: Principal, app: str | None = None, since: str | No
 def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
     if _kind(id, SEARCH_HINT) != "memory":
         raise InputError(f"{id} is not a memory id (mem_…); relations link memories only")
-    if not store.memories.count_rows(f"id = {sql_literal(id)} AND {scope_filter(scopes)}"):
+    if not store.get_many("memory", [id], ["id"], scopes=scopes):  # a shared scope's memory too
         raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
 
 
@@ -677,7 +677,7 @@ def memory_list(store, p: Principal, scope: str | None = None, types: list[str] 
 
 def relation_remove(store, p: Principal, id: str) -> dict:
     """Remove the edge `id` (rel_…) whose src is in the client's write scope; audited as the client."""
-    from memory.graph.relations import remove_relation, table
+    from memory.graph.relations import edge_rows, remove_relation
 
     ws = write_scope(p, None)
     if not id.startswith("rel_") or len(id) <= 4:
@@ -685,7 +685,7 @@ def relation_remove(store, p: Principal, id: str) -> dict:
                          "their ids; memory_forget erases memories and evidence")
     read = list(p.read)
     where = f"id = {sql_literal(id)} AND {scope_filter(read, 'scope')} AND {scope_filter(read, 'dst_scope')}"
-    rows = store.rows(table(store), where, ["id", "scope"], 1)
+    rows = edge_rows(store, where, ["id", "scope"], 1, read)  # a shared scope's edges too
     if not rows:
         raise NotFoundError(f"no relation {id} is visible to this client (it never existed, was removed, or an end "
                             "is outside its scopes) — call memory_related on a memory to list its relations")

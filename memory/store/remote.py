@@ -2,8 +2,9 @@
 
 A binding (config `remote.bindings`, docs/sharing.md) names a scope, an `s3://bucket/prefix`, an endpoint
 and a region; the access key and secret are in the OS keyring under the binding's name. Memories whose
-scope is the bound scope or below it are written there instead of the local memories table; every
-other table (evidence, frames, vault, audit, tombstones, usage) stays on this machine.
+scope is the bound scope or below it are written there instead of the local memories table, and so are
+the relations whose two ends are both memories of that binding (`edge_binding`); every other table
+(evidence, frames, vault, audit, tombstones, usage) stays on this machine.
 
 Writes go through a local outbox table first and are flushed in batches, at once when the remote
 answers and later (`Remotes.flush`, called on every write and by the scheduler) when it does not: a
@@ -25,7 +26,13 @@ Concurrent edits: a queued edit keeps the shared version it started from (outbox
 automated pass; between people the later edit wins and the earlier stays as a superseded version. The
 bucket's edit log (EDITS: ids, times, actor, device, person; no text) tells who wrote a version.
 
-What is not here yet: relations and evidence of a shared scope stay local.
+Relations: an edge (memory/graph/relations.py) is shared when both its ends are memories of one binding. An
+edge with an end in a local scope (or in another binding) stays local: sending it would put the id of a
+memory the bucket does not hold into the bucket. Shared edges take the same outbox (ops rput, rdelete) and
+are read back with every relation read (`edges`); forgetting a memory removes its shared edges too (op
+unlink, sent with the memory's delete), by edge id, and purges their bytes like the memories'.
+
+What is not here yet: evidence of a shared scope stays local.
 """
 
 from __future__ import annotations
@@ -72,8 +79,14 @@ def outbox_schema(dim: int) -> pa.Schema:
 
 # Added after the first outboxes were written: an older outbox gets them as empty columns.
 # outbox_actor: who made the write; outbox_base: updated_at of the shared version an edit started from
-# (None for a new memory), so a flush can tell a concurrent edit from its own.
-_OUTBOX_ADDED = [pa.field("outbox_actor", pa.string()), pa.field("outbox_base", T.TS)]
+# (None for a new memory), so a flush can tell a concurrent edit from its own. src, dst, relation,
+# dst_scope: a queued edge (op rput) rides in the memory columns it shares (id, scope, provenance,
+# confidence, origin, created_at) plus these, named as in the relations table so a relation read's
+# filter applies to the outbox unchanged.
+_OUTBOX_ADDED = [pa.field("outbox_actor", pa.string()), pa.field("outbox_base", T.TS),
+                 pa.field("src", pa.string()), pa.field("dst", pa.string()), pa.field("relation", pa.string()),
+                 pa.field("dst_scope", pa.string())]
+EDGE_OPS = ("rput", "rdelete", "unlink")  # outbox ops of relations (memory ops: put, stone, delete)
 
 
 def edits_schema() -> pa.Schema:
@@ -187,6 +200,7 @@ class Shared:
         self._memories: Any = None
         self._stones: Any = None
         self._edits: Any = None
+        self._relations: Any = None
         self.last_checked: float | None = None
         self.last_error: str | None = None
         self.last_ok: float | None = None
@@ -239,6 +253,66 @@ class Shared:
                 self._stones = _retry(lambda: db.create_table(STONES, schema=T.tombstones_schema(), exist_ok=True))
         return self._stones
 
+    def relations(self, create: bool = True) -> Any:
+        """The bucket's relations table (same schema as the local one): edges between two shared memories."""
+        if self._relations is None:
+            db = self._connect()
+            try:
+                self._relations = db.open_table(T.RELATIONS)
+            except (ValueError, FileNotFoundError):
+                if not create:
+                    raise
+                self._relations = _retry(lambda: db.create_table(T.RELATIONS, schema=T.relations_schema(),
+                                                                 exist_ok=True))
+        return self._relations
+
+    def put_edges(self, data: pa.Table) -> None:
+        """Upsert edges by id (a hash of src, relation and dst): an edge sent twice is one row."""
+        t = self.relations()
+        _retry(lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+
+    def delete_edges(self, ids: list[str]) -> int:
+        """Delete these edges; returns how many the store held. Only ids it holds are named in a delete: a
+        delete's predicate stays in the table's transaction file until the purge drops that version."""
+        try:
+            t = fresh(self.relations(create=False))
+        except (ValueError, FileNotFoundError):
+            return 0
+        held: list[str] = []
+        for start in range(0, len(ids), 500):
+            chunk = sql_id_list(ids[start:start + 500])
+            held += [r["id"] for r in t.search().where(f"id IN {chunk}").select(["id"]).limit(None)
+                     .to_arrow().to_pylist()]
+        for start in range(0, len(held), 500):
+            chunk = sql_id_list(held[start:start + 500])
+            _retry(lambda c=chunk: t.delete(f"id IN {c}"))
+        return len(held)
+
+    def unlink(self, memory_ids: list[str]) -> int:
+        """Delete every edge touching these (forgotten) memories, by edge id: the memory ids never go into a
+        delete's predicate, where they would outlive the memories until the purge."""
+        try:
+            t = fresh(self.relations(create=False))
+        except (ValueError, FileNotFoundError):
+            return 0
+        edges: list[str] = []
+        for start in range(0, len(memory_ids), 200):
+            chunk = sql_id_list(memory_ids[start:start + 200])
+            edges += [r["id"] for r in t.search().where(f"src IN {chunk} OR dst IN {chunk}").select(["id"])
+                      .limit(None).to_arrow().to_pylist()]
+        return self.delete_edges(sorted(set(edges))) if edges else 0
+
+    def edge_query(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
+        """Edges of the bucket under the filter; none when no device has shared one yet."""
+        try:
+            t = fresh(self.relations(create=False))
+        except (ValueError, FileNotFoundError):
+            return []
+        q = t.search()
+        if where:
+            q = q.where(where)
+        return list(q.select(cols).limit(limit).to_arrow().to_pylist())
+
     def edits(self, create: bool = True) -> Any:
         """The bucket's edit log (edits_schema): who wrote each version of a shared memory."""
         if self._edits is None:
@@ -287,7 +361,7 @@ class Shared:
 
     def _failed(self, e: Exception) -> None:
         self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        self._db = self._memories = self._stones = self._edits = None  # reconnect next time: the endpoint may have restarted
+        self._db = self._memories = self._stones = self._edits = self._relations = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
         """Upsert rows by id: a batch sent twice leaves one row per id."""
@@ -314,12 +388,24 @@ class Shared:
         if t.count_rows() and not has_index(t, "search_text"):
             _retry(lambda: ensure_fts(t, "search_text"))
 
-    def purge(self) -> None:
+    def purge(self, tables: Iterable[str] = (T.MEMORIES,)) -> None:
         """Remove deleted rows' bytes from the bucket: rewrite the fragments that held them, rebuild the
-        full-text index (it keeps deleted rows' tokens), and drop every old version and its files."""
+        full-text index (it keeps deleted rows' tokens), and drop every old version and its files.
+        tables: the memories table and/or the relations table."""
+        for name in tables:
+            if name == T.RELATIONS:
+                try:
+                    t = self.relations(create=False)
+                except (ValueError, FileNotFoundError):
+                    continue
+            else:
+                t = self.memories()
+            self._purge(t)
+
+    def _purge(self, t: Any) -> None:
         from memory.store.indexes import ensure_fts, has_index
 
-        t = fresh(self.memories())
+        t = fresh(t)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
 
@@ -334,6 +420,10 @@ class Shared:
             _retry(compact)
             if has_index(fresh(t), "search_text"):
                 _retry(lambda: ensure_fts(fresh(t), "search_text", replace=True))
+            # A delete that emptied whole fragments leaves nothing to compact, so it stays the newest version,
+            # which the cleanup keeps, and its predicate (the deleted ids) with it. A version on top that
+            # changes only the table's config makes the delete an old version like any other.
+            _retry(lambda: fresh(t).to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
             _retry(lambda: fresh(t).optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
     def lease(self, device: str, minutes: float) -> bool:
@@ -378,6 +468,12 @@ class Shared:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             out.update(optimize_table(_RemoteCommits(t), t, stop))
+            try:  # the shared edges: one small commit per sent batch, compacted here
+                edges = self.relations(create=False)
+            except (ValueError, FileNotFoundError):
+                edges = None
+            if edges is not None:
+                out["relations"] = optimize_table(_RemoteCommits(edges), fresh(edges), stop)
         out["seconds"] = round(time.perf_counter() - started, 2)
         self._ok()
         return out
@@ -511,12 +607,14 @@ class Remotes:
             return
         id_list = sql_id_list(ids)
         queued = self._drop_queued_puts(ids)
+        self._drop_queued_edges(ids)  # an edge waiting to be sent must not carry a forgotten id to the bucket
         # Only ids a shared store holds (a local forget must not purge the bucket), unless one could not
         # be asked: then every id is queued for it, and a delete of an absent id changes nothing.
         found = {r["id"] for r in self.rows(None, f"id IN {id_list}", ["id"], len(ids))}
         unsure = [s for s in self.shared.values() if s.last_error]
-        items = [(s.binding.name, "delete", {"id": i}) for s in self.shared.values() for i in ids
-                 if i in found or (s in unsure and i not in queued)]
+        # Each delete goes with an unlink: the memory's shared edges are removed with it.
+        items = [(s.binding.name, op, {"id": i}) for s in self.shared.values() for i in ids
+                 if i in found or (s in unsure and i not in queued) for op in ("unlink", "delete")]
         # The tombstones erasure wrote here go to the bucket first (a delete without its tombstone could
         # be undone by another device's queued write).
         stones = [(s.binding.name, "stone", r) for r in self.store.rows(
@@ -525,6 +623,74 @@ class Remotes:
         if stones or items:
             self._enqueue(stones + items)
             self.flush()
+
+    # ---- relations ------------------------------------------------------------------------
+
+    def edge_binding(self, scope: str | None, dst_scope: str | None) -> Shared | None:
+        """The shared store an edge with ends in these scopes lives in: the binding that holds both ends.
+        None (a local edge) when either end is in a local scope or the ends are in two bindings: the bucket
+        would otherwise hold the id of a memory it does not hold."""
+        if not self.shared or not scope or not dst_scope:
+            return None
+        s = self.binding_for(scope)
+        return s if s is not None and s is self.binding_for(dst_scope) else None
+
+    def divert_edges(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Queue the edges whose both ends are in one shared scope for its store (rows of the relations
+        table) and return the others, to be written locally. Flushed before this returns when the store
+        answers; a queued edge is read back by `edges` meanwhile."""
+        if not self.shared:
+            return rows
+        local, queued = [], []
+        for r in rows:
+            s = self.edge_binding(r["scope"], r["dst_scope"])
+            if s is None:
+                local.append(r)
+            else:
+                queued.append((s.binding.name, "rput", r))
+        if queued:
+            self._enqueue(queued)
+            self.flush(quiet=True)
+        return local
+
+    def remove_edges(self, rows: list[dict[str, Any]]) -> int:
+        """Remove these edges (rows with id, scope and dst_scope) from the shared stores that hold them: sent
+        at once when the store answers (and their bytes purged), at a later flush otherwise. Returns how
+        many were shared edges."""
+        items = [(s.binding.name, "rdelete", {"id": r["id"]}) for r in rows
+                 if (s := self.edge_binding(r["scope"], r["dst_scope"])) is not None]
+        if items:
+            self._enqueue(items)
+            self.flush(quiet=True)
+        return len(items)
+
+    def edges(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+              limit: int | None) -> list[dict[str, Any]]:
+        """Edges of every shared store the scopes reach, under the filter (which holds the scope filter on
+        both ends: the same query as the local table's), with the edges still queued in the outbox in their
+        newest version, less those queued for removal. Each row carries `id` as well as cols."""
+        if not self.shared:
+            return []
+        cols = list(dict.fromkeys(["id", *cols]))
+        stores = self.reading(scopes)
+        if not stores:
+            return []
+        names = sql_id_list(s.binding.name for s in stores)
+        waiting: list[dict[str, Any]] = []
+        pending: set[str] = set()  # edges with a queued op: the bucket's version of them is not current
+        ob = self.outbox()
+        if ob.count_rows(f"outbox_op IN ('rput', 'rdelete') AND outbox_binding IN {names}"):
+            ops = self.store.rows(ob, f"outbox_op IN ('rput', 'rdelete') AND outbox_binding IN {names}",
+                                  ["id", "outbox_seq", "outbox_op"], None)
+            newest = {r["id"]: r for r in sorted(ops, key=lambda r: r["outbox_seq"])}
+            pending = set(newest)
+            live = {r["outbox_seq"] for r in newest.values() if r["outbox_op"] == "rput"}
+            pred = f"outbox_op = 'rput' AND outbox_binding IN {names}" + (f" AND ({where})" if where else "")
+            waiting = [{k: r[k] for k in cols} for r in self.store.rows(ob, pred, [*cols, "outbox_seq"], None)
+                       if r["outbox_seq"] in live]
+        found = self._each(scopes, lambda s: s.edge_query(where, cols, limit))
+        out = waiting + [r for r in found if r["id"] not in pending]
+        return out if limit is None else out[:limit]
 
     # ---- the outbox -----------------------------------------------------------------------
 
@@ -551,6 +717,22 @@ class Remotes:
                 warnings.simplefilter("ignore")  # the outbox held their text: no old version keeps it
                 self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
         return queued
+
+    def _drop_queued_edges(self, memory_ids: list[str]) -> None:
+        """Remove queued edges touching these memories (forgotten here or on another device), and every old
+        outbox version that held them."""
+        ob = self.outbox()
+        if not memory_ids or not ob.count_rows("outbox_op = 'rput'"):
+            return
+        gone = set(memory_ids)
+        queued = self.store.rows(ob, "outbox_op = 'rput'", ["outbox_seq", "src", "dst"], None)
+        seqs = [r["outbox_seq"] for r in queued if r["src"] in gone or r["dst"] in gone]
+        if seqs:
+            pred = f"outbox_seq IN ({','.join(str(v) for v in seqs)})"
+            self.store.commit(lambda: ob.delete(pred))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
     def queued(self, where: str | None, cols: list[str], limit: int) -> list[dict[str, Any]]:
         """Memory rows waiting in the outbox that match the filter (the newest queued version of each)."""
@@ -584,6 +766,8 @@ class Remotes:
         for n, (name, op, r) in enumerate(items):
             if op == "put":
                 row = dict(r)
+            elif op == "rput":  # an edge: ids, a type, evidence ids; never any text
+                row = {**{k: r.get(k) for k in T.RELATION_COLS}, "vector": [0.0] * dim}
             elif op == "stone":  # a tombstone rides in the memory columns it shares: never any text
                 row = {"id": r["id"], "type": r["kind"], "fingerprint": r["fingerprint"], "scope": r["scope"],
                        "created_at": r["deleted_at"], "vector": [0.0] * dim}
@@ -603,7 +787,8 @@ class Remotes:
             return {"sent": 0, "pending": 0, "errors": {}}
         if quiet and self._last_failed and time.monotonic() - self._last_failed < self.flush_interval:
             return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
-        sent, errors, purge = 0, {}, set()
+        sent, errors = 0, {}
+        purge: dict[str, set[str]] = {}
         with self._flush_lock:
             ob = self.outbox()
             for name, shared in self.shared.items():
@@ -635,11 +820,14 @@ class Remotes:
                     self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
                     self._audit_dropped(name, dropped)
                     sent += len(batch) - len(dropped)
-                    if any(r["op"] == "delete" for r in batch):
-                        purge.add(name)
-            for name in purge:
+                    ops = {r["op"] for r in batch}
+                    purge.setdefault(name, set()).update(
+                        ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
+            for name, tables in purge.items():
+                if not tables:
+                    continue
                 try:
-                    self.shared[name].purge()
+                    self.shared[name].purge(sorted(tables))
                 except Exception as e:
                     errors[name] = str(e)[:300]
                     log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
@@ -653,11 +841,26 @@ class Remotes:
         automated). Edits made while another device edited the same memory are settled first (_settle)."""
         rows = table.select(T.memories_schema(1).names)
         dead = self._stoned(shared, batch, rows)
+        dead |= self._stoned_edges(shared, batch, table)
         lost, copies, notes = self._settle(shared, batch, table, dead)
         # Consecutive puts (or tombstones) go in one merge; a delete applies after what was queued before it.
         puts: list[int] = []
         stones: list[int] = []
         sent: dict[str, int] = {}
+        # Edge ops likewise: consecutive ones of a kind in one call, in queue order.
+        edge_run: tuple[str, list[int]] = ("", [])
+
+        def send_edges() -> None:
+            op, run = edge_run
+            if op == "rput":
+                last = {batch[n]["id"]: n for n in run}  # the newest queued version of each edge
+                data = table.take(sorted(last.values())).select(T.RELATION_COLS).to_pylist()
+                shared.put_edges(pa.Table.from_pylist(data, schema=T.relations_schema()))
+            elif op == "rdelete":
+                shared.delete_edges(sorted({batch[n]["id"] for n in run}))
+            elif op == "unlink":
+                shared.unlink(sorted({batch[n]["id"] for n in run}))
+            run.clear()
 
         def send() -> None:
             if stones:
@@ -674,7 +877,14 @@ class Remotes:
                 puts.clear()
 
         for r in batch:
-            if r["op"] == "put":
+            if r["op"] in EDGE_OPS:
+                if r["op"] == "rput" and r["row"] in dead:
+                    continue
+                if edge_run[0] != r["op"]:
+                    send_edges()
+                    edge_run = (r["op"], edge_run[1])
+                edge_run[1].append(r["row"])
+            elif r["op"] == "put":
                 if r["row"] not in dead and r["id"] not in lost:
                     puts.append(r["row"])
             elif r["op"] == "stone":
@@ -685,6 +895,7 @@ class Remotes:
                 send()
                 shared.delete([r["id"]])
         send()
+        send_edges()
         if copies:
             shared.put(pa.Table.from_pylist(copies, schema=rows.schema))
         now = _now()
@@ -696,7 +907,8 @@ class Remotes:
         shared.ensure_text_index()
         if notes:
             self.store.write_audit(notes)
-        return [{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")} for n in sorted(dead)]
+        return [{**{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")},
+                 "kind": "memory" if batch[n]["op"] == "put" else "relation"} for n in sorted(dead)]
 
     def _settle(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table,
                 dead: set[int]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -779,13 +991,26 @@ class Remotes:
         return {n for n in put_rows if rows["id"][n].as_py() in dead_ids
                 or (_automated(rows["origin"][n].as_py()) and rows["fingerprint"][n].as_py() in dead_fps)}
 
+    @staticmethod
+    def _stoned_edges(shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> set[int]:
+        """Rows of queued edges with an end another device forgot (the bucket holds its tombstone): never sent,
+        so a forgotten memory's id does not come back into the bucket."""
+        put_rows = [r["row"] for r in batch if r["op"] == "rput"]
+        if not put_rows:
+            return set()
+        ends = sorted({table[c][n].as_py() for n in put_rows for c in ("src", "dst")})
+        dead = {r["id"] for r in shared.stones(f"id IN {sql_id_list(ends)}")}
+        return {n for n in put_rows if table["src"][n].as_py() in dead or table["dst"][n].as_py() in dead}
+
     def _audit_dropped(self, name: str, dropped: list[dict[str, Any]]) -> None:
         if dropped:
             from memory.store.audit import audit_row
 
-            self.store.write_audit([audit_row(f"shared:{name}", "delete", "memory", d["id"], d["scope"],
-                                              after={"reason": "forgotten on another device sharing the scope",
-                                                     "not_sent": True}) for d in dropped])
+            self.store.write_audit([audit_row(
+                f"shared:{name}", "delete", d.get("kind") or "memory", d["id"], d["scope"],
+                after={"reason": "forgotten on another device sharing the scope" if d.get("kind") != "relation"
+                       else "an end was forgotten on another device sharing the scope", "not_sent": True})
+                for d in dropped])
 
     def pull(self, shared: Shared) -> int:
         """Copy the bucket's tombstones this device lacks into its local tombstones table (audited), and
@@ -815,6 +1040,7 @@ class Remotes:
             if drop:
                 self._drop_queued_puts(sorted({q["id"] for q in drop}))
                 self._audit_dropped(shared.binding.name, list({q["id"]: q for q in drop}.values()))
+            self._drop_queued_edges(sorted(dead_ids))
         return len(new)
 
     # ---- reads ----------------------------------------------------------------------------
