@@ -170,6 +170,8 @@ def test_edit_an_event_by_its_fields_refuses_a_bad_date_and_normalises_scope(qtb
     store.add_memory("Invoices go out on the first", scope="personal")
     m = store.add_memory("Dentist appointment", type="episodic", scope="work", details={"who": ["Dr Lee"]})
     browser = open_browser(qtbot, jobs, store)
+    # The scope list arrives from a worker; on a busy machine it can come after the row.
+    qtbot.waitUntil(lambda: {"work", "personal"} <= set(getattr(browser, "scopes", None) or []), timeout=30_000)
     click_row(qtbot, browser, m["id"])
     dlg = browser.edit_selected()
     qtbot.waitUntil(dlg.isVisible)
