@@ -1012,6 +1012,28 @@ class Remotes:
                        else "an end was forgotten on another device sharing the scope", "not_sent": True})
                 for d in dropped])
 
+    def _gone_elsewhere(self, name: str, ids: list[str]) -> None:
+        """Memories another device forgot: remove here what a forget here would have removed besides the row
+        (which only the bucket held) — the content in this device's audit trail, the local edges that touch
+        them (an edge to a memory of a local scope stays on this device) and their use counts — and purge
+        those tables, so forget means gone on every device that shares the scope."""
+        if not ids:
+            return
+        from memory.store.lifecycle import memories_forgotten
+
+        audit = self.store.audit
+        for start in range(0, len(ids), 500):
+            chunk = sql_id_list(ids[start:start + 500])
+            self.store.commit(lambda c=chunk: audit.update(where=f"entity_id IN {c}",
+                                                           values={"before": None, "after": None}))
+        _PULLING.active = True  # the listeners' remote half (Remotes.forget) has nothing left to do
+        try:
+            memories_forgotten(self.store, ids, f"shared:{name}")
+        finally:
+            _PULLING.active = False
+        for table in (audit, self.store.relations):
+            _purge_local(self.store, table)
+
     def pull(self, shared: Shared) -> int:
         """Copy the bucket's tombstones this device lacks into its local tombstones table (audited), and
         drop queued writes they forbid. Returns how many tombstones were new here."""
@@ -1024,6 +1046,7 @@ class Remotes:
             from memory.store.audit import audit_row
 
             self.store.append(self.store.tombstones, new, T.tombstones_schema())
+            self._gone_elsewhere(shared.binding.name, [r["id"] for r in new if (r["kind"] or "memory") == "memory"])
             self.store.write_audit([audit_row(f"shared:{shared.binding.name}", "delete", r["kind"] or "memory",
                                               r["id"], r["scope"], after={"tombstone": (r["fingerprint"] or "")[:16],
                                                                           "from": "another device"})
@@ -1174,6 +1197,22 @@ class _RemoteCommits:
 
 
 _POOL_LOCK = threading.Lock()
+_PULLING = threading.local()  # set while a pull applies another device's forget here
+
+
+def _purge_local(store: Any, table: Any) -> None:
+    """Remove a local table's deleted and updated-away rows from its files and every old version (what
+    memory/store/erasure.py's purge does, which this module may not import: erasure imports the store)."""
+    def compact() -> None:
+        ds = table.to_lance()
+        if any(f.metadata.num_deletions for f in ds.get_fragments()):
+            ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=_ANY_DELETION)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cleanup_older_than=0 warns about concurrent readers
+        store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+        store.commit(compact)
+        store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
 
 def fresh(table: Any) -> Any:
@@ -1228,7 +1267,7 @@ def _automated(origin: str | None) -> bool:
 
 def _forgotten(store: Any, ids: list[str], actor: str) -> None:
     remotes = getattr(store, "remotes", None)
-    if remotes is not None:
+    if remotes is not None and not getattr(_PULLING, "active", False):
         remotes.forget(ids)
 
 

@@ -208,3 +208,39 @@ def test_a_queued_relation_to_a_memory_forgotten_elsewhere_is_never_sent(tmp_pat
     assert shared_edges(a) == [] and not sw.holding(edge["id"], prefix)
     assert not [o for o in sw.holding(y, prefix) if "/relations.lance/" in o]
     assert R.related(a, x) == []
+
+
+def test_a_local_relation_to_a_shared_memory_goes_when_another_device_forgets_it(homes, seaweed, prefix):
+    """A's edge from its personal memory to a shared one stays on A; when B forgets the shared memory, A's next
+    flush takes B's tombstone and drops that edge, and A's audit no longer holds the memory's text."""
+    from tests.conftest import files_containing
+
+    a, b = homes
+    text = "The acme vpn certificate expires at the end of June"
+    shared = a.add_memory(text, scope=SHARED)["id"]
+    mine = a.add_memory("Renew my own vpn token before the trip", scope="personal")["id"]
+    edge = R.add_relation(a, mine, "BECAUSE", shared)
+    assert a.relations.count_rows(f"id = '{edge['id']}'") == 1 and not seaweed.holding(edge["id"], prefix)
+    forget(b, [shared])
+    assert a.remotes.flush()["errors"] == {}
+    assert a.relations.count_rows() == 0 and R.related(a, mine) == []
+    assert not files_containing(a.home / "lancedb" / "relations.lance", shared)
+    assert not files_containing(a.home / "lancedb" / "audit.lance", text)
+    assert a.get(mine)["id"] == mine
+
+
+def test_no_evidence_leaves_the_machine(homes, seaweed, prefix):
+    """Evidence of the shared scope stays local (frames, screen text, transcripts): a shared memory and a shared
+    relation may name its id, and another device cannot open it."""
+    a, b = homes
+    ev = a.add_evidence("Standup notes: the acme kestrelwing migration slips to the second week", source="manual",
+                        scope=SHARED)
+    x = a.add_memory("The acme kestrelwing migration slipped a week", scope=SHARED, provenance=[ev["id"]])["id"]
+    y = a.add_memory("The acme data team is short of reviewers", scope=SHARED)["id"]
+    R.add_relation(a, x, "BECAUSE", y, provenance=[ev["id"]])
+    assert seaweed.holding("kestrelwing migration slipped", prefix)  # the memory is shared...
+    assert not seaweed.holding("Standup notes", prefix)  # ...its evidence is not
+    assert not [o for o in seaweed.objects(prefix) if "evidence" in o]
+    with pytest.raises(NotFoundError):
+        b.get(ev["id"])
+    assert [e["provenance"] for e in R.related(b, x)] == [[ev["id"]]]
