@@ -391,7 +391,8 @@ class Shared:
     def purge(self, tables: Iterable[str] = (T.MEMORIES,)) -> None:
         """Remove deleted rows' bytes from the bucket: rewrite the fragments that held them, rebuild the
         full-text index (it keeps deleted rows' tokens), and drop every old version and its files.
-        tables: the memories table and/or the relations table."""
+        tables: the memories table and/or the relations table. With the memories goes the edit log, whose
+        rows of a forgotten memory (its id, who wrote it from which device) are deleted with it."""
         for name in tables:
             if name == T.RELATIONS:
                 try:
@@ -401,6 +402,11 @@ class Shared:
             else:
                 t = self.memories()
             self._purge(t)
+            if name == T.MEMORIES:
+                try:
+                    self._purge(self.edits(create=False))
+                except (ValueError, FileNotFoundError):
+                    pass
 
     def _purge(self, t: Any) -> None:
         from memory.store.indexes import ensure_fts, has_index

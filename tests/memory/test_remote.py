@@ -105,6 +105,9 @@ def test_two_homes_share_one_scope_and_nothing_else(homes, seaweed, prefix):
     assert shared["id"] not in {m["id"] for m in a.list(scopes=[SHARED])}
     assert not seaweed.holding("deploy freeze starts on", prefix)
     assert seaweed.holding("invoice exporter", prefix)  # what was not forgotten is still there
+    # Only its tombstone names it now: the edit log of who wrote it went too, old versions included.
+    tables = {k.split(f"/{prefix}/", 1)[1].split("/")[0] for k in seaweed.holding(shared["id"], prefix)}
+    assert tables == {"tombstones.lance"}, tables
     # A local forget does not touch the bucket's other rows.
     forget(a, [a_private["id"]])
     assert a.get(below["id"])["id"] == below["id"]
