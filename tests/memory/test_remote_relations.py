@@ -15,23 +15,11 @@ from memory.graph import relations as R
 from memory.store.erasure import forget
 from memory.store.remote import fresh
 from tests.memory import seaweed as sw_fixtures
+from tests.memory import test_remote
 from tests.memory.test_remote import SHARED, open_home
 
 seaweed, memory_keyring, own_seaweed = sw_fixtures.seaweed, sw_fixtures.memory_keyring, sw_fixtures.own_seaweed  # fixtures
-
-
-@pytest.fixture
-def prefix() -> str:
-    import uuid
-
-    return f"r-{uuid.uuid4().hex[:10]}"
-
-
-@pytest.fixture
-def homes(tmp_path, seaweed, memory_keyring, prefix):
-    a = open_home(tmp_path, "a", seaweed, prefix)
-    b = open_home(tmp_path, "b", seaweed, prefix, embedder=a.embedder)
-    return a, b
+prefix, homes = test_remote.prefix, test_remote.homes  # fixtures: a fresh bucket prefix, two homes bound to it
 
 
 def shared_edges(store) -> list[dict]:
