@@ -241,6 +241,9 @@ class MemoryBrowser(QMainWindow):
         completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.scope_edit.setCompleter(completer)
         self.scopes = scopes
+        dlg = getattr(self, "edit_dialog", None)
+        if dlg is not None and dlg.isVisible():
+            dlg.offer_scopes(scopes)
 
     # ---- which list ---------------------------------------------------------------------------
 

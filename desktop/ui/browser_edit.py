@@ -282,6 +282,15 @@ class EditDialog(QDialog):
         lay.addWidget(self.buttons)
         self.resize(600, self.sizeHint().height())  # as tall as the type's fields need
 
+    def offer_scopes(self, scopes: list[str]) -> None:
+        """Add scopes in use that the list lacks (they arrive from a worker, maybe after the form opened),
+        keeping what the person picked or typed."""
+        have = {self.scope.itemText(i) for i in range(self.scope.count())}
+        typed = self.scope.currentText()
+        for s in sorted(set(scopes) - have):
+            self.scope.addItem(s)
+        self.scope.setCurrentText(typed)
+
     def field(self, name: str) -> QWidget:
         """The widget of one of the type's fields (when, who, steps, uri, subject…)."""
         return self.type_fields[name].widget

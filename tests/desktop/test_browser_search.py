@@ -178,6 +178,8 @@ def test_edit_an_event_by_its_fields_refuses_a_bad_date_and_normalises_scope(qtb
     assert not any(w.toPlainText().lstrip().startswith("{") for w in dlg.findChildren(QPlainTextEdit)), "no JSON box"
     assert dlg.field("who").text() == "Dr Lee"
     assert {dlg.scope.itemText(i) for i in range(dlg.scope.count())} >= {"work", "personal"}
+    browser._scopes_known(["personal", "team", "work"])  # a scope made elsewhere while the form is open
+    assert dlg.scope.findText("team") >= 0 and dlg.scope.currentText() == "work", "offered, choice kept"
 
     dlg.field("when").setText("31/31/2026 25:00")
     dlg.try_accept()
