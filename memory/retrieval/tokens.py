@@ -91,6 +91,10 @@ def count_joined(parts: list[str], sep: str) -> int:
         return count_tokens(sep.join(parts))
     if not parts:
         return 0
+    if len(parts) == 1:
+        # Exactly the part's own count: the margin below rounds a count that lands on a whole number
+        # one higher, and a single item sized to the whole budget would then be dropped as too long.
+        return count_tokens(parts[0])
     # The sums run in another order than one count of the joined text would: a hair more, so float
     # rounding can only round up.
     return _finish(sum(_raw(p) for p in parts) + (len(parts) - 1) * _corrections(sep) + 1e-9)

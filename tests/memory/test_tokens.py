@@ -68,6 +68,10 @@ def test_count_joined_is_the_count_of_the_joined_text():
                 want = count_tokens(sep.join(group))
                 assert 0 <= count_joined(group, sep) - want <= 1, (sep, group)
     assert count_joined([], "\n\n") == 0
+    # One item is exactly its own count (recall's backstop dropped a lone header sized to the budget
+    # when its count landed on a whole number before the float margin).
+    one = "[evd_b9f53d31e5b342548b122d61] audio 2026-12-03"
+    assert count_joined([one], "\n\n") == count_tokens(one)
     # Where summing the parts would not be exact, it counts the joined text itself.
     for group, sep in ((["a ", "b"], "\n\n"), (["a", ""], "\n\n"), (["a", "b"], " - ")):
         assert count_joined(group, sep) == count_tokens(sep.join(group))
