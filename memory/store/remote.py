@@ -278,15 +278,7 @@ class Shared:
             t = fresh(self.relations(create=False))
         except (ValueError, FileNotFoundError):
             return 0
-        held: list[str] = []
-        for start in range(0, len(ids), 500):
-            chunk = sql_id_list(ids[start:start + 500])
-            held += [r["id"] for r in t.search().where(f"id IN {chunk}").select(["id"]).limit(None)
-                     .to_arrow().to_pylist()]
-        for start in range(0, len(held), 500):
-            chunk = sql_id_list(held[start:start + 500])
-            _retry(lambda c=chunk: t.delete(f"id IN {c}"))
-        return len(held)
+        return _delete_ids(t, _ids_where(t, ids, "id IN {}", 500))
 
     def unlink(self, memory_ids: list[str]) -> int:
         """Delete every edge touching these (forgotten) memories, by edge id: the memory ids never go into a
@@ -295,12 +287,7 @@ class Shared:
             t = fresh(self.relations(create=False))
         except (ValueError, FileNotFoundError):
             return 0
-        edges: list[str] = []
-        for start in range(0, len(memory_ids), 200):
-            chunk = sql_id_list(memory_ids[start:start + 200])
-            edges += [r["id"] for r in t.search().where(f"src IN {chunk} OR dst IN {chunk}").select(["id"])
-                      .limit(None).to_arrow().to_pylist()]
-        return self.delete_edges(sorted(set(edges))) if edges else 0
+        return _delete_ids(t, _ids_where(t, memory_ids, "src IN {0} OR dst IN {0}", 200))
 
     def edge_query(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
         """Edges of the bucket under the filter; none when no device has shared one yet."""
@@ -374,11 +361,9 @@ class Shared:
             edit_log = self.edits(create=False)
         except (ValueError, FileNotFoundError):
             edit_log = None
-        for start in range(0, len(ids), 500):
-            chunk = sql_id_list(ids[start:start + 500])
-            _retry(lambda c=chunk: t.delete(f"id IN {c}"))
-            if edit_log is not None:
-                _retry(lambda c=chunk: edit_log.delete(f"id IN {c}"))
+        _delete_ids(t, ids)
+        if edit_log is not None:
+            _delete_ids(edit_log, ids)
 
     def ensure_text_index(self) -> None:
         """The full-text index the search's text leg needs (rows added after it are still scanned)."""
@@ -1185,6 +1170,25 @@ class Remotes:
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
                  "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
                  "last_error": s.last_error} for n, s in self.shared.items()]
+
+
+def _ids_where(t: Any, values: list[str], predicate: str, chunk: int) -> list[str]:
+    """The ids of the rows matching `predicate` (`{}` / `{0}` stands for an `IN` list of values, sent
+    `chunk` values at a time so a long list does not make one huge filter), each once."""
+    found: set[str] = set()
+    for start in range(0, len(values), chunk):
+        listed = sql_id_list(values[start:start + chunk])
+        found.update(r["id"] for r in t.search().where(predicate.format(listed)).select(["id"]).limit(None)
+                     .to_arrow().to_pylist())
+    return sorted(found)
+
+
+def _delete_ids(t: Any, ids: list[str]) -> int:
+    """Delete these rows by id, 500 to a commit; returns how many."""
+    for start in range(0, len(ids), 500):
+        chunk = sql_id_list(ids[start:start + 500])
+        _retry(lambda c=chunk: t.delete(f"id IN {c}"))
+    return len(ids)
 
 
 class _RemoteCommits:
