@@ -21,3 +21,9 @@ class ConfigError(MiradorError):
     """The config file is unreadable or holds an unknown key or a bad value."""
 
     exit_code = 3
+
+
+class SharedOfflineError(MiradorError):
+    """A row that may live in a shared scope could not be read because that scope's store does not answer."""
+
+    exit_code = 4

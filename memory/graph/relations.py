@@ -173,8 +173,8 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     ends = memory_rows(store, [e for s in specs for e in (s.src, s.dst)], scopes, statuses=[])
     missing = sorted({e for s in specs for e in (s.src, s.dst)} - set(ends))
     if missing:
-        raise NotFoundError(f"no memory with id {missing[0]} (never existed, outside your scopes, or forgotten) — "
-                            "nothing was related; find ids with `mirador search`")
+        raise store.missing(missing[0], scopes, f"no memory with id {missing[0]} (never existed, outside your scopes, or "
+                            "forgotten) — nothing was related; find ids with `mirador search`")
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
@@ -331,7 +331,7 @@ def _anchor(store, id_: str, scopes) -> dict:
         raise InputError(f"{id_} is not a memory id (mem_…); relations link memories only")
     rows = memory_rows(store, [id_], scopes, statuses=[])
     if not rows:
-        raise NotFoundError(f"no memory with id {id_} (never existed, outside your scopes, or forgotten) — "
+        raise store.missing(id_, scopes, f"no memory with id {id_} (never existed, outside your scopes, or forgotten) — "
                             "find ids with `mirador search`")
     return rows[id_]
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from memory.config import Config, data_dir, load_config
-from memory.errors import InputError, MiradorError, NotFoundError
+from memory.errors import InputError, MiradorError, NotFoundError, SharedOfflineError
 from memory.scopes import scope_filter, sql_literal, validate_scope
 from memory.store import builders
 from memory.store import tables as T
@@ -404,9 +404,23 @@ class Store:
         rows = self.reader.run(Leg(self.kind_table(kind).name, where + (f" AND {sf}" if sf else ""), tuple(cols), 1))[0]
         if not rows and kind == "memory":
             rows = self.remotes.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
+            if not rows:
+                raise self.missing(id_, scopes)
         if not rows:
             raise NotFoundError(_not_found(id_))
         return rows[0]
+
+    def missing(self, id_: str, scopes: Iterable[str] | None = None, message: str | None = None) -> MiradorError:
+        """The error for a memory id that a read did not find: not found (message, or the standard one), unless a
+        shared store the read reached did not answer — then "not found" would be a wrong answer, as the memory
+        may well be there."""
+        offline = [s for s in self.remotes.reading(scopes) if s.last_error] if self.remotes.shared else []
+        if offline:
+            return SharedOfflineError(
+                f"{id_} may be a memory of the shared scope {offline[0].binding.scope}, whose store does not "
+                f"answer now ({offline[0].last_error}): it can be read or changed when the store is back "
+                "(`mirador remote test` checks it)")
+        return NotFoundError(message or _not_found(id_))
 
     def _raw_memory(self, id_: str, scopes: Iterable[str] | None = None, with_vector: bool = False) -> dict[str, Any]:
         return self._one("memory", id_, scopes, MEMORY_COLS + (["vector"] if with_vector else []))

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import warnings
@@ -217,8 +218,15 @@ class Shared:
             # No automatic version checks: LanceDB would make one per call it makes (several per query);
             # every read below moves its table to the latest version once (fresh) before it queries,
             # so a row another device forgot is never read from an older version.
-            self._db = lancedb.connect(self.binding.url, read_consistency_interval=None,
-                                       storage_options=storage_options(self.binding, *creds, self.timeout))
+            try:
+                self._db = lancedb.connect(self.binding.url, read_consistency_interval=None,
+                                           storage_options=storage_options(self.binding, *creds, self.timeout))
+            except ValueError as e:
+                # LanceDB reports an unreachable store as ValueError, the type every caller here reads as "no
+                # table yet": offline must not look like an empty shared scope.
+                why = re.findall(r'message: "([^"]+)"', str(e))  # the OS's words, deep in a Rust error chain
+                raise ConnectionError(f"the shared store at {self.binding.url} does not answer "
+                                      f"({why[-1] if why else str(e).splitlines()[0][:160]})") from e
         return self._db
 
     def memories(self, create: bool = True) -> Any:

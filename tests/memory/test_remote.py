@@ -193,6 +193,34 @@ def test_forget_while_offline_is_never_undone(tmp_path, memory_keyring, own_seaw
     assert a.get(kept["id"])["id"] == kept["id"]
 
 
+def test_a_shared_memory_while_its_store_is_down_is_offline_not_not_found(tmp_path, memory_keyring, own_seaweed,
+                                                                          prefix):
+    """Reading, editing or relating a shared memory B does not hold while the store is down says the store is
+    offline — never "no such memory", which an agent would take as forgotten — and changes nothing."""
+    from memory.errors import SharedOfflineError
+    from memory.graph.relations import add_relation, related
+
+    sw = own_seaweed  # stopped and started again below
+    a = open_home(tmp_path, "a", sw, prefix)
+    shared = a.add_memory("The acme on-call rota changes on Mondays", scope=SHARED)
+    b = open_home(tmp_path, "b", sw, prefix, embedder=a.embedder)
+    mine = b.add_memory("My bike lock code is in the password manager", scope="personal")
+    sw.stop()
+    for call in (lambda: b.get(shared["id"]),
+                 lambda: b.update_memory(shared["id"], text="The acme on-call rota changes on Fridays"),
+                 lambda: add_relation(b, mine["id"], "MENTIONS", shared["id"]),
+                 lambda: related(b, shared["id"])):
+        with pytest.raises(SharedOfflineError, match="shared scope work/acme, whose store does not answer"):
+            call()
+    # A read that cannot reach the shared scope still says "not found"; local rows answer as ever.
+    with pytest.raises(NotFoundError):
+        b.get(shared["id"], scopes=["personal"])
+    assert b.get(mine["id"])["text"] == mine["text"]
+    assert b.remotes.pending() == {"team": 0}  # nothing was queued by the refused edit
+    sw.start()
+    assert b.get(shared["id"])["text"] == shared["text"]
+
+
 def test_scoped_token_sees_the_teams_shared_memories_and_nothing_else(homes):
     from memory.mcp.auth import make_principal
     from tests.memory.mcp_support import call
