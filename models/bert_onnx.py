@@ -7,10 +7,19 @@ the same computation is spelled out with onnx.helper, the weights read with safe
 loader. Mirador's tuning (models/tuning.py) is merged into a copy of the weights with NumPy first,
 so the tuned graph is built the same way.
 
-The graph takes input_ids, attention_mask, token_type_ids (int64, [batch, tokens]) and gives
-"sentence_embedding" [batch, hidden]: sentence-transformers' Transformer -> Pooling(mean) ->
-Normalize, op for op as transformers' BertModel computes it (eager attention, exact-erf GELU).
+The graph takes word_embeds (float32, [batch, tokens, hidden]: each token's row of the word-embedding
+table), attention_mask and token_type_ids (int64, [batch, tokens]) and gives "sentence_embedding"
+[batch, hidden]: sentence-transformers' Transformer -> Pooling(mean) -> Normalize, op for op as
+transformers' BertModel computes it (eager attention, exact-erf GELU).
 tests/models/test_bert_onnx.py compares it with the torch path where torch is installed.
+
+Why the word-embedding table is not in the graph: it is half the weights (30522 x 384 float32, 47 MB),
+and a text uses a few dozen of its rows. Inside the graph onnxruntime's Gather reads the rows where the
+data file is mapped, and the kernel maps a whole page-cache folio (up to megabytes, depending on how
+the file was read ahead) for each row touched: a cold one-shot search held ~12 MB of the table for
+~20 tokens, more in other page-cache states. The table is kept in the same data file, after the
+graph's tensors, where the graph's metadata says (WORDS_KEY), and models/onnx_encoder.py reads the rows
+a batch needs with pread: page-cache reads, nothing mapped into the process.
 """
 
 from __future__ import annotations
@@ -23,7 +32,10 @@ import numpy as np
 
 OPSET = 17  # LayerNormalization is a standard op from 17 on; onnxruntime fuses the rest
 OUTPUT = "sentence_embedding"
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+WORDS = "word_embeds"  # the graph's first input: the rows of the word-embedding table for input_ids
+INPUTS = (WORDS, "attention_mask", "token_type_ids")
+WORDS_KEY = "mirador.word_embeddings"  # metadata: where the table is in the data file (words_at)
+_ALIGN = 4096  # the table starts on a page of the data file
 
 
 class NotBert(ValueError):
@@ -55,11 +67,29 @@ def _weights(model_dir: Path) -> dict[str, np.ndarray]:
 
 
 def build(model_dir: Path):
-    """The ONNX ModelProto of the sentence encoder in model_dir (a sentence-transformers directory)."""
+    """The ONNX ModelProto of the sentence encoder in model_dir (a sentence-transformers directory),
+    without its word-embedding table (see word_table)."""
+    return _build(model_dir)[0]
+
+
+def word_table(w: dict[str, np.ndarray], model_dir: Path) -> np.ndarray:
+    """The word-embedding table, [vocabulary, hidden] float32, rows by token id."""
+    try:
+        arr = w["embeddings.word_embeddings.weight"]
+    except KeyError as e:
+        raise NotBert(f"{model_dir}: weight embeddings.word_embeddings.weight missing") from e
+    return np.ascontiguousarray(arr, dtype="<f4")
+
+
+def _build(model_dir: Path):
+    """build()'s ModelProto and the word-embedding table it leaves out."""
     from onnx import TensorProto, helper, numpy_helper
 
     cfg = _config(model_dir)
     w = _weights(model_dir)
+    words = word_table(w, model_dir)
+    if words.shape[1] != int(cfg["hidden_size"]):
+        raise NotBert(f"{model_dir}: word embeddings of width {words.shape[1]}, not hidden_size")
     hidden, heads, layers = int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), int(cfg["num_hidden_layers"])
     head_dim, eps = hidden // heads, float(cfg.get("layer_norm_eps", 1e-12))
     nodes: list = []
@@ -90,15 +120,15 @@ def build(model_dir: Path):
         return node("LayerNormalization", [x, weight(f"{prefix}.weight"), weight(f"{prefix}.bias")], out,
                     axis=-1, epsilon=eps)
 
-    # Embeddings: word + position (0..tokens-1) + token type, then LayerNorm.
+    # Embeddings: word (the input: rows of the table, looked up outside) + position (0..tokens-1) + token
+    # type, then LayerNorm.
     const("zero", np.array(0, dtype=np.int64))
     const("one", np.array(1, dtype=np.int64))
-    shape = node("Shape", ["input_ids"], "ids_shape")
+    shape = node("Shape", [WORDS], "words_shape")
     tokens = node("Gather", [shape, "one"], "tokens", axis=0)
     positions = node("Range", ["zero", tokens, "one"], "positions")
-    emb = node("Add", [node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "emb/word"),
-                       node("Gather", [weight("embeddings.position_embeddings.weight"), positions], "emb/pos")],
-               "emb/word+pos")
+    emb = node("Add", [WORDS, node("Gather", [weight("embeddings.position_embeddings.weight"), positions],
+                                   "emb/pos")], "emb/word+pos")
     emb = node("Add", [emb, node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"],
                                  "emb/type")], "emb/sum")
     x = layer_norm(emb, "embeddings.LayerNorm", "emb/out")
@@ -157,7 +187,8 @@ def build(model_dir: Path):
     dyn = ["batch", "tokens"]
     graph = helper.make_graph(
         nodes, "sentence_encoder",
-        [helper.make_tensor_value_info(k, TensorProto.INT64, dyn) for k in INPUTS],
+        [helper.make_tensor_value_info(WORDS, TensorProto.FLOAT, [*dyn, hidden])] +
+        [helper.make_tensor_value_info(k, TensorProto.INT64, dyn) for k in INPUTS[1:]],
         [helper.make_tensor_value_info(OUTPUT, TensorProto.FLOAT, ["batch", hidden])],
         initializer=inits,
     )
@@ -166,7 +197,7 @@ def build(model_dir: Path):
     model.ir_version = min(model.ir_version, 8)  # readable by every onnxruntime that knows opset 17
     # Not onnx.checker here: it serialises the whole model once more (time and memory at the first start);
     # onnxruntime validates the graph when it loads it, and tests/models/test_bert_onnx.py runs the checker.
-    return model
+    return model, words
 
 
 def data_path(graph: Path) -> Path:
@@ -180,9 +211,37 @@ def write(model_dir: Path, target: Path) -> None:
 
     Why the weights go in a file of their own: onnxruntime maps external data from disk instead of
     parsing it out of the graph file and copying it, so a session loads in a fraction of the time and
-    memory (bench/cold_start.py).
+    memory (bench/cold_start.py). The word-embedding table follows the graph's tensors in that file, on
+    a page boundary; the graph's metadata (WORDS_KEY) records where, and words_at reads it back.
     """
     import onnx
 
-    onnx.save_model(build(model_dir), str(target), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=data_path(target).name, size_threshold=1024)
+    model, words = _build(model_dir)
+    data = data_path(target)
+    onnx.save_model(model, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data.name, size_threshold=1024)
+    with data.open("r+b") as f:
+        f.seek(0, 2)
+        offset = -(-f.tell() // _ALIGN) * _ALIGN
+        f.write(b"\0" * (offset - f.tell()))
+        f.write(words.tobytes())
+    # The graph again with the table's place (onnx.save_model has made its tensors external references).
+    graph = onnx.load(str(target), load_external_data=False)
+    entry = graph.metadata_props.add()
+    entry.key, entry.value = WORDS_KEY, json.dumps({"offset": offset, "rows": int(words.shape[0]),
+                                                    "dim": int(words.shape[1]), "dtype": "<f4"})
+    target.write_bytes(graph.SerializeToString())
+
+
+def words_at(metadata: dict[str, str], data_size: int) -> tuple[int, int, int]:
+    """(offset, rows, dim) of the word-embedding table in a data file of data_size bytes, from the graph's
+    metadata (an onnxruntime session's custom_metadata_map). ValueError if the graph has no table or the
+    file is too short for it (a graph of an earlier builder, a cut-off file)."""
+    try:
+        info = json.loads(metadata[WORDS_KEY])
+        offset, rows, dim = int(info["offset"]), int(info["rows"]), int(info["dim"])
+    except (KeyError, ValueError, TypeError) as e:
+        raise ValueError(f"the graph does not say where its word embeddings are ({e})") from e
+    if info.get("dtype") != "<f4" or rows <= 0 or dim <= 0 or offset < 0 or offset + rows * dim * 4 > data_size:
+        raise ValueError(f"the graph's data file ({data_size} bytes) does not hold its word embeddings {info}")
+    return offset, rows, dim

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what Tokenize gives and encode() takes
 PROBE = "onnx graph check: why did we pick PostgreSQL?"
 # Part of every graph's cache name: a change to models/bert_onnx.py that changes the graph bumps it, so
 # each machine builds the new graph once instead of loading the old one.
-GRAPH_VERSION = "bert_onnx-2"
+GRAPH_VERSION = "bert_onnx-3"
 
 # Set by a process that embeds a text or two and exits (a CLI call, a hook: desktop/cli/main.py). NumPy and
 # hashlib (OpenSSL) are imported only where they are used, so that setting this costs a command that embeds
@@ -276,10 +276,16 @@ def as_numpy(features: dict) -> dict:
 
 
 class OnnxEncoder:
-    """One loaded onnxruntime session; encode() takes Tokenize's features and gives unit vectors."""
+    """One loaded onnxruntime session; encode() takes Tokenize's features and gives unit vectors.
+
+    The rows of the word-embedding table that a batch uses are read from the graph's data file
+    (models/bert_onnx.py: why the table is not in the graph) and given to the session as its word_embeds.
+    """
 
     def __init__(self, path: Path, threads: int) -> None:
         import onnxruntime as ort
+
+        from models import bert_onnx
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads  # 0 = onnxruntime's default (one per core)
@@ -290,13 +296,54 @@ class OnnxEncoder:
             opts.add_session_config_entry("session.disable_prepacking", "1")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.path = path
+        self._words = open(bert_onnx.data_path(path), "rb", buffering=0)  # noqa: SIM115 (kept for the session's life)
+        try:
+            size = os.fstat(self._words.fileno()).st_size
+            meta = self.session.get_modelmeta().custom_metadata_map
+            self._offset, self._rows, self._dim = bert_onnx.words_at(meta, size)
+        except BaseException:
+            self._words.close()
+            raise
+        self._read_lock = threading.Lock()  # only where os.pread is missing (Windows): seek and read share the offset
+
+    def word_rows(self, ids: np.ndarray) -> np.ndarray:
+        """The word-embedding rows of token ids (any shape): float32, shape ids.shape + (hidden,).
+
+        Each distinct id is one read of its row from the page cache: a few dozen for a query, a few
+        hundred for a batch of eight long texts, against milliseconds of the session's run.
+        """
+        import numpy as np
+
+        uniq, where = np.unique(ids, return_inverse=True)
+        if uniq.size and (uniq[0] < 0 or uniq[-1] >= self._rows):
+            raise ValueError(f"token id {int(uniq[0] if uniq[0] < 0 else uniq[-1])} is outside the vocabulary "
+                             f"of {self._rows}")
+        row = self._dim * 4
+        offsets = [self._offset + int(i) * row for i in uniq]
+        fd = self._words.fileno()
+        if hasattr(os, "pread"):
+            raw = b"".join([os.pread(fd, row, off) for off in offsets])
+        else:
+            with self._read_lock:
+                parts = []
+                for off in offsets:
+                    self._words.seek(off)
+                    parts.append(self._words.read(row))
+            raw = b"".join(parts)
+        if len(raw) != row * uniq.size:
+            raise OSError(f"{self._words.name} is shorter than its graph says (the word embeddings are cut off)")
+        table = np.frombuffer(raw, dtype="<f4").reshape(uniq.size, self._dim)
+        return table[where.reshape(ids.shape)].astype(np.float32, copy=False)
 
     def encode(self, features: dict) -> np.ndarray:
         import numpy as np
 
+        from models.bert_onnx import WORDS
+
         ids = np.asarray(features["input_ids"], dtype=np.int64)
         feeds = {k: (np.asarray(features[k], dtype=np.int64) if k in features else np.zeros_like(ids))
-                 for k in INPUTS}
+                 for k in INPUTS[1:]}
+        feeds[WORDS] = self.word_rows(ids)
         return self.session.run(None, feeds)[0].astype(np.float32, copy=False)
 
 

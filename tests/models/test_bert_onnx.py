@@ -92,8 +92,48 @@ def test_the_graph_passes_the_onnx_checker(tmp_path):
 
     model = bert_onnx.build(embedder_dir())
     onnx.checker.check_model(model, full_check=True)
-    assert [i.name for i in model.graph.input] == list(onnx_encoder.INPUTS)
+    assert [i.name for i in model.graph.input] == list(bert_onnx.INPUTS)
     assert [o.name for o in model.graph.output] == [bert_onnx.OUTPUT]
+    # The word-embedding table is not among the graph's weights: the encoder reads its rows (below).
+    assert "embeddings.word_embeddings.weight" not in {t.name for t in model.graph.initializer}
+
+
+def test_the_word_table_is_read_not_mapped(tmp_path):
+    """The graph's data file holds the word-embedding table after its tensors; a session maps the tensors
+    and never the table (a mapped table puts whole page-cache folios of it in the process for each token),
+    and the rows read give the vectors the table inside the graph gave (tests/models/test_embedder.py)."""
+    enc = onnx_encoder.load_or_build(embedder_dir(), tmp_path, 1)
+    data = bert_onnx.data_path(enc.path)
+    meta = enc.encoder.session.get_modelmeta().custom_metadata_map
+    offset, rows, dim = bert_onnx.words_at(meta, data.stat().st_size)
+    assert (rows, dim) == (30522, 384) and offset % 4096 == 0 and data.stat().st_size == offset + rows * dim * 4
+    from safetensors.numpy import load_file
+
+    table = load_file(str(embedder_dir() / "model.safetensors"))["embeddings.word_embeddings.weight"]
+    ids = np.array([[101, 2339, 2106, 2057, 102], [101, 0, 30521, 101, 102]])
+    assert np.array_equal(enc.encoder.word_rows(ids), table[ids])
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        enc.encoder.word_rows(np.array([[101, 30522]]))
+    enc.encode(["why did we pick PostgreSQL?", " ".join(["word"] * 300)])
+    if Path("/proc/self/maps").exists():  # Linux: what this process has mapped of the data file
+        mapped = []
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            parts = line.split()
+            if len(parts) > 5 and parts[5] == str(data):
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                mapped.append((int(parts[2], 16), int(parts[2], 16) + hi - lo))
+        assert mapped, "the session maps its tensors from the data file"
+        assert all(end <= offset for _, end in mapped), (mapped, offset)
+
+
+def test_a_graph_without_its_word_table_does_not_load(tmp_path):
+    enc = onnx_encoder.load_or_build(embedder_dir(), tmp_path, 1)
+    size = bert_onnx.data_path(enc.path).stat().st_size
+    meta = dict(enc.encoder.session.get_modelmeta().custom_metadata_map)
+    with pytest.raises(ValueError, match="does not hold"):
+        bert_onnx.words_at(meta, size - 1)  # cut off
+    with pytest.raises(ValueError, match="does not say"):
+        bert_onnx.words_at({}, size)  # a graph of an earlier builder
 
 
 def test_a_model_that_is_not_bert_is_refused_with_a_reason(tmp_path):
