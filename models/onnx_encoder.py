@@ -35,13 +35,17 @@ _short_lived = False
 
 
 def set_short_lived(on: bool = True) -> None:
-    """Sessions loaded from now on skip pre-packing the MatMul weights when `on`.
+    """Sessions loaded from now on skip pre-packing the MatMul weights when `on`, and every session lets
+    go of the weights' pages after each run.
 
     Why: onnxruntime re-lays each MatMul's weights into a private copy when a session loads, so that
     every later run reads them faster. A process that embeds one query and ends pays that copy and
     gains nothing from it; without it the session reads the weights where they are mapped from the
     graph's data file (the page cache, shared with every other process using the same graph). The
-    vectors are the same. A long-running process (the app, the service, an import) keeps the packing.
+    vectors are the same. Once its text is embedded such a process has no use for the weights' ~41 MB
+    while the rest of the command (LanceDB's search) runs, so they leave its resident set
+    (models/pages.py); another text maps them again from the page cache. A long-running process (the
+    app, the service, an import) keeps the packing and the pages.
     """
     global _short_lived
     _short_lived = on
@@ -292,7 +296,8 @@ class OnnxEncoder:
         opts.inter_op_num_threads = 1
         # A spinning pool starves capture on the other core.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        if _short_lived:  # see set_short_lived
+        self.short_lived = _short_lived  # see set_short_lived
+        if self.short_lived:
             opts.add_session_config_entry("session.disable_prepacking", "1")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.path = path
@@ -344,7 +349,12 @@ class OnnxEncoder:
         feeds = {k: (np.asarray(features[k], dtype=np.int64) if k in features else np.zeros_like(ids))
                  for k in INPUTS[1:]}
         feeds[WORDS] = self.word_rows(ids)
-        return self.session.run(None, feeds)[0].astype(np.float32, copy=False)
+        out = self.session.run(None, feeds)[0].astype(np.float32, copy=False)
+        if self.short_lived:  # see set_short_lived
+            from models import bert_onnx, pages
+
+            pages.release(bert_onnx.data_path(self.path))
+        return out
 
 
 UNUSED_DAYS = 30  # a graph no install has loaded for this long is deleted

@@ -7,6 +7,11 @@ schemas at import was the largest single cost of every cold CLI call (a Claude C
 time it validates, exactly as it would have at import; ours (memory/config.py, memory/types.py) are
 unaffected, since the default is put back right after. pydantic exposes no public switch for this
 default: if its private config dict moves, lancedb is imported as before, only slower.
+
+Once imported, the process lets go of the pages of LanceDB's library's read-only data that the import
+read (its Python types' tables and docstrings, ~6 MB of a 33 MB segment): a query reads few of them
+again, and those come back from the page cache (models/pages.py). Its code pages stay: a query runs
+most of the code the import touched.
 """
 
 from __future__ import annotations
@@ -36,5 +41,16 @@ def _pydantic_builds_deferred() -> Iterator[None]:
 
 with _pydantic_builds_deferred():
     import lancedb  # noqa: E402
+
+
+def _release_import_pages() -> None:
+    from models import pages
+
+    native = getattr(getattr(lancedb, "_lancedb", None), "__file__", None)
+    if native:
+        pages.release(native, perms=("r--p",))  # its relocated part (also r--p) has private pages: kept
+
+
+_release_import_pages()
 
 __all__ = ["lancedb"]
