@@ -10,7 +10,10 @@ Writes stay on the sync client. Both connections read the latest committed versi
 (read_consistency_interval=0), so a read here sees what a write there has committed.
 
 Ranking legs that read only what memory/store/rowcache.py keeps (ids, and the evidence ranking columns)
-ask LanceDB for their scores and row addresses alone; the columns come from that cache.
+ask LanceDB for their scores and row addresses alone; the columns come from that cache. Their vector
+legs on a small table without a vector index (memories, mostly) are answered from that table's vectors
+kept for its current version (rowcache.FlatSnapshot): the exact search LanceDB would run, without
+decoding every vector of the table at every query.
 """
 
 from __future__ import annotations
@@ -28,7 +31,10 @@ from memory.store.rowcache import (
     BASE_MAX_ROWS,
     BASE_MAX_ROWS_BY_TABLE,
     COLUMNS,
+    FLAT_TABLES,
     SIZE_SAMPLE_ROWS,
+    FlatSnapshot,
+    FlatVectors,
     RowCache,
 )
 from memory.store.rows import sql_id_list
@@ -89,6 +95,10 @@ class Reader:
             name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS), BASE_MAX_BYTES)
             for name, cols in COLUMNS.items()
         } if row_cache else {}
+        # Small unindexed tables' vectors, searched here (rowcache.FLAT_TABLES); with the row cache only,
+        # as their legs return addresses whose columns come from it.
+        self._flats: dict[str, FlatVectors] = {
+            name: FlatVectors(max_rows) for name, max_rows in FLAT_TABLES.items()} if row_cache else {}
         self._builds: set[asyncio.Task] = set()
         # forgets: a table every forget writes (tombstones). When its version moves, another process
         # forgot something: the caches are dropped at once, so no forgotten text stays in memory here.
@@ -140,8 +150,7 @@ class Reader:
 
     def forget_cached(self) -> None:
         """Drop every cached row (after rows were forgotten), so nothing of theirs stays in memory."""
-        for c in self._caches.values():
-            c.clear()
+        self._clear()
         self._forgets_version = None  # this process's own forget: the next search just notes the version
 
     async def _gather(self, legs) -> list[list[dict]]:
@@ -150,15 +159,58 @@ class Reader:
         run = [replace(leg, cols=tuple(c for c in leg.cols if c in _SCORES)) if c else leg
                for leg, c in zip(legs, caches, strict=True)]
         watch = [self._forgets_moved()] if any(caches) and self._forgets else []
-        results = await asyncio.gather(*(self._query(t, leg).to_arrow() for t, leg in zip(tables, run, strict=True)),
-                                       *watch)
+        results = await asyncio.gather(*(self._arrow(t, leg, c is not None)
+                                         for t, leg, c in zip(tables, run, caches, strict=True)), *watch)
         if watch and results.pop():
-            for c in self._caches.values():
-                c.clear()
+            self._clear()
         out = [r.to_pylist() for r in results]
         if any(caches):
             await self._fill(legs, caches, out)
         return out
+
+    def _clear(self) -> None:
+        for c in self._caches.values():
+            c.clear()
+        for f in self._flats.values():
+            f.clear()
+
+    async def _arrow(self, table, leg: Leg, cached: bool):
+        """One leg's result. A vector leg of a small unindexed table whose columns come from the row
+        cache is answered from its kept vectors: the same exact search LanceDB would run over them."""
+        flat = self._flats.get(leg.table) if cached and leg.vector is not None else None
+        if flat is not None:
+            snap = await self._flat_snapshot(table, flat)
+            if snap.unit is not None:
+                idx = snap.masks.get(leg.where)
+                if idx is None:
+                    # The rows the leg's filter matches, once per filter and version: LanceDB evaluates it.
+                    q = table.query()
+                    if leg.where:
+                        q = q.where(leg.where)
+                    matching = await q.with_row_id().select([]).to_arrow()
+                    # Versions only move forward: unchanged after the scan, the scan read this version.
+                    if await table.version() == snap.version:
+                        idx = snap.set_mask(leg.where, matching["_rowid"].to_numpy())
+                if idx is not None:
+                    return snap.search(leg.vector, idx, leg.limit)
+        return await self._query(table, leg).to_arrow()
+
+    async def _flat_snapshot(self, table, flat: FlatVectors) -> FlatSnapshot:
+        """The kept vectors of the table's latest version, scanned when its version moved."""
+        version = await table.version()
+        snap = flat.at(version)
+        if snap is not None:
+            return snap
+        epoch = flat.epoch
+        snap = FlatSnapshot(version)
+        if await table.count_rows() <= flat.max_rows and not any(
+                "vector" in ix.columns for ix in await table.list_indices()):
+            scanned = await table.query().with_row_id().select(["vector"]).to_arrow()
+            if await table.version() != version:  # a write landed meanwhile: LanceDB answers this time
+                return snap
+            snap = await asyncio.to_thread(FlatSnapshot.build, version, scanned)
+        flat.keep(snap, epoch)
+        return snap
 
     async def _forgets_moved(self) -> bool:
         """Whether the forgets table changed since the last search looked (side by side with its legs)."""

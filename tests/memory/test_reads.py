@@ -6,6 +6,7 @@ import asyncio
 import time
 from datetime import datetime, timedelta
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -255,3 +256,98 @@ def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, mo
     hits = search_memories(store, "ferry timetable pier", scopes=["work"], cols=MEMORY_BRIEF_COLS)
     assert len(hits) == 5 and all(h.row["text"].startswith("Ferry timetable") for h in hits)
     assert any("text" in leg.cols for leg in asked if leg.table == T.MEMORIES)  # the legs read the columns
+
+
+# ---- vector legs of small unindexed tables, answered from kept vectors (rowcache.FlatSnapshot) ----------
+
+
+def _memory_vector_legs(store, query="lighthouse bolts"):
+    qv = store.embedder.embed_query(query)
+    wheres = [store.where("memory", scopes=["work"], statuses=["candidate", "active"]),
+              store.where("memory", scopes=["work/acme"], types=["semantic"]), None]
+    return [Leg(T.MEMORIES, w, ("id", "_distance"), limit, vector=qv, row_ids=True) for w in wheres for limit in (3, 50)]
+
+
+def _same_rows(a, b):
+    return [r["id"] for r in a] == [r["id"] for r in b] and \
+        all(abs(x["_distance"] - y["_distance"]) < 1e-5 for x, y in zip(a, b, strict=True))
+
+
+def test_memory_vector_legs_come_from_kept_vectors_and_match_lancedb(store, monkeypatch):
+    ids = [store.add_memory(f"The lighthouse needs {i} new bolts on the {side} side.", scope=scope, type=kind)["id"]
+           for i, (side, scope, kind) in enumerate([("north", "work", "semantic"), ("south", "work/acme", "semantic"),
+                                                    ("east", "work/acme", "episodic"), ("west", "home", "semantic")])]
+    store.set_status(ids[0], "rejected")
+    plain = Reader(store.home / "lancedb", row_cache=False)  # every leg asked of LanceDB
+    asked = _asked(monkeypatch)
+    legs = _memory_vector_legs(store)
+    mine = [store.reader.run(leg)[0] for leg in legs]
+    assert not [leg for leg in asked if leg.table == T.MEMORIES and leg.vector is not None]  # LanceDB not asked
+    assert all(_same_rows(rows, plain.run(leg)[0]) for rows, leg in zip(mine, legs, strict=True))
+    assert ids[0] not in {r["id"] for r in store.reader.run(legs[0])[0]}  # the filter holds: rejected left out
+    assert {r["id"] for r in store.reader.run(legs[2])[0]} == {ids[1]}  # work/acme semantic only
+
+    # Every write moves the table's version: the next leg scans again, and sees exactly what LanceDB sees.
+    new = store.add_memory("The lighthouse bolts arrived on Monday.", scope="work")["id"]
+    store.update_memory(ids[2], text="The lighthouse east side needs no bolts after all.")
+    forget(store, [ids[3]], purge_now=False)
+    for leg in _memory_vector_legs(store, "lighthouse bolts arrived"):
+        mine, theirs = store.reader.run(leg)[0], plain.run(leg)[0]
+        assert _same_rows(mine, theirs) and ids[3] not in {r["id"] for r in mine}
+    assert new in {r["id"] for r in store.reader.run(_memory_vector_legs(store)[5])[0]}
+
+
+def test_forgetting_drops_the_kept_vectors(store, mirador_home):
+    from memory.store.core import Store
+
+    ids = [store.add_memory(f"The harbour code {i} is 47{i}1.", scope="work")["id"] for i in range(3)]
+    flats = store.reader._flats[T.MEMORIES]
+    store.reader.run(_memory_vector_legs(store)[0])
+    assert flats._snap is not None and len(flats._snap.addrs) == 3
+    forget(store, [ids[0]], purge_now=False)
+    assert flats._snap is None  # this process forgot: not one vector of the forgotten row stays
+    other = Store(mirador_home)  # another process (the MCP server) with its own kept vectors
+    other.reader.run(_memory_vector_legs(other)[0])
+    kept = other.reader._flats[T.MEMORIES]._snap
+    forget(store, [ids[1]], purge_now=False)
+    rows = other.reader.run(_memory_vector_legs(other)[0])[0]
+    assert {r["id"] for r in rows} == {ids[2]}
+    assert other.reader._flats[T.MEMORIES]._snap is not kept  # the old version's vectors were replaced
+
+
+@pytest.mark.parametrize("why", ["too many rows", "indexed"])
+def test_a_table_too_large_or_indexed_is_searched_by_lancedb(store, monkeypatch, why):
+    from memory.store import indexes
+
+    for i in range(6):
+        store.add_memory(f"Ferry timetable {i}: the boat leaves from pier {i}.", scope="work")
+    if why == "too many rows":
+        monkeypatch.setattr("memory.store.reads.FLAT_TABLES", {T.MEMORIES: 5})
+        store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
+    else:
+        assert indexes.ensure_vector_index(store.memories, min_rows=1, force=True)
+    asked = _asked(monkeypatch)
+    leg = _memory_vector_legs(store, "ferry pier")[1]
+    rows = store.reader.run(leg)[0]
+    assert len(rows) == 6 and [a for a in asked if a.table == T.MEMORIES and a.vector is not None]
+    assert store.reader._flats[T.MEMORIES]._snap.unit is None
+
+
+def test_kept_vectors_bookkeeping():
+    scanned = pa.table({"_rowid": pa.array([30, 10, 20], pa.uint64()),
+                        "vector": pa.array([[0.0, 2.0], [1.0, 0.0], [1.0, 1.0]], pa.list_(pa.float32(), 2))})
+    snap = rowcache.FlatSnapshot.build(7, scanned)
+    idx = snap.set_mask("w", np.array([10, 30, 99], dtype=np.uint64))  # 99: written after the scan, not kept
+    got = snap.search([1.0, 0.0], idx, 5).to_pylist()
+    assert [r["_rowid"] for r in got] == [10, 30] and got[0]["_distance"] == pytest.approx(0.0, abs=1e-6)
+    assert got[1]["_distance"] == pytest.approx(1.0)
+    zero = scanned.set_column(1, "vector", pa.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], pa.list_(pa.float32(), 2)))
+    assert rowcache.FlatSnapshot.build(7, zero).unit is None  # a zero vector: LanceDB answers
+    flats = rowcache.FlatVectors(100)
+    epoch = flats.epoch
+    flats.clear()
+    flats.keep(snap, epoch)  # scanned before a forget cleared the vectors: not kept
+    assert flats.at(7) is None
+    flats.keep(snap, flats.epoch)
+    flats.keep(rowcache.FlatSnapshot(6), flats.epoch)  # an older version never replaces a newer one
+    assert flats.at(7) is snap
