@@ -44,8 +44,10 @@ def set_short_lived(on: bool = True) -> None:
     graph's data file (the page cache, shared with every other process using the same graph). The
     vectors are the same. Once its text is embedded such a process has no use for the weights' ~41 MB
     while the rest of the command (LanceDB's search) runs, so they leave its resident set
-    (models/pages.py); another text maps them again from the page cache. A long-running process (the
-    app, the service, an import) keeps the packing and the pages.
+    (models/pages.py); another text maps them again from the page cache. Likewise the pages of
+    onnxruntime's library that building the session read (its graph optimizers, its kernel registry:
+    ~11 of the 19 MB it had resident) leave once the session is built; a run maps the code it runs.
+    A long-running process (the app, the service, an import) keeps the packing and the pages.
     """
     global _short_lived
     _short_lived = on
@@ -301,6 +303,12 @@ class OnnxEncoder:
             opts.add_session_config_entry("session.disable_prepacking", "1")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.path = path
+        if self.short_lived:
+            from onnxruntime.capi import onnxruntime_pybind11_state as native
+
+            from models import pages
+
+            pages.release(native.__file__, perms=("r--p", "r-xp"))  # its relocated part has private pages: kept
         self._words = open(bert_onnx.data_path(path), "rb", buffering=0)  # noqa: SIM115 (kept for the session's life)
         try:
             size = os.fstat(self._words.fileno()).st_size
