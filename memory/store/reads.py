@@ -12,8 +12,8 @@ Writes stay on the sync client. Both connections read the latest committed versi
 Ranking legs that read only what memory/store/rowcache.py keeps (ids, and the evidence ranking columns)
 ask LanceDB for their scores and row addresses alone; the columns come from that cache. Their vector
 legs on a small table without a vector index (memories, mostly) are answered from that table's vectors
-kept for its current version (rowcache.FlatSnapshot): the exact search LanceDB would run, without
-decoding every vector of the table at every query.
+kept by address (rowcache.FlatVectors): the exact search LanceDB would run, without decoding every
+vector of the table at every query.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from memory.store.rowcache import (
     COLUMNS,
     FLAT_TABLES,
     SIZE_SAMPLE_ROWS,
-    FlatSnapshot,
     FlatVectors,
     RowCache,
 )
@@ -176,41 +175,46 @@ class Reader:
 
     async def _arrow(self, table, leg: Leg, cached: bool):
         """One leg's result. A vector leg of a small unindexed table whose columns come from the row
-        cache is answered from its kept vectors: the same exact search LanceDB would run over them."""
+        cache is answered from the table's kept vectors: the same exact search LanceDB would run."""
         flat = self._flats.get(leg.table) if cached and leg.vector is not None else None
         if flat is not None:
-            snap = await self._flat_snapshot(table, flat)
-            if snap.unit is not None:
-                idx = snap.masks.get(leg.where)
-                if idx is None:
-                    # The rows the leg's filter matches, once per filter and version: LanceDB evaluates it.
-                    q = table.query()
-                    if leg.where:
-                        q = q.where(leg.where)
-                    matching = await q.with_row_id().select([]).to_arrow()
-                    # Versions only move forward: unchanged after the scan, the scan read this version.
-                    if await table.version() == snap.version:
-                        idx = snap.set_mask(leg.where, matching["_rowid"].to_numpy())
-                if idx is not None:
-                    return snap.search(leg.vector, idx, leg.limit)
+            found = await self._flat_search(table, flat, leg)
+            if found is not None:
+                return found
         return await self._query(table, leg).to_arrow()
 
-    async def _flat_snapshot(self, table, flat: FlatVectors) -> FlatSnapshot:
-        """The kept vectors of the table's latest version, scanned when its version moved."""
+    async def _flat_search(self, table, flat: FlatVectors, leg: Leg):
+        """The leg's rows from kept vectors, or None when LanceDB must answer (an index, too many rows, a
+        row without a usable vector, or a write during the filter's scan)."""
         version = await table.version()
-        snap = flat.at(version)
-        if snap is not None:
-            return snap
+        if flat.eligible is None or flat.eligible[0] != version:
+            ok = await table.count_rows() <= flat.max_rows and not any(
+                "vector" in ix.columns for ix in await table.list_indices())
+            flat.eligible = (version, ok)
+        if not flat.eligible[1]:
+            return None
         epoch = flat.epoch
-        snap = FlatSnapshot(version)
-        if await table.count_rows() <= flat.max_rows and not any(
-                "vector" in ix.columns for ix in await table.list_indices()):
-            scanned = await table.query().with_row_id().select(["vector"]).to_arrow()
-            if await table.version() != version:  # a write landed meanwhile: LanceDB answers this time
-                return snap
-            snap = await asyncio.to_thread(FlatSnapshot.build, version, scanned)
-        flat.keep(snap, epoch)
-        return snap
+        addrs = flat.matching(leg.where, version)
+        if addrs is None:
+            # Which rows the filter matches: evaluated by LanceDB, once per filter and table version.
+            q = table.query()
+            if leg.where:
+                q = q.where(leg.where)
+            scanned = await q.with_row_id().select([]).to_arrow()
+            # Versions only move forward: unchanged after the scan, the scan read this version.
+            if await table.version() != version:
+                return None
+            addrs = flat.set_matching(leg.where, version, scanned["_rowid"].to_numpy(), epoch)
+        unknown = flat.unknown(addrs)
+        if len(unknown) and (flat.spill_full(len(unknown)) or len(unknown) > len(addrs) // 2):
+            # First use, or many rows written or moved (compaction) since: every vector, in one scan.
+            vectors = await table.query().with_row_id().select(["vector"]).to_arrow()
+            await asyncio.to_thread(flat.set_base, vectors, epoch)
+        elif len(unknown):
+            # Rows written since: their vectors by address (what an address names never changes).
+            vectors = await table.take_row_ids(unknown.tolist()).with_row_id().select(["vector"]).to_arrow()
+            flat.add(vectors, epoch)
+        return flat.search(leg.vector, addrs, leg.limit)
 
     async def _forgets_moved(self) -> bool:
         """Whether the forgets table changed since the last search looked (side by side with its legs)."""

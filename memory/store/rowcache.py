@@ -165,16 +165,17 @@ class RowCache:
             return (len(self._addrs) if self._addrs is not None else 0) + len(self._spill)
 
 
+
 # ---- vectors of small tables without a vector index ----------------------------------------------------
 
 # Below memory/store/indexes.py's VECTOR_INDEX_MIN_ROWS a table has no vector index, and LanceDB answers
 # a vector leg by reading and decoding every vector of the table at every query (2,000 memories: the
-# costliest leg of a memory search or recall). Exact search over the same vectors, kept here for one
-# table version, returns the same rows. Up to this many rows (20,000 x 384 dims x 4 bytes = 30 MB); a
-# larger or indexed table is searched by LanceDB as before.
+# costliest leg of a memory search or recall). Exact search over the same vectors, kept here by row
+# address, returns the same rows. Up to this many rows (20,000 x 384 dims x 4 bytes = 30 MB); a larger
+# or indexed table is searched by LanceDB as before.
 FLAT_TABLES = {"memories": 20_000}
-FLAT_MAX_FILTERS = 64  # filters (scopes, types, statuses, dates) whose matching rows are kept per version
-
+FLAT_MAX_FILTERS = 64  # filters (scopes, types, statuses, dates) whose matching addresses are kept
+FLAT_SPILL_MAX = 2_000  # vectors taken since the last full scan; more, and the next miss scans again
 
 # Row blocks this small keep OpenBLAS's matrix-vector product on the calling thread. Over a whole table
 # it hands the product to its worker threads, which then spin-wait for more work: measured at ~5 ms of
@@ -187,93 +188,130 @@ def _dots(mat: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.concatenate([mat[i:i + rows] @ q for i in range(0, len(mat), rows)])
 
 
-class FlatSnapshot:
-    """One table version's unit vectors by row address, and which rows each filter seen so far matches.
-
-    `unit` is None when the table is not searched here (it has a vector index, too many rows, or a
-    row without a usable vector): its legs go to LanceDB.
-    """
-
-    def __init__(self, version: int, addrs: np.ndarray | None = None, unit: np.ndarray | None = None) -> None:
-        self.version = version
-        self.addrs = addrs  # sorted uint64 row addresses
-        self.unit = unit  # float32 [rows, dims], each row of length 1, in the order of addrs
-        self.masks: dict[str | None, np.ndarray] = {}  # where -> indexes into addrs of the rows it matches
-
-    @staticmethod
-    def build(version: int, scanned: pa.Table) -> FlatSnapshot:
-        """From a scan of `_rowid` and `vector`; not searchable here if any vector is missing or zero."""
-        vec = scanned["vector"]
-        if scanned.num_rows == 0 or vec.null_count:
-            return FlatSnapshot(version)
-        col = vec.combine_chunks()
-        dims = col.type.list_size
-        flat = col.flatten()
-        if flat.null_count:
-            return FlatSnapshot(version)
-        mat = flat.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dims)
-        norms = np.linalg.norm(mat, axis=1)
-        if not np.all(np.isfinite(norms)) or not np.all(norms > 0):
-            return FlatSnapshot(version)
-        addrs = scanned["_rowid"].to_numpy()
-        order = np.argsort(addrs, kind="stable")
-        unit = (mat[order] / norms[order, None]).astype(np.float32)
-        return FlatSnapshot(version, addrs[order].astype(np.uint64), unit)
-
-    def set_mask(self, where: str | None, matching: np.ndarray) -> np.ndarray:
-        """Keep the rows `where` matches (their addresses, from a scan under it); returns their indexes."""
-        assert self.addrs is not None
-        q = np.asarray(matching, dtype=np.uint64)
-        at = np.searchsorted(self.addrs, q)
-        at[at >= len(self.addrs)] = 0
-        # A row written after this version's scan is not among addrs: the table's version moved, and the
-        # next search scans again.
-        idx = np.unique(at[self.addrs[at] == q])
-        if len(self.masks) >= FLAT_MAX_FILTERS:
-            self.masks.clear()
-        self.masks[where] = idx
-        return idx
-
-    def search(self, vector, idx: np.ndarray, limit: int) -> pa.Table:
-        """The `limit` nearest of the rows at idx by cosine distance, nearest first: `_distance`, `_rowid`
-        (as LanceDB's vector leg returns them; ties in the order of their addresses)."""
-        assert self.unit is not None and self.addrs is not None
-        q = np.asarray(vector, dtype=np.float32)
-        q = q / np.float32(np.linalg.norm(q))
-        dist = np.float32(1.0) - _dots(self.unit, q)[idx]
-        top = np.argsort(dist, kind="stable")[:limit]
-        return pa.table({"_distance": pa.array(dist[top], pa.float32()),
-                         "_rowid": pa.array(self.addrs[idx[top]], pa.uint64())})
+def unit_vectors(scanned: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(addresses, unit vectors, addresses whose vector is missing or zero) of a scan of `_rowid` and `vector`."""
+    addrs = scanned["_rowid"].to_numpy().astype(np.uint64)
+    col = scanned["vector"].combine_chunks()
+    dims = col.type.list_size
+    good = np.ones(len(addrs), dtype=bool)
+    if col.null_count:
+        good &= ~col.is_null().to_numpy(zero_copy_only=False)
+        col = col.fill_null([0.0] * dims)
+    mat = col.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dims)
+    norms = np.linalg.norm(mat, axis=1)
+    good &= np.isfinite(norms) & (norms > 0)
+    unit = mat[good] / norms[good, None]
+    return addrs[good], unit.astype(np.float32, copy=False), addrs[~good]
 
 
 class FlatVectors:
-    """The latest FlatSnapshot of one table (read and replaced on the reads loop; cleared from any thread)."""
+    """One table's unit vectors by row address, and the addresses each filter matched at a table version.
+
+    Like RowCache: an address names one immutable row version, so a kept vector is never stale, only
+    missing (then taken from the table). Which rows a filter matches does change with every write, so
+    those are kept per version. Read and filled on the reads loop; `clear` may come from any thread.
+    """
 
     def __init__(self, max_rows: int) -> None:
         self.max_rows = max_rows
         self._lock = threading.Lock()
-        self._snap: FlatSnapshot | None = None
-        self._epoch = 0  # bumped by clear(): a snapshot scanned before it is not kept
+        self._epoch = 0  # bumped by clear(): vectors read before it are not kept
+        self._addrs: np.ndarray | None = None  # sorted addresses of the last full scan
+        self._unit: np.ndarray | None = None  # their unit vectors, float32 [rows, dims]
+        self._spill: dict[int, np.ndarray] = {}  # unit vectors taken since
+        self._bad: set[int] = set()  # addresses without a usable vector: legs over them go to LanceDB
+        self._masks: dict[str | None, tuple[int, np.ndarray]] = {}  # where -> (version, sorted addresses)
+        self.eligible: tuple[int, bool] | None = None  # (version, searched here at that version)
 
     @property
     def epoch(self) -> int:
-        """Changes when the vectors are cleared: a scan read before that is not kept."""
+        """Changes when the vectors are cleared: a read from before that is not kept."""
         return self._epoch
 
-    def at(self, version: int) -> FlatSnapshot | None:
-        """The snapshot of this table version, if kept."""
+    def matching(self, where: str | None, version: int) -> np.ndarray | None:
+        """The addresses `where` matched at this table version, if kept."""
         with self._lock:
-            snap = self._snap
-        return snap if snap is not None and snap.version == version else None
+            got = self._masks.get(where)
+        return got[1] if got is not None and got[0] == version else None
 
-    def keep(self, snap: FlatSnapshot, epoch: int) -> None:
-        """Keep snap (scanned at `epoch`), replacing an older version's (whose rows may since be forgotten)."""
+    def set_matching(self, where: str | None, version: int, addrs: np.ndarray, epoch: int) -> np.ndarray:
+        """Keep the addresses a scan under `where` found at `version`; returns them sorted."""
+        addrs = np.sort(np.asarray(addrs, dtype=np.uint64))
         with self._lock:
-            if epoch == self._epoch and (self._snap is None or snap.version >= self._snap.version):
-                self._snap = snap
+            if epoch == self._epoch:
+                if len(self._masks) >= FLAT_MAX_FILTERS:
+                    self._masks.clear()
+                self._masks[where] = (version, addrs)
+        return addrs
+
+    def unknown(self, addrs: np.ndarray) -> np.ndarray:
+        """Of these addresses, those whose vector is not kept (nor known to be unusable)."""
+        with self._lock:
+            base, spill, bad = self._addrs, self._spill, self._bad
+        if base is not None and len(base):
+            at = np.minimum(np.searchsorted(base, addrs), len(base) - 1)
+            addrs = addrs[base[at] != addrs]
+        return np.array([a for a in addrs.tolist() if a not in spill and a not in bad], dtype=np.uint64)
+
+    def set_base(self, scanned: pa.Table, epoch: int) -> None:
+        """The vectors of a full scan (`_rowid`, `vector`) replace everything kept."""
+        addrs, unit, bad = unit_vectors(scanned)
+        order = np.argsort(addrs, kind="stable")
+        with self._lock:
+            if epoch == self._epoch:
+                self._addrs, self._unit, self._spill, self._bad = addrs[order], unit[order], {}, set(bad.tolist())
+
+    def add(self, scanned: pa.Table, epoch: int) -> None:
+        """Vectors taken by address (`_rowid`, `vector`)."""
+        addrs, unit, bad = unit_vectors(scanned)
+        with self._lock:
+            if epoch == self._epoch:
+                self._spill.update(zip(addrs.tolist(), unit, strict=True))
+                self._bad.update(bad.tolist())
+
+    def spill_full(self, more: int) -> bool:
+        """Whether `more` taken vectors would overflow the spill (then scan everything again)."""
+        return self._addrs is None or len(self._spill) + more > FLAT_SPILL_MAX
+
+    def search(self, vector, addrs: np.ndarray, limit: int) -> pa.Table | None:
+        """The `limit` rows at these (sorted) addresses nearest to `vector` by cosine distance, nearest first,
+        as LanceDB's vector leg returns them (`_distance`, `_rowid`; ties in address order). None when a
+        row's vector is not kept or not usable: LanceDB answers then."""
+        with self._lock:
+            base, unit, spill, bad = self._addrs, self._unit, self._spill, self._bad
+        if base is None or unit is None:
+            return None
+        q = np.asarray(vector, dtype=np.float32)
+        norm = np.linalg.norm(q)
+        if not np.isfinite(norm) or norm == 0:
+            return None
+        q = q / np.float32(norm)
+        dist = np.empty(len(addrs), dtype=np.float32)
+        if len(base):
+            at = np.minimum(np.searchsorted(base, addrs), len(base) - 1)
+            in_base = base[at] == addrs
+        else:
+            at, in_base = np.zeros(len(addrs), dtype=np.int64), np.zeros(len(addrs), dtype=bool)
+        if in_base.any():
+            dist[in_base] = np.float32(1.0) - _dots(unit, q)[at[in_base]]
+        for i in np.flatnonzero(~in_base).tolist():
+            a = int(addrs[i])
+            v = spill.get(a)
+            if v is None or a in bad:
+                return None
+            dist[i] = np.float32(1.0) - v @ q
+        top = np.argsort(dist, kind="stable")[:limit]
+        return pa.table({"_distance": pa.array(dist[top], pa.float32()), "_rowid": pa.array(addrs[top], pa.uint64())})
 
     def clear(self) -> None:
-        """Drop the vectors (after rows were forgotten)."""
+        """Drop every vector and filter result (after rows were forgotten)."""
         with self._lock:
             self._epoch += 1
-            self._snap = None
+            self._addrs = self._unit = None
+            self._spill, self._bad, self._masks = {}, set(), {}
+            self.eligible = None
+
+    def size(self) -> int:
+        """Vectors held (full scan + spill)."""
+        with self._lock:
+            return (len(self._addrs) if self._addrs is not None else 0) + len(self._spill)

@@ -303,16 +303,18 @@ def test_forgetting_drops_the_kept_vectors(store, mirador_home):
     ids = [store.add_memory(f"The harbour code {i} is 47{i}1.", scope="work")["id"] for i in range(3)]
     flats = store.reader._flats[T.MEMORIES]
     store.reader.run(_memory_vector_legs(store)[0])
-    assert flats._snap is not None and len(flats._snap.addrs) == 3
+    assert flats.size() == 3
     forget(store, [ids[0]], purge_now=False)
-    assert flats._snap is None  # this process forgot: not one vector of the forgotten row stays
+    assert flats.size() == 0 and not flats._masks  # this process forgot: not one vector of it stays
     other = Store(mirador_home)  # another process (the MCP server) with its own kept vectors
     other.reader.run(_memory_vector_legs(other)[0])
-    kept = other.reader._flats[T.MEMORIES]._snap
+    assert other.reader._flats[T.MEMORIES].size() == 2
     forget(store, [ids[1]], purge_now=False)
     rows = other.reader.run(_memory_vector_legs(other)[0])[0]
     assert {r["id"] for r in rows} == {ids[2]}
-    assert other.reader._flats[T.MEMORIES]._snap is not kept  # the old version's vectors were replaced
+    assert other.reader._flats[T.MEMORIES].size() == 0  # its next search saw the forget and dropped them all
+    assert {r["id"] for r in other.reader.run(_memory_vector_legs(other)[0])[0]} == {ids[2]}
+    assert other.reader._flats[T.MEMORIES].size() == 1  # read again: only what is left
 
 
 @pytest.mark.parametrize("why", ["too many rows", "indexed"])
@@ -330,24 +332,34 @@ def test_a_table_too_large_or_indexed_is_searched_by_lancedb(store, monkeypatch,
     leg = _memory_vector_legs(store, "ferry pier")[1]
     rows = store.reader.run(leg)[0]
     assert len(rows) == 6 and [a for a in asked if a.table == T.MEMORIES and a.vector is not None]
-    assert store.reader._flats[T.MEMORIES]._snap.unit is None
+    flats = store.reader._flats[T.MEMORIES]
+    assert flats.eligible is not None and not flats.eligible[1] and flats.size() == 0
 
 
-def test_kept_vectors_bookkeeping():
-    scanned = pa.table({"_rowid": pa.array([30, 10, 20], pa.uint64()),
-                        "vector": pa.array([[0.0, 2.0], [1.0, 0.0], [1.0, 1.0]], pa.list_(pa.float32(), 2))})
-    snap = rowcache.FlatSnapshot.build(7, scanned)
-    idx = snap.set_mask("w", np.array([10, 30, 99], dtype=np.uint64))  # 99: written after the scan, not kept
-    got = snap.search([1.0, 0.0], idx, 5).to_pylist()
-    assert [r["_rowid"] for r in got] == [10, 30] and got[0]["_distance"] == pytest.approx(0.0, abs=1e-6)
-    assert got[1]["_distance"] == pytest.approx(1.0)
-    zero = scanned.set_column(1, "vector", pa.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], pa.list_(pa.float32(), 2)))
-    assert rowcache.FlatSnapshot.build(7, zero).unit is None  # a zero vector: LanceDB answers
+def test_kept_vectors_bookkeeping(monkeypatch):
+    def scan(addrs, vectors):
+        return pa.table({"_rowid": pa.array(addrs, pa.uint64()), "vector": pa.array(vectors, pa.list_(pa.float32(), 2))})
+
     flats = rowcache.FlatVectors(100)
+    flats.set_base(scan([30, 10, 20], [[0.0, 2.0], [1.0, 0.0], [1.0, 1.0]]), flats.epoch)
+    where = flats.set_matching("w", 7, np.array([30, 10, 99], dtype=np.uint64), flats.epoch)
+    assert flats.matching("w", 7).tolist() == [10, 30, 99] and flats.matching("w", 8) is None  # per version
+    assert flats.unknown(where).tolist() == [99]  # written after the full scan
+    assert flats.search([1.0, 0.0], where, 5) is None  # a vector not kept: LanceDB answers
+    flats.add(scan([99], [[-1.0, 0.0]]), flats.epoch)
+    got = flats.search([2.0, 0.0], where, 5).to_pylist()
+    assert [r["_rowid"] for r in got] == [10, 30, 99]
+    assert [round(r["_distance"], 6) for r in got] == [0.0, 1.0, 2.0]
+    assert [r["_rowid"] for r in flats.search([1.0, 0.0], where, 2).to_pylist()] == [10, 30]
+    flats.add(pa.table({"_rowid": pa.array([5], pa.uint64()), "vector": pa.array([None], pa.list_(pa.float32(), 2))}),
+              flats.epoch)
+    assert flats.unknown(np.array([5], dtype=np.uint64)).size == 0  # known: a row without a usable vector...
+    assert flats.search([1.0, 0.0], np.array([5, 10], dtype=np.uint64), 5) is None  # ...is left to LanceDB
     epoch = flats.epoch
     flats.clear()
-    flats.keep(snap, epoch)  # scanned before a forget cleared the vectors: not kept
-    assert flats.at(7) is None
-    flats.keep(snap, flats.epoch)
-    flats.keep(rowcache.FlatSnapshot(6), flats.epoch)  # an older version never replaces a newer one
-    assert flats.at(7) is snap
+    flats.add(scan([40], [[1.0, 0.0]]), epoch)  # read before a forget cleared the vectors: not kept
+    flats.set_matching("w", 7, np.array([40], dtype=np.uint64), epoch)
+    assert flats.size() == 0 and flats.matching("w", 7) is None
+    monkeypatch.setattr(rowcache, "FLAT_SPILL_MAX", 1)
+    flats.set_base(scan([1], [[1.0, 0.0]]), flats.epoch)
+    assert not flats.spill_full(1) and flats.spill_full(2)  # past the spill: scan everything again
