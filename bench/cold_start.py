@@ -3,9 +3,11 @@
 Prints one JSON object. Each CLI figure is a new process per run, several runs, on a temp data directory
 (one memory, a few evidence rows), with no service running: wall time, CPU time (user + system, less
 sensitive to other jobs on a shared machine than wall time) and peak RSS of the child, median and max.
-One more run of each says what that RSS is made of when the command ends (`rss_at_exit`): private memory
+One more run of each says what the RSS is made of when the command ends (`rss_at_exit`): private memory
 (RssAnon: Python's objects, onnxruntime's buffers) and pages of mapped files (RssFile: the libraries'
-code, the model's weights), which the page cache shares with every other process mapping the same files.
+code, the model's weights), which the page cache shares with every other process mapping the same files,
+their sum (`rss_mb`, below the peak where the command let go of pages it was done with, e.g. a one-shot
+call's embedder weights: models/pages.py) and that run's peak (`peak_mb`).
 The kernel maps a file's pages in whole page-cache folios, so RssFile grows with the folio size the
 machine's readahead produced, not only with the code and weights a command touches.
 
@@ -73,7 +75,7 @@ def one_run(env: dict, argv: list[str]) -> tuple[float, float, float]:
 SPLIT = ("import atexit, json, os, runpy\n"
          "def _split():\n"
          "    f = {ln.split(':')[0]: int(ln.split()[1]) // 1024 for ln in open('/proc/self/status')\n"
-         "         if ln.startswith(('VmHWM:', 'RssAnon:', 'RssFile:'))}\n"
+         "         if ln.startswith(('VmHWM:', 'VmRSS:', 'RssAnon:', 'RssFile:'))}\n"
          "    with open(os.environ['COLD_START_SPLIT'], 'w') as out:\n"
          "        json.dump(f, out)\n"
          "atexit.register(_split)\n"
@@ -87,7 +89,7 @@ def rss_at_exit(env: dict, argv: list[str]) -> dict:
         subprocess.run([sys.executable, "-c", SPLIT, *argv], env={**env, "COLD_START_SPLIT": str(note)},
                        cwd=env["PYTHONPATH"], check=True, stdout=subprocess.DEVNULL)
         f = json.loads(note.read_text())
-    return {"anon_mb": f["RssAnon"], "file_mb": f["RssFile"], "peak_mb": f["VmHWM"]}
+    return {"anon_mb": f["RssAnon"], "file_mb": f["RssFile"], "rss_mb": f["VmRSS"], "peak_mb": f["VmHWM"]}
 
 
 def measure(env: dict, runs: int, argv: list[str], split: bool = True) -> dict:
