@@ -354,6 +354,9 @@ class RemoteBinding(_Section):
     endpoint: str = Field("", description="the S3 endpoint, e.g. http://127.0.0.1:8333 for a SeaweedFS; "
                                           "empty = AWS")
     region: str = Field("us-east-1", description="the S3 region (SeaweedFS accepts any)")
+    evidence: bool = Field(False, description="also keep a copy of the scope's evidence (screen text, transcripts, "
+                                              "notes: text, vector, metadata) in the bucket, for the other devices' "
+                                              "searches; never frames, audio or file paths")
 
     @field_validator("name")
     @classmethod

@@ -28,6 +28,9 @@ def register(cmd, as_json, scope) -> None:
     ap.add_argument("--endpoint", default="", help="the S3 endpoint, e.g. http://127.0.0.1:8333; empty = AWS")
     ap.add_argument("--region", default="us-east-1", help="the S3 region (default us-east-1)")
     ap.add_argument("--key-id", required=True, help="the S3 access key id")
+    ap.add_argument("--share-evidence", action="store_true",
+                    help="also keep a copy of the scope's evidence (screen text, transcripts, notes; never frames, "
+                         "audio or file paths) in the bucket, so the other devices can search it; off by default")
     ap.add_argument("--secret-stdin", action="store_true",
                     help=f"read the secret from stdin (else ${SECRET_ENV}, else a prompt)")
     as_json(ap)
@@ -90,7 +93,8 @@ def cmd_add(a) -> int:
     if any(b.name == a.name for b in cfg.remote.bindings):
         raise InputError(f"a binding named {a.name!r} exists: `mirador remote remove {a.name} --yes` first")
     try:
-        b = RemoteBinding(name=a.name, scope=a.scope, url=a.url, endpoint=a.endpoint, region=a.region)
+        b = RemoteBinding(name=a.name, scope=a.scope, url=a.url, endpoint=a.endpoint, region=a.region,
+                          evidence=a.share_evidence)
         data = cfg.model_dump()
         data["remote"]["bindings"].append(b.model_dump())
         new = Config.model_validate(data)
@@ -102,6 +106,7 @@ def cmd_add(a) -> int:
     save_config(new, home)
     return _report(a, {"added": b.model_dump(), "credentials": "OS keyring"},
             f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
+            + ("; its evidence is shared too (text, no frames)" if b.evidence else "; its evidence stays on this machine")
             + "; credentials are in the OS keyring. Check it with `mirador remote test " + b.name + "`")
 
 
@@ -131,7 +136,7 @@ def cmd_list(a) -> int:
     for r in rows:
         state = "online" if r["online"] else f"OFFLINE ({r['last_error']})"
         print(f"{r['name']}: {r['scope']} -> {r['url']}" + (f" at {r['endpoint']}" if r["endpoint"] else "")
-              + f"  {state}; {r['pending']} writes queued" + (f"; {r['memories']} memories" if "memories" in r else ""))
+              + f"  {state}; evidence {'shared' if r.get('evidence') else 'kept here'}; {r['pending']} writes queued" + (f"; {r['memories']} memories" if "memories" in r else ""))
     return 0
 
 

@@ -34,6 +34,16 @@ def status_text(h: dict[str, Any]) -> str:
     return "Not checked yet"
 
 
+def intro_text(health: list[dict[str, Any]]) -> str:
+    """What the bindings keep in their shared stores, and what stays on this computer."""
+    with_evidence = [h["scope"] for h in health if h.get("evidence")]
+    text = "Memories of these scopes (and the scopes below them) are kept in a shared store. "
+    if with_evidence:
+        return text + (f"So is the captured text (screen text, transcripts, notes) of {', '.join(with_evidence)}. "
+                       "Screenshots, audio, the vault and every other scope stay on this computer.")
+    return text + "Screens, transcripts, the vault and every other scope stay on this computer."
+
+
 def offline_scopes(health: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The bindings that did not answer the last time they were asked."""
     return [h for h in health if h["last_error"]]
@@ -90,9 +100,7 @@ class SharingPanel(QWidget):
 
     def show_health(self, health: list[dict[str, Any]]) -> None:
         shared = bool(health)
-        self.intro.setText("Memories of these scopes (and the scopes below them) are kept in a shared store. "
-                           "Screens, transcripts, the vault and every other scope stay on this computer."
-                           if shared else NOTHING_SHARED)
+        self.intro.setText(intro_text(health) if shared else NOTHING_SHARED)
         self.table.setVisible(shared)
         self.check_button.setEnabled(shared)
         self.send_button.setEnabled(shared)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from memory.retrieval.query import QueryPlan, analyze
 from memory.store.reads import fetch_rows
 from memory.store.rowcache import COLUMNS
-from memory.store.rows import ts_literal
+from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,12 @@ def _fts_column(table) -> str:
 _RANK_COLS = list(COLUMNS["evidence"])
 
 
-def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
-    """Ranked (id, similarity) lists with their weights, plus the ranking columns of every row seen."""
+def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig, scopes=None):
+    """Ranked (id, similarity) lists with their weights, plus the ranking columns of every row seen.
+
+    Evidence other devices share (a binding with evidence = true; memory/store/remote_evidence.py) joins
+    each list from the bucket, under the same filter; an id this device holds is taken from its own table.
+    scopes: which bindings to ask (None: every one; `where` holds the scope filter either way)."""
     from memory.store.reads import Leg
 
     table = store.evidence.name
@@ -79,13 +84,28 @@ def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig):
         # Rows from the named dates join the candidates even when the whole store outranks them.
         w = f"({where}) AND {window_where}" if where else window_where
         legs += [(replace(leg, where=w), cfg.w_window) for leg, _ in legs[:2]]
+    shared = store.remotes.evidence.start_search(
+        scopes, [{"where": leg.where, "limit": leg.limit, "vector": leg.vector, "text": leg.text} for leg, _ in legs],
+        _RANK_COLS)
+    local = store.reader.run(*(leg for leg, _ in legs))
+    remote = shared.result() if shared is not None else [[] for _ in legs]
     rows: dict[str, dict] = {}
     lists: list[tuple[list[tuple[str, float]], float]] = []
-    for found, (_, weight) in zip(store.reader.run(*(leg for leg, _ in legs)), legs, strict=True):
-        # Similarity, higher is better: BM25 scores as they are, cosine distance turned around.
-        lists.append(([(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in found], weight))
+    for found in local:
         for r in found:
             rows.setdefault(r["id"], r)
+    for found, extra, (_, weight) in zip(local, remote, legs, strict=True):
+        # Similarity, higher is better: BM25 scores as they are, cosine distance turned around.
+        ranked = [(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in found]
+        if extra:
+            # One entry per id, the better score; this device's own copy (its mirror) is the local row.
+            best: dict[str, float] = {}
+            for id_, s in ranked + [(r["id"], -r["_distance"] if "_distance" in r else r["_score"]) for r in extra]:
+                best[id_] = max(s, best.get(id_, s))
+            ranked = sorted(best.items(), key=lambda x: x[1], reverse=True)[:cfg.pool]
+            for r in extra:
+                rows.setdefault(r["id"], r)
+        lists.append((ranked, weight))
     return lists, rows
 
 
@@ -174,12 +194,13 @@ class FirstStage:
     rows: dict[str, dict]  # ranking columns per candidate
     fused: dict[str, float]  # fused list scores, before neighbour credit and boosts
     ranked: list[tuple[str, float, dict]]  # (id, final score, row), best first
+    scopes: Any = None  # the caller's scopes: which shared stores fetch_head asks for rows only they hold
 
 
-def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankConfig) -> FirstStage:
+def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankConfig, scopes=None) -> FirstStage:
     """Candidates from every list, fused, credited by their neighbours, boosted; best first."""
     plan = _plan(store, query, now, cfg)
-    lists, rows = _lists(store, plan, where, cfg)
+    lists, rows = _lists(store, plan, where, cfg, scopes)
     total_w = sum(w for _, w in lists) or 1.0
     scores = fused = _fuse(lists)
     if cfg.neighbour:
@@ -193,7 +214,7 @@ def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankCo
             s += cfg.date_boost
         ranked.append((id_, s / total_w, row))
     ranked.sort(key=lambda x: x[1], reverse=True)
-    return FirstStage(plan, lists, rows, fused, ranked)
+    return FirstStage(plan, lists, rows, fused, ranked, scopes)
 
 
 # What the reranker reads of each of its candidates besides the ranking columns: the indexed text
@@ -214,15 +235,16 @@ def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cf
 
 
 def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
-                  now: datetime | None = None, cfg: RankConfig | None = None) -> list[tuple[str, float, dict]]:
-    """(id, score, row) best first; row holds `cols`."""
+                  now: datetime | None = None, cfg: RankConfig | None = None,
+                  scopes=None) -> list[tuple[str, float, dict]]:
+    """(id, score, row) best first; row holds `cols`. scopes: the caller's (which shared stores to ask)."""
     from memory.retrieval import rerank
     from memory.store.audit import utcnow
 
     cfg = cfg or DEFAULT
     if cfg.pool < limit:
         cfg = replace(cfg, pool=limit)
-    stage = first_stage(store, query, where, now or utcnow(), cfg)
+    stage = first_stage(store, query, where, now or utcnow(), cfg, scopes)
     # Only over a full top: the model learned from lists of 50 candidates each, and a handful (a new
     # or narrowly filtered store) puts its ranks and min-max scores outside what it saw. On a 7-row
     # fixture it ranked a budget line, captured last week, 0.05 short of the week's deploy line for
@@ -252,8 +274,15 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
 def fetch_head(store, stage, n: int, where: str | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
     """The first stage's top n that still match `where`, and their rows holding `cols` (by id)."""
     head = stage.ranked[:n]
-    full = fetch_rows(store, store.evidence, [id_ for id_, _, _ in head], where, cols,
-                      {id_: row["_rowid"] for id_, _, row in head}, have=stage.rows)
+    # A row from a shared store (no local row address) is read there, under the same filter.
+    local = [(id_, row) for id_, _, row in head if "_rowid" in row]
+    full = fetch_rows(store, store.evidence, [id_ for id_, _ in local], where, cols,
+                      {id_: row["_rowid"] for id_, row in local}, have=stage.rows)
+    shared = [id_ for id_, _, row in head if "_rowid" not in row]
+    if shared:
+        pred = f"id IN {sql_id_list(shared)}"
+        got = store.remotes.evidence.rows(stage.scopes, f"({where}) AND {pred}" if where else pred, cols, len(shared))
+        full.update((r["id"], r) for r in got if r["id"] not in full)
     return [x for x in head if x[0] in full], full
 
 

@@ -192,7 +192,7 @@ def search_evidence(store, query: str, *, scopes=None, sources=None, apps=None, 
     query = check_query(query)
     limit = _check_limit(limit)
     where = store.where("evidence", scopes=scopes, sources=sources, apps=apps, since=since, until=until)
-    ranked = rank_evidence(store, query, where, cols or EVIDENCE_COLS, limit, now=now, cfg=rank)
+    ranked = rank_evidence(store, query, where, cols or EVIDENCE_COLS, limit, now=now, cfg=rank, scopes=scopes)
     hits = []
     for id_, s, row in ranked:
         e = public_evidence(row)

@@ -44,6 +44,7 @@ from memory.store.lifecycle import memory_rescoped
 from memory.store.migrations import apply_migrations
 from memory.store.reads import Reader
 from memory.store.remote import Remotes
+from memory.store.remote_evidence import EvidenceMirror
 from memory.store.rows import (
     EvidenceRow,
     MemoryRow,
@@ -115,7 +116,7 @@ class Store:
         self._check_dim()
         self.cipher = VaultCipher(self.home, self.config.vault.key_store)
         # Shared scopes (config remote.bindings): their memories live on S3-compatible storage.
-        self.remotes = Remotes(self)
+        self.remotes = Remotes(self, evidence=EvidenceMirror)
 
     # ---- the embedder ---------------------------------------------------------------------
 
@@ -271,6 +272,9 @@ class Store:
             out.update((r["id"], r) for r in self.rows(table, pred, cols, len(chunk)))
             if kind == "memory" and len(out) < start + len(chunk):  # the rest may be in a shared scope
                 out.update((r["id"], r) for r in self.remotes.rows(scopes, pred, cols, len(chunk)) if r["id"] not in out)
+            if kind == "evidence" and len(out) < start + len(chunk):  # ...or another device's shared evidence
+                out.update((r["id"], r) for r in self.remotes.evidence.rows(scopes, pred, cols, len(chunk))
+                           if r["id"] not in out)
         return out
 
     def versioned(self, key: str, table: Any, load: Callable[[Any], R], version: int | None = None) -> R:
@@ -406,6 +410,8 @@ class Store:
             rows = self.remotes.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
             if not rows:
                 raise self.missing(id_, scopes)
+        if not rows and kind == "evidence":  # another device's evidence of a scope whose binding shares it
+            rows = self.remotes.evidence.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
         if not rows:
             raise NotFoundError(_not_found(id_))
         return rows[0]
@@ -599,6 +605,8 @@ class Store:
         # Evidence is high-volume: one audit row per batch, listing ids (never the text).
         self.write_audit([audit_row(actor, "create", "evidence", rows[0]["id"] if len(rows) == 1 else f"batch:{len(rows)}",
                                     ",".join(scopes), after={"ids": [r["id"] for r in rows]})])
+        # A copy of the rows of a scope whose binding shares evidence goes to its bucket (remote_evidence.py).
+        self.remotes.evidence.mirror(rows)
         self._after_batch()
         return [public_evidence(r) for r in rows]
 

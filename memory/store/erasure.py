@@ -48,6 +48,8 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
         rows = store.rows(table, where, cols, limit=len(kids))
         if kind == "memory" and len(rows) < len(kids):  # in a shared scope (memory/store/remote.py)
             rows += store.remotes.rows(scopes, where, cols, len(kids))
+        if kind == "evidence" and len(rows) < len(kids):  # another device's, shared (remote_evidence.py)
+            rows += _shared_evidence(store, scopes, where, {r["id"] for r in rows}, len(kids))
         missing = set(kids) - {r["id"] for r in rows}
         if missing:
             raise NotFoundError(
@@ -143,6 +145,8 @@ def plan_forget_where(store, *, scope: str | None = None, app: str | None = None
     plan = ForgetPlan(scope_only=scope_only)
     ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
     plan.evidence = store.rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
+    # ...and the evidence other devices captured in a scope whose binding shares it: forget is everywhere.
+    plan.evidence += _shared_evidence(store, scopes, ev_where, {r["id"] for r in plan.evidence}, None)
     if scope_only:  # memories and vault entries carry a scope, not an app or a capture time
         mem_where = store.where("memory", scopes=scopes, statuses=[])
         plan.memories = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
@@ -169,6 +173,10 @@ def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
         plan.evidence += store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", _KIND_COLS["evidence"][1],
                                     limit=len(chunk))
     missing = set(ids) - {r["id"] for r in plan.evidence}
+    if missing:
+        plan.evidence += _shared_evidence(store, None, f"id IN {sql_id_list(sorted(missing))}",
+                                          {r["id"] for r in plan.evidence}, len(missing))
+        missing = set(ids) - {r["id"] for r in plan.evidence}
     if missing:
         raise NotFoundError(f"no captured row with id {sorted(missing)[0]} (already deleted?) — nothing was erased")
     plan.memories, plan.review = _derived_from(store, set(ids), set())
@@ -225,7 +233,18 @@ def _existing_evidence(store, ids: set[str]) -> set[str]:
     for start in range(0, len(ev), 500):
         chunk = ev[start:start + 500]
         found |= {r["id"] for r in store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", ["id"], limit=len(chunk))}
+        found |= {r["id"] for r in _shared_evidence(store, None, f"id IN {sql_id_list(chunk)}", found, len(chunk))}
     return found
+
+
+def _shared_evidence(store, scopes, where: str | None, have: set[str], limit: int | None) -> list[dict]:
+    """Evidence rows under the filter that only the bucket of an evidence-sharing binding holds (another
+    device captured them; memory/store/remote_evidence.py), with the columns an erase reads."""
+    mirror = getattr(getattr(store, "remotes", None), "evidence", None)
+    if mirror is None or not mirror.active:
+        return []
+    rows = mirror.rows(scopes, where, _KIND_COLS["evidence"][1], limit)
+    return [r for r in rows if r["id"] not in have]
 
 
 def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
@@ -333,6 +352,10 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
 
         # Neighbouring rows were indexed with the forgotten text as context: re-index them without it.
         refresh_neighbours(store, found["evidence"])
+        # A copy in the bucket of an evidence-sharing binding: its tombstone and delete go there, and every
+        # device that pulls the tombstone erases its own copy (memory/store/remote_evidence.py).
+        if getattr(store.remotes, "evidence", None) is not None:
+            store.remotes.evidence.forget(found["evidence"])
     removed = sum(_remove_frame(store.home, p) for p in frames)
     if purge_now:
         # Only the tables this erase changed: forgetting a memory need not retrain the evidence index

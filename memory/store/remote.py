@@ -4,7 +4,7 @@ A binding (config `remote.bindings`, docs/sharing.md) names a scope, an `s3://bu
 and a region; the access key and secret are in the OS keyring under the binding's name. Memories whose
 scope is the bound scope or below it are written there instead of the local memories table, and so are
 the relations whose two ends are both memories of that binding (`edge_binding`); every other table
-(evidence, frames, vault, audit, tombstones, usage) stays on this machine.
+(frames, vault, audit, tombstones, usage; evidence unless the binding shares it) stays on this machine.
 
 Writes go through a local outbox table first and are flushed in batches, at once when the remote
 answers and later (`Remotes.flush`, called on every write and by the scheduler) when it does not: a
@@ -32,7 +32,9 @@ memory the bucket does not hold into the bucket. Shared edges take the same outb
 are read back with every relation read (`edges`); forgetting a memory removes its shared edges too (op
 unlink, sent with the memory's delete), by edge id, and purges their bytes like the memories'.
 
-What is not here yet: evidence of a shared scope stays local.
+Evidence: a binding with `evidence = true` also keeps a copy of its scope's evidence in the bucket (text,
+index text, vector, metadata; never frames, audio or file paths): memory/store/remote_evidence.py. Without it
+the evidence of a shared scope stays on the machine that captured it.
 """
 
 from __future__ import annotations
@@ -202,6 +204,7 @@ class Shared:
         self._stones: Any = None
         self._edits: Any = None
         self._relations: Any = None
+        self._evidence: Any = None  # the bucket's evidence table, when the binding shares evidence (remote_evidence.py)
         self.last_checked: float | None = None
         self.last_error: str | None = None
         self.last_ok: float | None = None
@@ -356,7 +359,7 @@ class Shared:
 
     def _failed(self, e: Exception) -> None:
         self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
-        self._db = self._memories = self._stones = self._edits = self._relations = None  # reconnect next time: the endpoint may have restarted
+        self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
         """Upsert rows by id: a batch sent twice leaves one row per id."""
@@ -533,7 +536,7 @@ class Remotes:
     Store creates one (`store.remotes`); with no binding configured every method is a cheap no-op.
     """
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, evidence: Any = None) -> None:
         self.store = store
         cfg = store.config.remote
         self.flush_interval = cfg.flush_interval_seconds
@@ -545,6 +548,9 @@ class Remotes:
         self.device, self.person = (_device(store.home), _person()) if self.shared else ("", "")
         # A lease outlives two maintenance intervals: a device that stopped hands it over after that.
         self.lease_minutes = 2 * cfg.maintain_interval_minutes
+        # Evidence copies for bindings with `evidence = true`: memory/store/remote_evidence.py's EvidenceMirror,
+        # handed in by the store (it imports this module, so this one may not import it).
+        self.evidence: Any = evidence(self) if evidence is not None else None
 
     # ---- routing --------------------------------------------------------------------------
 
@@ -754,6 +760,8 @@ class Remotes:
         out = dict.fromkeys(self.shared, 0)
         for r in names:
             out[r["outbox_binding"]] = out.get(r["outbox_binding"], 0) + 1
+        for name, n in (self.evidence.pending() if self.evidence is not None else {}).items():
+            out[name] = out.get(name, 0) + n
         return out
 
     def _enqueue(self, items: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -822,6 +830,19 @@ class Remotes:
                     ops = {r["op"] for r in batch}
                     purge.setdefault(name, set()).update(
                         ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
+                if name not in errors and shared.binding.evidence and self.evidence is not None:
+                    # The evidence copies after the memory ops (remote_evidence.py): tombstones before deletes.
+                    try:
+                        n, dropped, _ = self.evidence.flush(name, shared)
+                    except Exception as e:  # the batch stays queued
+                        shared._failed(e)
+                        errors[name] = shared.last_error
+                        log.warning("shared scope %s offline: %s (evidence waits in the outbox)",
+                                    shared.binding.scope, shared.last_error)
+                    else:
+                        shared._ok()
+                        sent += n
+                        self._audit_dropped(name, dropped)
             for name, tables in purge.items():
                 if not tables:
                     continue
@@ -1046,6 +1067,9 @@ class Remotes:
 
             self.store.append(self.store.tombstones, new, T.tombstones_schema())
             self._gone_elsewhere(shared.binding.name, [r["id"] for r in new if (r["kind"] or "memory") == "memory"])
+            # Evidence another device forgot: this device's copy goes too (the original, if it captured it).
+            if self.evidence is not None:
+                self.evidence.gone_elsewhere(shared.binding.name, [r["id"] for r in new if r["kind"] == "evidence"])
             self.store.write_audit([audit_row(f"shared:{shared.binding.name}", "delete", r["kind"] or "memory",
                                               r["id"], r["scope"], after={"tombstone": (r["fingerprint"] or "")[:16],
                                                                           "from": "another device"})
@@ -1145,6 +1169,9 @@ class Remotes:
                     out[n] = {"skipped": "another device maintains it"}
                     continue
                 out[n] = s.maintain(stop)
+                ev = self.evidence.maintain(s, stop) if self.evidence is not None else None
+                if ev is not None:
+                    out[n]["evidence"] = ev
             except Exception as e:  # offline: maintenance waits for the next pass
                 s._failed(e)
                 out[n] = {"error": s.last_error}
@@ -1173,10 +1200,11 @@ class Remotes:
         return self.health()
 
     def health(self) -> list[dict[str, Any]]:
-        """Each binding: scope, url, endpoint, queued writes, and the last error or success seen."""
+        """Each binding: scope, url, endpoint, whether it shares evidence, queued writes, and the last error or
+        success seen."""
         pending = self.pending()
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
-                 "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
+                 "evidence": s.binding.evidence, "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
                  "last_error": s.last_error} for n, s in self.shared.items()]
 
 

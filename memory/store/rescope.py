@@ -161,6 +161,8 @@ def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
         store.commit(lambda w=where: store.evidence.update(where=w, values={"scope": to}))
     store.write_audit([audit_row(actor, "update", "evidence", r["id"], to, {"scope": r["scope"]}, {"scope": to})
                        for r in plan.evidence])
+    if getattr(store.remotes, "evidence", None) is not None:  # into or out of a scope whose binding shares evidence
+        store.remotes.evidence.moved(ev_ids, {r["id"]: r["scope"] for r in plan.evidence}, to)
     moved = _rewrite_memories(store, plan.follow, actor, now, scope=to)
     for m in plan.follow:
         memory_rescoped(store, m["id"], to)  # e.g. the end scopes of its edges (memory/graph)
