@@ -33,6 +33,9 @@ def register(cmd, as_json, scope) -> None:
                          "audio or file paths) in the bucket, so the other devices can search it; off by default")
     ap.add_argument("--secret-stdin", action="store_true",
                     help=f"read the secret from stdin (else ${SECRET_ENV}, else a prompt)")
+    ap.add_argument("--env-credentials", action="store_true",
+                    help="a device without an OS keyring (a server): keep no credentials; every Mirador process "
+                         "reads them from MIRADOR_REMOTE_<NAME>_KEY_ID and MIRADOR_REMOTE_<NAME>_SECRET")
     as_json(ap)
     lp = rsub.add_parser("list", help="the bindings, their queued writes and whether their store answers")
     lp.set_defaults(func=cmd_list)
@@ -86,7 +89,7 @@ def cmd_add(a) -> int:
     from pydantic import ValidationError
 
     from memory.config import Config, RemoteBinding, load_config, save_config
-    from memory.store.remote import save_credentials
+    from memory.store.remote import credential_env, save_credentials
 
     home = _home()
     cfg = load_config(home)
@@ -101,13 +104,26 @@ def cmd_add(a) -> int:
     except ValidationError as e:
         msg = "; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())
         raise InputError(f"binding not added: {msg}") from None
-    secret = _secret(a)
-    save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
+    if a.env_credentials:
+        # Nothing kept: a binding whose processes lack the variables would fail at every flush, so refuse now.
+        key_var, secret_var = credential_env(b.name)
+        unset = [v for v in (key_var, secret_var) if not os.environ.get(v)]
+        if unset:
+            raise InputError(f"--env-credentials: {' and '.join(unset)} not set — export {key_var} and {secret_var} "
+                             "(here and for every Mirador process: the service, the tray app, MCP clients), "
+                             "then add the binding again")
+        if os.environ[key_var] != a.key_id:
+            raise InputError(f"--key-id {a.key_id!r} differs from ${key_var}: give the same key id")
+        where = f"the environment ({key_var}, {secret_var})"
+    else:
+        secret = _secret(a)
+        save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
+        where = "the OS keyring"
     save_config(new, home)
-    return _report(a, {"added": b.model_dump(), "credentials": "OS keyring"},
+    return _report(a, {"added": b.model_dump(), "credentials": where},
             f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
             + ("; its evidence is shared too (text, no frames)" if b.evidence else "; its evidence stays on this machine")
-            + "; credentials are in the OS keyring. Check it with `mirador remote test " + b.name + "`")
+            + f"; credentials are in {where}. Check it with `mirador remote test " + b.name + "`")
 
 
 def _health(store, probe: bool) -> list[dict]:

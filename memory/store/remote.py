@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -98,7 +99,14 @@ def edits_schema() -> pa.Schema:
                       ("device", pa.string()), ("person", pa.string()), ("sent_at", T.TS)])
 
 
-# ---- credentials: the OS keyring only ------------------------------------------------------
+# ---- credentials: the OS keyring, or the environment of a device without one ------------------
+
+
+def credential_env(name: str) -> tuple[str, str]:
+    """The environment variables a binding's key id and secret are read from when the OS keyring has none
+    (a headless device: a server, a container): MIRADOR_REMOTE_<NAME>_KEY_ID and MIRADOR_REMOTE_<NAME>_SECRET."""
+    stem = "MIRADOR_REMOTE_" + name.upper().replace("-", "_")
+    return f"{stem}_KEY_ID", f"{stem}_SECRET"
 
 
 def _keyring():
@@ -121,20 +129,25 @@ def save_credentials(name: str, key_id: str, secret: str) -> None:
         raise MiradorError(
             f"cannot keep the credentials of {name!r} in the OS keyring ({e}) — install and unlock a Secret "
             "Service (GNOME Keyring, KWallet), macOS Keychain or Windows Credential Manager, then run "
-            "`mirador remote add` again; Mirador never writes them to a file") from e
+            "`mirador remote add` again; on a device without one (a server), give every Mirador process "
+            f"{' and '.join(credential_env(name))} and add the binding with --env-credentials. "
+            "Mirador never writes them to a file") from e
 
 
 def load_credentials(name: str) -> tuple[str, str] | None:
-    """(key id, secret) of a binding, or None when the keyring has none (or there is no keyring)."""
+    """(key id, secret) of a binding: from the OS keyring, else from the environment (credential_env), else None."""
     try:
         raw = _keyring().get_password(KEYRING_SERVICE, name)
     except Exception as e:
         log.info("no OS keyring for the credentials of %s (%s)", name, e)
-        return None
-    if not raw:
-        return None
-    data = json.loads(raw)
-    return data["key_id"], data["secret"]
+        raw = None
+    if raw:
+        data = json.loads(raw)
+        return data["key_id"], data["secret"]
+    key_var, secret_var = credential_env(name)
+    if os.environ.get(key_var) and os.environ.get(secret_var):
+        return os.environ[key_var], os.environ[secret_var]
+    return None
 
 
 def delete_credentials(name: str) -> None:
@@ -217,7 +230,8 @@ class Shared:
             if creds is None:
                 raise MiradorError(
                     f"no credentials for the shared scope {self.binding.scope!r} (binding {self.binding.name!r}) "
-                    "in the OS keyring — run `mirador remote add` again with --key-id and the secret")
+                    f"in the OS keyring or in {' and '.join(credential_env(self.binding.name))} — run "
+                    "`mirador remote add` again with --key-id and the secret, or set those variables")
             # No automatic version checks: LanceDB would make one per call it makes (several per query);
             # every read below moves its table to the latest version once (fresh) before it queries,
             # so a row another device forgot is never read from an older version.
