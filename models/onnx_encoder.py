@@ -35,8 +35,8 @@ _short_lived = False
 
 
 def set_short_lived(on: bool = True) -> None:
-    """Sessions loaded from now on skip pre-packing the MatMul weights when `on`, and every session lets
-    go of the weights' pages after each run.
+    """Sessions loaded from now on skip pre-packing the MatMul weights when `on`, and let go of the
+    weights' pages after each run.
 
     Why: onnxruntime re-lays each MatMul's weights into a private copy when a session loads, so that
     every later run reads them faster. A process that embeds one query and ends pays that copy and
