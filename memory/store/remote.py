@@ -558,6 +558,7 @@ class Remotes:
         self._outbox: Any = None
         self._flush_lock = threading.Lock()
         self._last_failed: float = 0.0
+        self._pulled: dict[str, int] = {}  # binding -> version of its bucket's tombstones table last pulled
         self._legs: Any = None  # threads for the shared legs of a search, made on first use
         self.device, self.person = (_device(store.home), _person()) if self.shared else ("", "")
         # A lease outlives two maintenance intervals: a device that stopped hands it over after that.
@@ -1070,9 +1071,20 @@ class Remotes:
 
     def pull(self, shared: Shared) -> int:
         """Copy the bucket's tombstones this device lacks into its local tombstones table (audited), and
-        drop queued writes they forbid. Returns how many tombstones were new here."""
+        drop queued writes they forbid. Returns how many tombstones were new here.
+
+        Skipped while the bucket's tombstones table is at the version this process last pulled: every flush
+        pulls, and reading every tombstone each time grows with all a team ever forgot. A queued write a
+        tombstone forbids is still refused when it is sent (_stoned), whatever this skips."""
+        try:
+            version = fresh(shared.tombstones(create=False)).version
+        except (ValueError, FileNotFoundError):  # no device forgot anything yet
+            return 0
+        if self._pulled.get(shared.binding.name) == version:
+            return 0
         stones = shared.stones()
         if not stones:
+            self._pulled[shared.binding.name] = version
             return 0
         have = set(self.store.get_many(self.store.tombstones, [r["id"] for r in stones], ["id"]))
         new = [r for r in stones if r["id"] not in have]
@@ -1101,6 +1113,7 @@ class Remotes:
                 self._drop_queued_puts(sorted({q["id"] for q in drop}))
                 self._audit_dropped(shared.binding.name, list({q["id"]: q for q in drop}.values()))
             self._drop_queued_edges(sorted(dead_ids))
+        self._pulled[shared.binding.name] = version
         return len(new)
 
     # ---- reads ----------------------------------------------------------------------------

@@ -324,9 +324,18 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
     who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
     assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
-    # Pulling again adds nothing twice.
-    assert a.remotes.pull(a.remotes.shared["team"]) == 0
+    # Pulling again adds nothing twice; while the bucket's tombstones are unchanged, nothing is read at all.
+    shared_a = a.remotes.shared["team"]
+    reads = []
+    real_stones = shared_a.stones
+    shared_a.stones = lambda where=None: reads.append(where) or real_stones(where)
+    assert a.remotes.pull(shared_a) == 0
     assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
+    assert reads == []
+    forget(b, [mine["id"]])  # a new tombstone: the next pull reads them again and takes it
+    assert a.remotes.pull(shared_a) == 1 and reads == [None]
+    with pytest.raises(NotFoundError):
+        a.get(mine["id"])
 
 
 def test_concurrent_edits_settle_predictably_and_are_audited(homes):
