@@ -99,6 +99,7 @@ class Reader:
         self._flats: dict[str, FlatVectors] = {
             name: FlatVectors(max_rows) for name, max_rows in FLAT_TABLES.items()} if row_cache else {}
         self._builds: set[asyncio.Task] = set()
+        self._scans: dict[tuple, asyncio.Future] = {}  # filter scans in flight (Reader._flat_search)
         # forgets: a table every forget writes (tombstones). When its version moves, another process
         # forgot something: the caches are dropped at once, so no forgotten text stays in memory here.
         self._forgets = forgets if row_cache else None
@@ -184,8 +185,8 @@ class Reader:
         return await self._query(table, leg).to_arrow()
 
     async def _flat_search(self, table, flat: FlatVectors, leg: Leg):
-        """The leg's rows from kept vectors, or None when LanceDB must answer (an index, too many rows, a
-        row without a usable vector, or a write during the filter's scan)."""
+        """The leg's rows from kept vectors, or None when LanceDB must answer (an index, too many rows, or
+        a row without a usable vector)."""
         version = await table.version()
         if flat.eligible is None or flat.eligible[0] != version:
             ok = await table.count_rows() <= flat.max_rows and not any(
@@ -196,14 +197,20 @@ class Reader:
         epoch = flat.epoch
         addrs = flat.matching(leg.where, version)
         if addrs is None:
-            # Which rows the filter matches: evaluated by LanceDB, once per filter and table version.
-            q = table.query()
-            if leg.where:
-                q = q.where(leg.where)
-            scanned = await q.with_row_id().select([]).to_arrow()
-            # Versions only move forward: unchanged after the scan, the scan read this version.
-            if await table.version() != version:
-                return None
+            # Which rows the filter matches: evaluated by LanceDB, once per filter and table version (legs
+            # running side by side share one scan). A write landing during the scan makes it read a later
+            # version than `version`; kept under `version` still, it serves only the legs that saw that
+            # version before the write, as if they had run a moment later: every later leg sees the newer
+            # version and scans again.
+            key = (leg.table, leg.where, version)
+            scan = self._scans.get(key)
+            if scan is None:
+                q = table.query()
+                if leg.where:
+                    q = q.where(leg.where)
+                scan = self._scans[key] = asyncio.ensure_future(q.with_row_id().select([]).to_arrow())
+                scan.add_done_callback(lambda _: self._scans.pop(key, None))
+            scanned = await asyncio.shield(scan)
             addrs = flat.set_matching(leg.where, version, scanned["_rowid"].to_numpy(), epoch)
         unknown = flat.unknown(addrs)
         if len(unknown) and (flat.spill_full(len(unknown)) or len(unknown) > len(addrs) // 2):
