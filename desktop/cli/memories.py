@@ -197,6 +197,11 @@ def cmd_delete(a) -> int:
         if reviewed:
             line += f"; {reviewed} memory(ies) that also rest on other evidence sent to review"
         print(line)
+    if result.get("unchecked_shared_scopes"):
+        print(f"note: the shared scope {', '.join(result['unchecked_shared_scopes'])} did not answer: "
+              + ("its memories were not erased — repeat this delete when it is back (`mirador remote test`)"
+                 if a.scope and not (a.app or a.since or a.until) else
+                 "its memories derived from this evidence are dealt with when it is back"), file=sys.stderr)
     return 0
 
 

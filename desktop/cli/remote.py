@@ -173,12 +173,19 @@ def cmd_test(a) -> int:
                            f"{str(e).splitlines()[0][:300] if str(e) else type(e).__name__} — check the endpoint, "
                            "the bucket and the key (`mirador remote remove` and `add` again to change them)") from e
     flushed = store.remotes.flush()
+    derived = {"erased": 0, "reviewed": 0}
+    if not flushed["errors"]:
+        from memory.store.erasure import recheck_derived
+
+        derived = recheck_derived(store)  # forgets made while a store was down: their derived memories now
     doc = {"name": a.name, "scope": shared.binding.scope, "url": shared.binding.url, **probe,
            "total_ms": round((time.perf_counter() - t0) * 1000, 1), "sent": flushed["sent"],
-           "pending": flushed["pending"]}
+           "pending": flushed["pending"], "derived_erased": derived["erased"], "derived_reviewed": derived["reviewed"]}
+    later = (f"; finished forgets made offline: {derived['erased']} derived memories erased, {derived['reviewed']} "
+             "sent to review") if derived["erased"] or derived["reviewed"] else ""
     return _report(a, doc, f"{a.name}: {shared.binding.url} answers — write {probe['write_ms']} ms, read {probe['read_ms']} "
                     f"ms; {probe['memories']} shared memories; sent {flushed['sent']} queued writes, "
-                    f"{flushed['pending']} still queued")
+                    f"{flushed['pending']} still queued" + later)
 
 
 def cmd_maintain(a) -> int:

@@ -211,7 +211,14 @@ def job_share(store, stop=None) -> str:
         return "no shared scopes"
     r = remotes.flush()
     errors = "; ".join(f"{k}: {v}" for k, v in r["errors"].items())
-    return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "")
+    done = ""
+    if not r["errors"]:
+        from memory.store.erasure import recheck_derived
+
+        # Forgets made while a store was down: their derived memories there are dealt with now.
+        d = recheck_derived(store)
+        done = f"; {d['erased']} derived erased, {d['reviewed']} to review" if d["erased"] or d["reviewed"] else ""
+    return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "") + done
 
 
 def job_share_maintain(store, stop=None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from collections.abc import Iterable
@@ -93,6 +94,10 @@ class ForgetPlan:
     vault: list[dict] = field(default_factory=list)
     frames: int = 0
     scope_only: bool = False
+    # Shared scopes whose store did not answer while the plan was made: memories there derived from this
+    # evidence are looked up (and erased or reviewed) once it answers again (recheck_derived).
+    unchecked: list[str] = field(default_factory=list)
+    shared: int = 0  # of memories: those in a shared scope's bucket (a scope forget), gone for every device
 
     def counts(self) -> dict[str, int]:
         return {"evidence": len(self.evidence), "frames": self.frames, "memories": len(self.memories),
@@ -122,6 +127,15 @@ class ForgetPlan:
                      "and go to review.")
         if not self.scope_only:
             text += " Memories you wrote yourself and vault entries are kept."
+        if self.shared:
+            text += (f" {_n(self.shared, 'memory', 'memories')} of the count are in a shared scope: erased for every "
+                     "device sharing it.")
+        if self.unchecked and self.scope_only:
+            text += (f" The shared scope {', '.join(self.unchecked)} does not answer now: its memories are not "
+                     "erased — run this forget again when it is back (`mirador remote test` checks it).")
+        elif self.unchecked and self.evidence:
+            text += (f" The shared scope {', '.join(self.unchecked)} does not answer now: its memories derived from "
+                     "this evidence are erased or sent to review when it is back.")
         return text
 
 
@@ -150,10 +164,18 @@ def plan_forget_where(store, *, scope: str | None = None, app: str | None = None
     if scope_only:  # memories and vault entries carry a scope, not an app or a capture time
         mem_where = store.where("memory", scopes=scopes, statuses=[])
         plan.memories = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        if store.remotes.reading(scopes):
+            # ...and those of a shared scope, in its bucket: erased there, so for every device sharing it.
+            have = {m["id"] for m in plan.memories}
+            shared = [r for r in store.remotes.rows(scopes, mem_where, _KIND_COLS["memory"][1], None)
+                      if r["id"] not in have]
+            plan.memories += shared
+            plan.shared = len(shared)
         plan.vault = store.rows(store.vault, store.where("vault", scopes=scopes), _KIND_COLS["vault"][1], limit=None)
     erase, review = _derived_from(store, {r["id"] for r in plan.evidence}, {m["id"] for m in plan.memories})
     plan.memories += erase
     plan.review = review
+    plan.unchecked = _offline_scopes(store) if plan.evidence or scope_only else []
     paths = {r["frame_path"] for r in plan.evidence if r.get("frame_path")}
     plan.frames = sum(1 for p in paths if _frame_file(store.home, p) is not None)
     return plan
@@ -180,6 +202,7 @@ def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
     if missing:
         raise NotFoundError(f"no captured row with id {sorted(missing)[0]} (already deleted?) — nothing was erased")
     plan.memories, plan.review = _derived_from(store, set(ids), set())
+    plan.unchecked = _offline_scopes(store)
     paths = {r["frame_path"] for r in plan.evidence if r.get("frame_path")}
     plan.frames = sum(1 for p in paths if _frame_file(store.home, p) is not None)
     return plan
@@ -205,10 +228,16 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
             for d in store.rows(store.table(T.DERIVATIONS), f"evidence_id IN {sql_id_list(chunk)}",
                                 ["memory_id", "evidence_id"], limit=None):
                 ledger.setdefault(d["memory_id"], set()).add(d["evidence_id"])
+    if store.remotes.shared:
+        # Memories of a shared scope live in its bucket (memory/store/remote.py): extracted from this evidence,
+        # they rest on it as much as local ones. A store that does not answer is reported (plan.unchecked).
+        for start in range(0, len(ids), 500):
+            listed = sql_id_list(ids[start:start + 500])[1:-1]
+            for r in store.remotes.rows(None, f"array_has_any(provenance, make_array({listed}))", cols, None):
+                hits.setdefault(r["id"], r)
     missing = sorted(set(ledger) - set(hits))
-    for start in range(0, len(missing), 500):
-        for r in store.rows(store.memories, f"id IN {sql_id_list(missing[start:start + 500])}", cols, limit=None):
-            hits[r["id"]] = r
+    if missing:  # get_many also finds those of a shared scope
+        hits.update(store.get_many("memory", missing, cols))
     hits = {k: v for k, v in hits.items() if k not in erased}
     # Evidence ids named besides the erased ones: they count only while that evidence still exists.
     others = {e for r in hits.values() for e in (r["provenance"] or []) if e not in gone}
@@ -225,6 +254,49 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
         else:
             erase.append({k: r[k] for k in _KIND_COLS["memory"][1]})
     return erase, review
+
+
+def _offline_scopes(store) -> list[str]:
+    """The shared scopes whose store failed the last read (_derived_from has just asked every one)."""
+    return [s.binding.scope for s in store.remotes.shared.values() if s.last_error] if store.remotes.shared else []
+
+
+UNCHECKED_FILE = "derived-unchecked.json"  # in the data dir: {shared scope: [erased evidence ids]}, ids only
+
+
+def _note_unchecked(store, scopes: list[str], evidence_ids: list[str]) -> None:
+    from memory.store.atomic import write_atomic
+
+    path = Path(store.home) / UNCHECKED_FILE
+    data = json.loads(path.read_text()) if path.exists() else {}
+    for scope in scopes:
+        data[scope] = sorted(set(data.get(scope, [])) | set(evidence_ids))
+    write_atomic(path, json.dumps(data))
+
+
+def recheck_derived(store, actor: str = "person") -> dict:
+    """Finish the forgets made while a shared scope's store did not answer: the memories of that scope derived
+    from the erased evidence are erased (resting only on it) or lose it and go to review, as they would have
+    then. Run after a flush that reached the store (the scheduler's share job, `mirador remote test`); a scope
+    still offline keeps its entry. Returns {"erased": n, "reviewed": n, "waiting": n}."""
+    path = Path(store.home) / UNCHECKED_FILE
+    if not path.exists():
+        return {"erased": 0, "reviewed": 0, "waiting": 0}
+    data: dict[str, list[str]] = json.loads(path.read_text())
+    data = {k: v for k, v in data.items() if store.remotes.binding_for(k) is not None}  # a removed binding: moot
+    ids = sorted({i for v in data.values() for i in v})
+    erase, review = _derived_from(store, set(ids), set()) if ids else ([], [])
+    offline = set(_offline_scopes(store))
+    if offline:  # nothing is changed from a partial answer: all of it at the next pass
+        return {"erased": 0, "reviewed": 0, "waiting": len(ids)}
+    reviewed = _send_to_review(store, review, set(ids), actor)
+    if erase:
+        _erase(store, {"memory": erase}, actor, purge_now=True)
+    path.unlink(missing_ok=True)
+    if erase or reviewed:
+        log.info("finished %d forget(s) made offline: %d derived memories erased, %d sent to review",
+                 len(ids), len(erase), reviewed)
+    return {"erased": len(erase), "reviewed": reviewed, "waiting": 0}
 
 
 def _existing_evidence(store, ids: set[str]) -> set[str]:
@@ -265,6 +337,10 @@ def forget_where(store, *, scope: str | None = None, app: str | None = None, sin
     extra = {T.MEMORIES} if any(r.get("orphaned") for r in plan.review) else set()
     result = _erase(store, {k: v for k, v in found.items() if v}, actor, purge_now, extra)
     result["reviewed"] = reviewed
+    if plan.unchecked and plan.evidence:
+        _note_unchecked(store, plan.unchecked, [r["id"] for r in plan.evidence])
+    if plan.unchecked:
+        result["unchecked_shared_scopes"] = plan.unchecked
     return result
 
 
@@ -274,12 +350,11 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
     if not rows:
         return 0
     now = utcnow()
-    full = []
     audits = []
     orphaned = {r["id"] for r in rows if r.get("orphaned")}
-    for start in range(0, len(rows), 500):
-        chunk = sql_id_list([r["id"] for r in rows[start:start + 500]])
-        full += store.rows(store.memories, f"id IN {chunk}", T.MEMORY_COLS + ["vector"], limit=None)
+    # get_many: those of a shared scope too, read from their bucket and written back through its outbox.
+    full = list(store.get_many("memory", [r["id"] for r in rows], T.MEMORY_COLS + ["vector"]).values())
+    originals = {r["id"]: dict(r) for r in full}
     for r in full:
         before = {"status": r["status"], "provenance": list(r["provenance"] or [])}
         # An edited memory whose evidence is all gone keeps no provenance (what is left names nothing).
@@ -289,9 +364,11 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
         r["updated_at"] = now
         audits.append(audit_row(actor, "update", "memory", r["id"], r["scope"], before,
                                 {"status": r["status"], "provenance": r["provenance"]}))
-    data = to_arrow(full, store.memories.schema)
-    store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
-                 .when_not_matched_insert_all().execute(data))
+    local = [r for r in full if not store.remotes.put(r, actor=actor, old=originals[r["id"]])]
+    if local:
+        data = to_arrow(local, store.memories.schema)
+        store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
+                     .when_not_matched_insert_all().execute(data))
     if orphaned:
         # Their earlier audit rows hold the text extracted from the erased evidence (create, before the
         # person's edit): keep who/when, drop what. The person's current words stay in the row.

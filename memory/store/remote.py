@@ -520,7 +520,7 @@ class Shared:
         self._ok()
         return out
 
-    def query(self, where: str | None, cols: list[str], limit: int, vector: Any = None,
+    def query(self, where: str | None, cols: list[str], limit: int | None, vector: Any = None,
               text: str | None = None) -> list[dict[str, Any]]:
         try:
             t = fresh(self.memories(create=False))
@@ -754,7 +754,7 @@ class Remotes:
                 warnings.simplefilter("ignore")
                 self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
-    def queued(self, where: str | None, cols: list[str], limit: int) -> list[dict[str, Any]]:
+    def queued(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
         """Memory rows waiting in the outbox that match the filter (the newest queued version of each)."""
         ob = self.outbox()
         if not ob.count_rows():
@@ -1175,7 +1175,7 @@ class Remotes:
         return {r["id"]: r for r in self._each(scopes, lambda s: s.query(where, cols, len(ids)))}
 
     def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
-             limit: int) -> list[dict[str, Any]]:
+             limit: int | None) -> list[dict[str, Any]]:
         """Rows of every shared store the scopes reach, under the filter (which holds the scope filter)."""
         if not self.shared:
             return []
