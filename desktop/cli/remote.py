@@ -49,6 +49,12 @@ def register(cmd, as_json, scope) -> None:
     xp.set_defaults(func=cmd_maintain)
     xp.add_argument("name", nargs="?", help="the binding's name (default: every binding)")
     as_json(xp)
+    pp = rsub.add_parser("push", help="share what this device made in the scope before it was bound: its memories "
+                                      "there and their relations (and evidence, if the binding shares it)")
+    pp.set_defaults(func=cmd_push)
+    pp.add_argument("name", help="the binding's name")
+    pp.add_argument("--yes", action="store_true", help="confirm (without it, say what would be shared and do nothing)")
+    as_json(pp)
     mp = rsub.add_parser("remove", help="drop a binding and its keyring entry (the remote data stays)")
     mp.set_defaults(func=cmd_remove)
     mp.add_argument("name", help="the binding's name")
@@ -120,10 +126,15 @@ def cmd_add(a) -> int:
         save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
         where = "the OS keyring"
     save_config(new, home)
-    return _report(a, {"added": b.model_dump(), "credentials": where},
+    from desktop.cli.common import open_store
+
+    before = _made_before(open_store(), b.scope)
+    hint = (f" {before} memory(ies) of {b.scope} made on this device before stay here only: "
+            f"`mirador remote push {b.name}` shares them.") if before else ""
+    return _report(a, {"added": b.model_dump(), "credentials": where, "local_memories_of_scope": before},
             f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
             + ("; its evidence is shared too (text, no frames)" if b.evidence else "; its evidence stays on this machine")
-            + f"; credentials are in {where}. Check it with `mirador remote test " + b.name + "`")
+            + f"; credentials are in {where}. Check it with `mirador remote test " + b.name + "`." + hint)
 
 
 def _health(store, probe: bool) -> list[dict]:
@@ -210,6 +221,35 @@ def cmd_maintain(a) -> int:
                 print(f"{n}: {r['rows']} shared memories; {vec}; {r.get('compacted', 0)} files merged; "
                       f"{r.get('seconds', 0)} s")
     return 1 if failed else 0
+
+
+def _made_before(store, scope: str) -> int:
+    """Memories of the scope (and below) in this device's local table: made before the scope was bound."""
+    from memory.scopes import scope_filter
+
+    return store.memories.count_rows(scope_filter([scope]))
+
+
+def cmd_push(a) -> int:
+    from desktop.cli.common import open_store
+
+    store = open_store()
+    b = _binding(store.config, a.name)
+    n = _made_before(store, b.scope)
+    if not n and not b.evidence:
+        return _report(a, {"memories": 0, "relations": 0, "evidence": 0},
+                       f"nothing to share: every memory of {b.scope} on this device is already in {b.url}")
+    if not a.yes:
+        ev = " and its evidence of the scope (a copy; frames stay here)" if b.evidence else ""
+        raise InputError(f"this sends {n} memory(ies) of {b.scope} made on this device before it was bound, the "
+                         f"relations between them{ev} to {b.url}, where every device sharing {b.scope} sees them. "
+                         "Nothing was sent yet: repeat with --yes to share them")
+    done = store.remotes.push(b.name)
+    pending = store.remotes.pending().get(b.name, 0)
+    return _report(a, {**done, "pending": pending},
+                   f"shared {done['memories']} memory(ies), {done['relations']} relation(s)"
+                   + (f" and {done['evidence']} evidence row(s)" if b.evidence else "") + f" of {b.scope}"
+                   + (f"; {pending} wait in the outbox until {b.url} answers" if pending else ""))
 
 
 def cmd_remove(a) -> int:

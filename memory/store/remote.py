@@ -605,8 +605,56 @@ class Remotes:
         answers); False when it belongs in the local table. old: the version this edit started from."""
         if not self.shared:
             return False
-        same = old is not None and self.binding_for(old["scope"]) is self.binding_for(row["scope"])
-        return not self.divert([row], actor=actor, base=old.get("updated_at") if same and old else None)
+        now = self.binding_for(row["scope"])
+        if now is None:
+            return False
+        same = old is not None and self.binding_for(old["scope"]) is now
+        # A memory written before its scope was bound is still in the local table: it is new to the shared
+        # store (no base version there), and its local copy goes, or reads (local first) would keep answering
+        # with it and the edit would seem lost.
+        mem, where = self.store.memories, f"id = {sql_literal(row['id'])}"
+        made_before = same and bool(mem.count_rows(where))
+        self.divert([row], actor=actor, base=old.get("updated_at") if same and old and not made_before else None)
+        if made_before:
+            self.store.commit(lambda: mem.delete(where))
+        return True
+
+    def push(self, name: str) -> dict[str, int]:
+        """Share what this device made in a scope before it was bound: its local memories of the scope (and
+        below), the relations between two of them, and — if the binding shares evidence — its evidence. Each
+        goes through the outbox (sent now if the store answers) and leaves the local table. Returns counts."""
+        s = self.shared.get(name)
+        if s is None:
+            raise InputError(f"no shared scope binding named {name!r} — see `mirador remote list`")
+        from memory.scopes import scope_filter
+
+        sf = scope_filter([s.binding.scope])
+        mem = self.store.memories
+        rows = self.store.rows(mem, sf, [*T.MEMORY_COLS, "vector"], None)
+        ids = [r["id"] for r in rows]
+        if rows:
+            self.divert(rows, actor="person")  # queued first: readable from the outbox while the local rows go
+            for start in range(0, len(ids), 500):
+                chunk = sql_id_list(ids[start:start + 500])
+                self.store.commit(lambda c=chunk: mem.delete(f"id IN {c}"))
+        edges = 0
+        rel = self.store.db.open_table(T.RELATIONS) if T.RELATIONS in self.store.db.table_names() else None
+        if rel is not None:
+            both = f"{sf} AND {scope_filter([s.binding.scope], 'dst_scope')}"
+            found = self.store.rows(rel, both, list(rel.schema.names), None)
+            if found:
+                self.divert_edges(found)
+                for start in range(0, len(found), 500):
+                    chunk = sql_id_list([e["id"] for e in found[start:start + 500]])
+                    self.store.commit(lambda c=chunk: rel.delete(f"id IN {c}"))
+                edges = len(found)
+        evidence = 0
+        if s.binding.evidence and self.evidence is not None:
+            ev = self.store.rows(self.store.evidence, sf, [*T.EVIDENCE_COLS, "vector"], None)
+            evidence = self.evidence.mirror(ev) if ev else 0  # a copy: the local rows stay (mirrored, not moved)
+        self.store.reader.forget_cached()
+        self.flush(quiet=True)
+        return {"memories": len(rows), "relations": edges, "evidence": evidence}
 
     def moved(self, id_: str, old_scope: str, new_scope: str) -> None:
         """A memory changed scope: drop the copy the move left behind (remote or local)."""
