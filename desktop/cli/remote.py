@@ -127,8 +127,9 @@ def cmd_add(a) -> int:
         where = "the OS keyring"
     save_config(new, home)
     from desktop.cli.common import open_store
+    from memory.scopes import scope_filter
 
-    before = _made_before(open_store(), b.scope)
+    before = open_store().memories.count_rows(scope_filter([b.scope]))  # made before the binding: not shared
     hint = (f" {before} memory(ies) of {b.scope} made on this device before stay here only: "
             f"`mirador remote push {b.name}` shares them.") if before else ""
     return _report(a, {"added": b.model_dump(), "credentials": where, "local_memories_of_scope": before},
@@ -223,19 +224,12 @@ def cmd_maintain(a) -> int:
     return 1 if failed else 0
 
 
-def _made_before(store, scope: str) -> int:
-    """Memories of the scope (and below) in this device's local table: made before the scope was bound."""
-    from memory.scopes import scope_filter
-
-    return store.memories.count_rows(scope_filter([scope]))
-
-
 def cmd_push(a) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
     b = _binding(store.config, a.name)
-    n = _made_before(store, b.scope)
+    n = store.remotes.made_before()[b.name]
     if not n and not b.evidence:
         return _report(a, {"memories": 0, "relations": 0, "evidence": 0},
                        f"nothing to share: every memory of {b.scope} on this device is already in {b.url}")

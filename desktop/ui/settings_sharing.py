@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -63,6 +64,12 @@ class SharingPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.message = QLabel(wordWrap=True)
         self.check_button, self.send_button = QPushButton("Check now"), QPushButton("Send waiting changes now")
+        self.push_button = QPushButton("Share earlier memories…")
+        self.push_button.setToolTip("Send the memories made on this computer before their scope was shared")
+        self.push_button.clicked.connect(self.push)
+        self.push_button.setVisible(False)
+        self.earlier: dict[str, int] = {}  # binding -> memories of its scope made here before it was bound
+        self.health: list[dict[str, Any]] = []  # as last shown
         self.check_button.setToolTip("Ask every shared store whether it answers")
         self.send_button.setToolTip("Send the changes waiting on this computer to the shared stores that answer")
         self.check_button.clicked.connect(lambda: self.refresh(force=True))
@@ -70,6 +77,7 @@ class SharingPanel(QWidget):
         buttons = QHBoxLayout()
         buttons.addWidget(self.check_button)
         buttons.addWidget(self.send_button)
+        buttons.addWidget(self.push_button)
         buttons.addStretch(1)
         lay = QVBoxLayout(self)
         lay.addWidget(self.intro)
@@ -81,8 +89,48 @@ class SharingPanel(QWidget):
     def refresh(self, force: bool = False) -> None:
         """Re-read the bindings' health (in a worker; a store that answered recently is not asked again)."""
         remotes = self.store.remotes
-        self.jobs.submit(lambda: remotes.check(max_age=0 if force else 30), on_done=self.show_health,
-                         on_error=self.message.setText)
+
+        def ask() -> list[dict[str, Any]]:
+            health = remotes.check(max_age=0 if force else 30)
+            self.earlier = remotes.made_before()
+            return health
+
+        self.jobs.submit(ask, on_done=self.show_health, on_error=self.message.setText)
+
+    def earlier_text(self) -> str:
+        """Memories of the shared scopes still only on this computer, as a person reads it ('' when none)."""
+        scopes = {h["name"]: h["scope"] for h in self.health}
+        parts = [f"{n} {'memory' if n == 1 else 'memories'} of {scopes.get(name, name)}"
+                 for name, n in self.earlier.items() if n]
+        if not parts:
+            return ""
+        one = sum(self.earlier.values()) == 1
+        return (f"{' and '.join(parts)} {'was' if one else 'were'} made on this computer before the scope was shared "
+                f"and {'is' if one else 'are'} kept here only.")
+
+    def push(self) -> None:
+        """Share the memories made here before their scope was bound, after the person confirms."""
+        said = self.earlier_text()
+        if not said:
+            return
+        ask = QMessageBox.question(
+            self, "Share earlier memories?",
+            f"{said} Share them? Everyone who shares the scope will see them, with the links between them.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        if ask != QMessageBox.StandardButton.Yes:
+            return
+        remotes, names = self.store.remotes, [n for n, c in self.earlier.items() if c]
+
+        def run() -> int:
+            return sum(remotes.push(n)["memories"] for n in names)
+
+        def done(n: int) -> None:
+            waiting = sum(remotes.pending().values())
+            self.message.setText(f"Shared {n} earlier {'memory' if n == 1 else 'memories'}"
+                                 + (f"; {waiting} wait until the store answers." if waiting else "."))
+            self.refresh()
+
+        self.jobs.submit(run, on_done=done, on_error=self.message.setText)
 
     def send(self) -> None:
         remotes = self.store.remotes
@@ -99,6 +147,7 @@ class SharingPanel(QWidget):
         self.jobs.submit(remotes.flush, on_done=done, on_error=self.message.setText)
 
     def show_health(self, health: list[dict[str, Any]]) -> None:
+        self.health = health
         shared = bool(health)
         self.intro.setText(intro_text(health) if shared else NOTHING_SHARED)
         self.table.setVisible(shared)
@@ -110,3 +159,7 @@ class SharingPanel(QWidget):
             for col, text in enumerate((h["scope"], where, status_text(h), str(h["pending"]))):
                 self.table.setItem(row, col, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
+        earlier = self.earlier_text() if shared else ""
+        self.push_button.setVisible(bool(earlier))
+        if earlier:
+            self.message.setText(earlier + " Share earlier memories… sends them, after asking.")

@@ -619,6 +619,14 @@ class Remotes:
             self.store.commit(lambda: mem.delete(where))
         return True
 
+    def made_before(self) -> dict[str, int]:
+        """Per binding, the memories of its scope still in this device's local table: made before the scope was
+        bound, and not shared until `push` (or an edit) sends them. Local reads only."""
+        from memory.scopes import scope_filter
+
+        mem = self.store.memories
+        return {n: mem.count_rows(scope_filter([s.binding.scope])) for n, s in self.shared.items()}
+
     def push(self, name: str) -> dict[str, int]:
         """Share what this device made in a scope before it was bound: its local memories of the scope (and
         below), the relations between two of them, and — if the binding shares evidence — its evidence. Each

@@ -80,3 +80,41 @@ def test_sharing_page_and_tray_follow_the_shared_store(qtbot, jobs, tmp_path, me
     assert not tray.offline_lines() and "offline" not in tray.icon.toolTip()
     tray.timer.stop()
     wait_idle(qtbot, jobs)
+
+
+def test_memories_made_before_the_scope_was_shared_are_offered_and_sent_on_confirm(
+        qtbot, jobs, tmp_path, memory_keyring, own_seaweed, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from memory.store.core import Store
+    from tests.memory.test_remote import bind
+
+    sw = own_seaweed
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    home = tmp_path / "early"
+    early = Store(home)
+    made = early.add_memory("The acme on-site is in the Lisbon office", scope=SHARED)
+    early.add_memory("My passport expires in 2031", scope="personal")
+    bind(home, sw, prefix)
+    store = Store(home)
+    panel = SharingPanel(jobs, store)
+    qtbot.addWidget(panel)
+    panel.show()
+    wait_idle(qtbot, jobs)
+    assert panel.push_button.isVisible()
+    assert panel.message.text().startswith(f"1 memory of {SHARED} was made on this computer before the scope was "
+                                           "shared and is kept here only.")
+
+    # Cancel: nothing leaves the computer.
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Cancel)
+    qtbot.mouseClick(panel.push_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, jobs)
+    assert store.remotes.made_before() == {"team": 1} and store.remotes.pending() == {"team": 0}
+
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    qtbot.mouseClick(panel.push_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, jobs)
+    qtbot.waitUntil(lambda: not panel.push_button.isVisible(), timeout=20_000)
+    assert sw.holding("Lisbon office", prefix) and not sw.holding("passport", prefix)
+    assert store.get(made["id"])["text"] == made["text"]
+    assert store.remotes.made_before() == {"team": 0}
