@@ -650,12 +650,13 @@ class Remotes:
         if rel is not None:
             both = f"{sf} AND {scope_filter([s.binding.scope], 'dst_scope')}"
             found = self.store.rows(rel, both, list(rel.schema.names), None)
-            if found:
-                self.divert_edges(found)
-                for start in range(0, len(found), 500):
-                    chunk = sql_id_list([e["id"] for e in found[start:start + 500]])
-                    self.store.commit(lambda c=chunk: rel.delete(f"id IN {c}"))
-                edges = len(found)
+            # Only the edges the outbox took leave the local table (one with its ends in two bindings stays).
+            kept = {e["id"] for e in self.divert_edges(found)} if found else set()
+            sent = [e["id"] for e in found if e["id"] not in kept]
+            for start in range(0, len(sent), 500):
+                chunk = sql_id_list(sent[start:start + 500])
+                self.store.commit(lambda c=chunk: rel.delete(f"id IN {c}"))
+            edges = len(sent)
         evidence = 0
         if s.binding.evidence and self.evidence is not None:
             ev = self.store.rows(self.store.evidence, sf, [*T.EVIDENCE_COLS, "vector"], None)

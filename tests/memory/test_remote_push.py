@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from memory.errors import NotFoundError
 from memory.graph import relations as R
 from tests.memory import seaweed as sw_fixtures
 from tests.memory import test_remote
@@ -39,7 +40,6 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     left = early.add_memory("The acme design docs live in the wiki", scope=SHARED)
     mine = early.add_memory("My gym locker is number 12", scope="personal")
     R.add_relation(early, edited["id"], "MENTIONS", left["id"])
-    early.close() if hasattr(early, "close") else None
 
     bind(home, seaweed, prefix)
     a = Store(home)
@@ -63,7 +63,7 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     b = open_home(tmp_path, "b", seaweed, prefix)
     assert b.get(left["id"])["text"] == left["text"]
     assert [e["dst"] for e in R.related(b, edited["id"])] == [left["id"]]
-    with pytest.raises(Exception):  # noqa: B017 - NotFoundError: personal never left device a
+    with pytest.raises(NotFoundError):  # personal never left device a
         b.get(mine["id"])
     assert not seaweed.holding("gym locker", prefix)
     a2 = Store(home)
