@@ -83,8 +83,10 @@ class StoreConfig(_Section):
 class VaultConfig(_Section):
     """Where the knowledge-vault key is kept."""
 
-    key_store: Literal["auto", "keyring", "file"] = Field(
-        "auto", description="where the vault key lives: the OS keyring, a 0600 file, or auto (keyring, else the file)")
+    key_store: Literal["auto", "keyring", "passphrase", "file"] = Field(
+        "auto", description="what unwraps the data key that seals vault values: the OS keyring, a passphrase "
+        "(Argon2id), or auto (the keyring, else a passphrase); 'file' is read as 'passphrase' (older versions "
+        "kept a key file beside the vault)")
 
 
 class ScopeRule(_Section):

@@ -9,6 +9,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# The data key (memory/store/keys.py) on the path a machine without an OS keyring takes, this one's and CI's:
+# wrapped by a passphrase. Never the developer's real keyring; tests of the keyring path set their own backend.
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+os.environ.setdefault("MIRADOR_PASSPHRASE", "the suite's passphrase")
 
 
 @pytest.fixture(autouse=True)

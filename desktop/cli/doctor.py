@@ -177,17 +177,21 @@ def check_audio():
 
 
 def check_keyring():
-    try:
-        import keyring
+    from memory.config import data_dir
+    from memory.store.keys import LEGACY_KEY_FILE, DataKeys, os_keyring
 
-        backend = keyring.get_keyring()
-    except Exception as e:
-        return WARN, f"no OS keyring ({e}); vault key kept in a 0600 file", None
-    mod = type(backend).__module__
-    if "fail" in mod or "null" in mod:
-        return WARN, "no OS keyring; the vault key is kept in a 0600 file in the data dir", (
-            "install and unlock a Secret Service (GNOME Keyring / KWallet) to keep it in the keyring")
-    return OK, f"keyring backend {type(backend).__name__}", None
+    home = data_dir()
+    if (home / LEGACY_KEY_FILE).exists():
+        return WARN, f"an older version's vault key lies beside the vault ({home / LEGACY_KEY_FILE})", (
+            "run `mirador unlock`: it reseals the vault under the data key and erases that file")
+    keys = DataKeys(home)
+    if keys.locked:
+        return WARN, "Mirador is locked: sealed data cannot be read or written", "run `mirador unlock`"
+    if os_keyring() is None:
+        return OK, "no OS keyring: the data key is wrapped by a passphrase (Argon2id), asked once per process", (
+            "set MIRADOR_PASSPHRASE for a headless service; a Secret Service (GNOME Keyring / KWallet) "
+            "would keep the key instead")
+    return OK, f"the data key is wrapped by the OS keyring ({type(os_keyring()).__name__})", None
 
 
 CHECKS = [

@@ -24,7 +24,7 @@ COMMAND_MODULES: list[str] = [
     "desktop.cli.memories", "desktop.cli.store_admin", "desktop.cli.export", "desktop.cli.doctor",
     "desktop.cli.evidence", "desktop.cli.mcp", "desktop.cli.capture", "desktop.cli.recall", "desktop.cli.app",
     "desktop.cli.extract", "desktop.cli.selftest", "desktop.cli.imports", "desktop.cli.relations",
-    "desktop.cli.reinforce", "desktop.cli.hooks", "desktop.cli.remote",
+    "desktop.cli.reinforce", "desktop.cli.hooks", "desktop.cli.remote", "desktop.cli.keys",
 ]
 
 # The order `mirador --help` lists commands in (people read it; modules group them differently).
@@ -33,6 +33,7 @@ HELP_ORDER: list[str] = [
     "add", "search", "show", "edit", "delete", "purge", "optimize", "reembed", "list", "export", "stats", "doctor",
     "evidence", "serve", "mcp", "capture", "status", "pause", "resume", "recall", "app", "extract", "dream",
     "selftest", "import", "relate", "related", "chain", "unrelate", "reinforce", "hooks", "hook", "remote", "service",
+    "lock", "unlock",
 ]
 
 

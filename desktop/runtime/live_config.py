@@ -23,7 +23,7 @@ RESTART_FIELDS: dict[str, str] = {
     "mcp.enabled": "the MCP server starts with the app",
     "mcp.port": "the MCP server binds its port at start",
     "mcp.allowed_origins": "the MCP server's origin check is built at start",
-    "vault.key_store": "the vault key is opened with the store",
+    "vault.key_store": "the data key is opened with the store",
 }
 
 

@@ -120,7 +120,7 @@ LABELS: dict[str, str] = {
     "recall.max_candidates": "Hits considered from memories and from captures",
     "recall.full_share": "Largest share of the budget one full item may take (0–1)",
     "store.optimize_after_writes": "Tidy the tables after this many writes",
-    "vault.key_store": "Where the vault key is kept",
+    "vault.key_store": "What unwraps the data key (keyring or passphrase)",
     "mcp.allowed_origins": "Web pages allowed to call Mirador (besides localhost)",
     "hooks.allowed_scopes": "Scopes that may be sent to an assistant in a prompt",
     "hooks.budget_tokens": "Size of what is added to a prompt (tokens)",

@@ -142,6 +142,9 @@ def principal_of(ctx: Context, state: ServerState) -> Principal:
 async def _call(ctx: Context, fn: Callable, **kw) -> Any:
     state: ServerState = ctx.request_context.lifespan_context
     p = principal_of(ctx, state)
+    if state.store.keys.locked:  # `mirador lock` or the tray's Lock: no tool reads or writes until unlocked
+        raise ToolError("Mirador is locked: the person unlocks it with `mirador unlock` or Unlock Mirador… in "
+                        "the tray; until then no memory can be read or written — tell the person")
     try:
         return await anyio.to_thread.run_sync(lambda: fn(state.store, p, **kw), limiter=state.limiter(fn))
     except MiradorError as e:

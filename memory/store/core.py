@@ -60,7 +60,7 @@ from memory.store.speakers import SpeakerNames
 from memory.store.specs import EvidenceSpec, MemorySpec
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 from memory.store.tallies import Tallies
-from memory.store.vault_crypto import VaultCipher
+from memory.store.vault_crypto import VaultCipher, legacy_pending, reseal_legacy
 from memory.types import (
     MAX_LABEL_CHARS,
     MAX_MEMORY_CHARS,
@@ -115,6 +115,9 @@ class Store:
         self.reopen_tables()
         self._check_dim()
         self.cipher = VaultCipher(self.home, self.config.vault.key_store)
+        self.keys = self.cipher.keys  # the data key (memory/store/keys.py): lock, unlock, seal
+        if legacy_pending(self.home):  # an older version's vault.key beside the vault: reseal, then erase it
+            reseal_legacy(self)
         # Shared scopes (config remote.bindings): their memories live on S3-compatible storage.
         self.remotes = Remotes(self, evidence=EvidenceMirror)
 
@@ -547,6 +550,13 @@ class Store:
         row = self._one("vault", id_, scopes, VAULT_COLS)
         self.write_audit([audit_row(actor, "reveal", "vault", id_, row["scope"])])
         return self.cipher.decrypt(row["value_enc"])
+
+    def reseal_vault_value(self, id_: str, token: str) -> None:
+        """Replace a vault value's sealed form (same secret, new key); audited without the value."""
+        row = dict(self._one("vault", id_, None, VAULT_COLS))
+        row["value_enc"] = token
+        self._upsert(self.vault, row)
+        self.write_audit([audit_row("system", "reseal", "vault", id_, row["scope"])])
 
     def update_vault(self, id_: str, *, actor: str = "person", label: str | None = None, value: str | None = None,
                      scope: str | None = None, scopes: Iterable[str] | None = None) -> dict[str, Any]:

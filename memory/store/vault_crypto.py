@@ -1,108 +1,69 @@
-"""Knowledge-vault encryption: Fernet, key in the OS keyring, a 0600 key file as the fallback.
+"""Knowledge-vault values sealed with the data folder's key (memory/store/keys.py), never a key file beside them.
 
-`cryptography` is imported when a value is encrypted or decrypted, not with the store: every CLI call and
-hook opens the store, and few of them touch the vault.
+Older versions sealed vault values with Fernet under a key kept in the OS keyring or in `vault.key` next to
+the vault. Those values still open (keys.DataKeys.open_legacy) and `reseal_legacy` moves them under the data
+key, then erases vault.key and the old keyring entry: the store does it at open when the data key can be had
+without asking, `mirador unlock` otherwise.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from memory.errors import MiradorError
-
-if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+from memory.store.keys import LEGACY_KEY_FILE, SEALED_PREFIX, DataKeys, KeyUnavailableError, LockedError
 
 log = logging.getLogger(__name__)
 
-KEYRING_SERVICE = "mirador-vault"
-KEY_FILE = "vault.key"
-
-
-def _keyring_user(home: Path) -> str:
-    # One key per data directory, so a test home never touches the person's real key.
-    return "key-" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
-
-
-def _from_keyring(home: Path, create: bool) -> bytes | None:
-    try:
-        import keyring
-        from keyring.errors import KeyringError, NoKeyringError
-    except ImportError:
-        return None
-    from cryptography.fernet import Fernet
-
-    try:
-        backend = keyring.get_keyring()
-        if "fail" in type(backend).__module__ or "null" in type(backend).__module__:
-            return None
-        key = keyring.get_password(KEYRING_SERVICE, _keyring_user(home))
-        if key is None and create:
-            key = Fernet.generate_key().decode()
-            keyring.set_password(KEYRING_SERVICE, _keyring_user(home), key)
-        return key.encode() if key else None
-    except (NoKeyringError, KeyringError, RuntimeError) as e:
-        log.info("OS keyring unavailable (%s); using the key file", e)
-        return None
-
-
-def _from_file(home: Path) -> bytes:
-    path = home / KEY_FILE
-    if path.exists():
-        return path.read_bytes().strip()
-    from cryptography.fernet import Fernet
-
-    home.mkdir(parents=True, exist_ok=True)
-    key = Fernet.generate_key()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    return key
+CONTEXT = "vault value"
 
 
 class VaultCipher:
-    """Encrypts and decrypts vault values; the key is fetched once, on first use."""
+    """Seals and opens vault values with the data key."""
 
-    def __init__(self, home: Path, key_store: str = "auto") -> None:
+    def __init__(self, home: Path, key_store: str = "auto", keys: DataKeys | None = None) -> None:
         self.home = home
-        self.key_store = key_store
-        self._fernet: Fernet | None = None
-
-    def _get(self) -> Fernet:
-        if self._fernet is None:
-            from cryptography.fernet import Fernet
-
-            key = None
-            if (self.home / KEY_FILE).exists() and self.key_store != "keyring":
-                key = _from_file(self.home)
-            elif self.key_store in ("auto", "keyring"):
-                key = _from_keyring(self.home, create=True)
-                if key is None and self.key_store == "keyring":
-                    raise MiradorError(
-                        "vault.key_store is 'keyring' but no OS keyring is available — "
-                        "start your desktop's secret service or set vault.key_store = 'file'"
-                    )
-            if key is None:
-                key = _from_file(self.home)
-            self._fernet = Fernet(key)
-        return self._fernet
+        self.keys = keys or DataKeys(home, key_store)
 
     def encrypt(self, value: str) -> str:
-        """Encrypt a secret value; returns a Fernet token (ASCII)."""
-        return self._get().encrypt(value.encode("utf-8")).decode("ascii")
+        """Seal a secret value (AES-256-GCM under the data key); returns ASCII."""
+        return self.keys.seal(value, CONTEXT)
 
     def decrypt(self, token: str) -> str:
-        """Decrypt a token written by encrypt()."""
-        from cryptography.fernet import InvalidToken
+        """Open a value written by encrypt() (or by an older version's Fernet)."""
+        return self.keys.open(token, CONTEXT)
 
-        try:
-            return self._get().decrypt(token.encode("ascii")).decode("utf-8")
-        except InvalidToken as e:
-            raise MiradorError(
-                "cannot decrypt this vault value with the current key — the key in the keyring or "
-                f"{self.home / KEY_FILE} is not the one it was written with; restore that key"
-            ) from e
+
+def legacy_pending(home: Path) -> bool:
+    """True while an older version's vault.key lies in the data folder."""
+    return (home / LEGACY_KEY_FILE).exists()
+
+
+def reseal_legacy(store: Any, interactive: bool = False) -> int:
+    """Move vault values sealed by an older version under the data key, then erase the old key.
+
+    interactive=False: only if the data key can be had without asking (keyring, MIRADOR_PASSPHRASE, a key
+    already held); otherwise the old values keep opening with the old key until `mirador unlock`.
+    Returns how many values were resealed."""
+    keys: DataKeys = store.cipher.keys
+    if not interactive and keys.method() == "passphrase" and not keys.held:
+        import os
+
+        from memory.store.keys import PASSPHRASE_ENV
+
+        if not os.environ.get(PASSPHRASE_ENV):
+            log.warning("vault values sealed by an older Mirador wait for `mirador unlock` to be resealed")
+            return 0
+    try:
+        rows = store.rows(store.vault, None, ["id", "value_enc"])
+        old = [r for r in rows if r["value_enc"] and not r["value_enc"].startswith(SEALED_PREFIX)]
+        for r in old:
+            store.reseal_vault_value(r["id"], store.cipher.encrypt(keys.open_legacy(r["value_enc"])))
+    except (KeyUnavailableError, LockedError) as e:
+        log.warning("vault values sealed by an older Mirador are not resealed yet: %s", e)
+        return 0
+    keys.forget_legacy()
+    if old:
+        log.info("resealed %d vault value(s) under the data key; %s erased", len(old), LEGACY_KEY_FILE)
+    return len(old)

@@ -30,7 +30,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("dream",), ("selftest",), ("import",), ("relate",), ("related",), ("chain",), ("unrelate",), ("reinforce",),
     ("hooks",), ("hooks", "install"), ("hooks", "uninstall"), ("hooks", "status"), ("hook",),
     ("hook", "user-prompt-submit"), ("hook", "stop"), ("remote",), ("remote", "add"), ("remote", "list"),
-    ("remote", "test"), ("remote", "remove"), ("service",),
+    ("remote", "test"), ("remote", "remove"), ("service",), ("lock",), ("unlock",),
 ]
 
 # Every invocation the README showed (its CLI tour and sections), with placeholders filled in.
@@ -69,7 +69,7 @@ README_INVOCATIONS: list[list[str]] = [
     ["mcp", "token", "add", "reviewer", "--read", "work", "--allow-vault"],
     ["mcp", "token", "list"], ["mcp", "token", "revoke", "claude-code"],
     *[["mcp", "config", c, "--token", "T", "--write"] for c in ("claude-code", "claude-desktop", "cursor", "vscode")],
-    ["app"], ["service", "--once"], ["service"],
+    ["app"], ["service", "--once"], ["service"], ["lock"], ["unlock", "--passphrase-stdin"],
     ["selftest", "--models"],
     ["relate", "mem_A", "BECAUSE", "mem_B", "--evidence", "evd_X"],
     ["related", "mem_A", "--relation", "BECAUSE", "--direction", "out", "--json"],

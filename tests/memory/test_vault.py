@@ -38,11 +38,10 @@ def test_vault_has_no_vector_and_label_only_index(store):
     assert indexed == {"label"}
 
 
-def test_key_file_fallback_is_private(store, mirador_home):
+def test_no_key_file_lies_beside_the_vault(store, mirador_home):
     store.add_memory("k", type="vault", value="v")
-    key = mirador_home / "vault.key"
-    if key.exists():  # no OS keyring here, so the 0600 file holds the key
-        assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
+    assert not (mirador_home / "vault.key").exists()  # the data key is wrapped (tests/memory/test_data_key.py)
+    assert stat.S_IMODE(os.stat(mirador_home / "data-key.json").st_mode) == 0o600
 
 
 def test_vault_needs_a_value_and_automated_actors_cannot_write(store):

@@ -1,0 +1,50 @@
+"""`mirador lock`, `unlock`: drop the data folder's key from every process, and take it back."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(cmd, as_json, scope) -> None:
+    """Add the lock commands to the `mirador` parser."""
+    cmd("lock", cmd_lock, "drop the data key from every Mirador process of this data dir until `mirador unlock`")
+    sp = cmd("unlock", cmd_unlock, "take the data key back (OS keyring, or the passphrase) and lift the lock")
+    sp.add_argument("--passphrase-stdin", action="store_true",
+                    help="read the passphrase from stdin instead of asking in the terminal")
+
+
+def _keys():
+    from memory.config import data_dir, load_config
+    from memory.store.keys import DataKeys
+
+    home = data_dir()
+    return DataKeys(home, load_config(home).vault.key_store)
+
+
+def cmd_lock(a) -> int:
+    """Write the lock marker; processes drop their key the next time they ask for it."""
+    keys = _keys()
+    keys.lock()
+    print(f"locked: Mirador of {keys.home} reads and writes no sealed data, and assistants get a 'locked' "
+          "error, until `mirador unlock`")
+    return 0
+
+
+def cmd_unlock(a) -> int:
+    """Check that the key opens, then remove the marker; reseal what an older version sealed."""
+    keys = _keys()
+    phrase = sys.stdin.read().rstrip("\n") if a.passphrase_stdin else None
+    from memory.store.vault_crypto import legacy_pending, reseal_legacy
+
+    resealed = 0
+    if legacy_pending(keys.home):  # an older version's vault.key: reseal its values, then erase it
+        from memory.store.core import Store
+
+        store = Store(keys.home)
+        method = store.keys.unlock(phrase)
+        resealed = reseal_legacy(store, interactive=True)
+    else:
+        method = keys.unlock(phrase)
+    print(f"unlocked with the {'OS keyring' if method == 'keyring' else 'passphrase'}"
+          + (f"; {resealed} vault value(s) resealed under the data key, vault.key erased" if resealed else ""))
+    return 0

@@ -1,0 +1,334 @@
+"""The data key: what seals this data folder's secrets, and what unlocks it. Never a key file beside the data.
+
+One random 256-bit data key per data folder. On disk it exists only wrapped (AES-256-GCM) in
+`data-key.json`; the key that unwraps it (the KEK) comes from
+
+- the OS keyring (Secret Service, Keychain, Windows Credential Manager, through `keyring`): a random KEK
+  kept there, so the folder alone opens nothing; or
+- a passphrase, where no keyring exists: the KEK is Argon2id(passphrase, salt) (`argon2-cffi`), asked once
+  per process — `MIRADOR_PASSPHRASE` for a headless service or CI, the terminal prompt in the CLI, a dialog
+  in the tray.
+
+Lock: `mirador lock` (and the tray's "Lock Mirador") writes a `locked` marker in the data folder and every
+process of that folder drops its key the next time it asks for it (a stat per ask, so a lock reaches the
+MCP servers that assistants started as well as the tray); until `mirador unlock`, key users get LockedError.
+
+`cryptography` and `argon2` are imported when a key is first needed, not with the store: most CLI calls and
+hooks never touch a secret.
+
+What is sealed with the data key today: vault values (docs/capture-and-privacy.md, "At rest").
+"""
+
+from __future__ import annotations
+
+import base64
+import getpass
+import hashlib
+import json
+import logging
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memory.errors import ConfigError, MiradorError
+from memory.store.atomic import write_atomic
+
+log = logging.getLogger(__name__)
+
+KEY_FILE = "data-key.json"
+LOCK_FILE = "locked"
+LEGACY_KEY_FILE = "vault.key"  # the Fernet key older versions kept beside the vault: migrated, then erased
+KEYRING_SERVICE = "mirador-data-key"
+LEGACY_KEYRING_SERVICE = "mirador-vault"
+PASSPHRASE_ENV = "MIRADOR_PASSPHRASE"
+SEALED_PREFIX = "m1:"  # a value sealed by DataKeys.seal; anything else in a sealed column is a legacy Fernet token
+MIN_PASSPHRASE = 8
+# Argon2id cost: RFC 9106's second recommendation (64 MiB, 3 passes), about 0.2-0.4 s once per process here.
+ARGON2 = {"time_cost": 3, "memory_cost": 64 * 1024, "parallelism": 2}
+
+
+class LockedError(MiradorError):
+    """The data folder is locked: keys were dropped until the person unlocks it."""
+
+    exit_code = 5
+
+
+class KeyUnavailableError(MiradorError):
+    """The key that opens the data folder cannot be had: lost, wrong passphrase, or nothing to ask."""
+
+    exit_code = 5
+
+
+def keyring_user(home: Path) -> str:
+    # One entry per data folder, so a test home never touches the person's real key.
+    return "key-" + hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:16]
+
+
+def os_keyring() -> Any | None:
+    """The OS keyring backend, or None where there is none (keyring's fail/null backends, or no module)."""
+    try:
+        import keyring
+    except ImportError:
+        return None
+    try:
+        backend = keyring.get_keyring()
+    except Exception as e:  # a broken keyring configuration is "no keyring", said in doctor
+        log.info("OS keyring unavailable: %s", e)
+        return None
+    mod = type(backend).__module__
+    if "fail" in mod or "null" in mod or "chainer" in mod and not getattr(backend, "backends", None):
+        return None
+    return backend
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode("ascii")
+
+
+def _unb64(s: str) -> bytes:
+    return base64.b64decode(s.encode("ascii"))
+
+
+class DataKeys:
+    """Unwraps the data key on first use, seals and opens values with it, and honours the lock."""
+
+    def __init__(self, home: Path, key_store: str = "auto") -> None:
+        self.home = home
+        # "file" was the key file beside the data; it now means what it always meant to protect against:
+        # no keyring, so a passphrase.
+        self.key_store = "passphrase" if key_store == "file" else key_store
+        self._key: bytes | None = None
+        self._lock = threading.Lock()
+        # Set by the tray (a dialog) or the CLI (a terminal prompt): asked for the passphrase when needed.
+        self.prompt: Callable[[bool], str | None] | None = None
+
+    # ---- state ---------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.home / KEY_FILE
+
+    @property
+    def locked(self) -> bool:
+        """True while `mirador lock` holds: keys are dropped and key users are refused."""
+        return (self.home / LOCK_FILE).exists()
+
+    @property
+    def held(self) -> bool:
+        """True if this process holds the unwrapped key now."""
+        return self._key is not None and not self.locked
+
+    def record(self) -> dict[str, Any] | None:
+        """What data-key.json says (how the key is wrapped), or None before the first key was made."""
+        try:
+            return json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise KeyUnavailableError(
+                f"{self.path} is unreadable ({e}): restore it from your backup; without it sealed data "
+                "cannot be opened") from e
+
+    def method(self) -> str:
+        """How this folder's key is (or would be) unlocked: 'keyring' or 'passphrase'."""
+        rec = self.record()
+        if rec:
+            return rec["kek"]
+        if self.key_store == "keyring" or self.key_store == "auto" and os_keyring() is not None:
+            return "keyring"
+        return "passphrase"
+
+    def lock(self) -> None:
+        """Drop the key here and tell every process of this folder to drop it (the `locked` marker)."""
+        write_atomic(self.home / LOCK_FILE, b"locked by mirador lock\n", mode=0o600, fsync=True)
+        with self._lock:
+            self._key = None
+
+    def unlock(self, passphrase: str | None = None) -> str:
+        """Check the key can be had (keyring or passphrase), then lift the lock; returns the method used."""
+        with self._lock:
+            self._key = None
+            self._key = self._obtain(passphrase, allow_locked=True)
+        try:
+            (self.home / LOCK_FILE).unlink()
+        except FileNotFoundError:
+            pass
+        return self.method()
+
+    # ---- the key -------------------------------------------------------------------------
+
+    def key(self, passphrase: str | None = None) -> bytes:
+        """The unwrapped data key; made (and wrapped) the first time. Raises LockedError while locked."""
+        if self.locked:
+            self._key = None
+            raise LockedError(
+                "Mirador is locked: unlock it with `mirador unlock` (or Unlock Mirador… in the tray) "
+                "to read or write sealed data")
+        with self._lock:
+            if self._key is None:
+                self._key = self._obtain(passphrase, allow_locked=False)
+            return self._key
+
+    def _obtain(self, passphrase: str | None, allow_locked: bool) -> bytes:
+        rec = self.record()
+        if rec is None:
+            return self._create(passphrase)
+        kek = self._kek(rec, passphrase, creating=False)
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        blob = _unb64(rec["wrapped"])
+        try:
+            return AESGCM(kek).decrypt(blob[:12], blob[12:], b"mirador data key v1")
+        except InvalidTag:
+            if rec["kek"] == "passphrase":
+                raise KeyUnavailableError(
+                    "that passphrase does not open this data folder: try again (it is the one set when "
+                    f"{self.path.name} was made), or restore the folder from a backup") from None
+            raise KeyUnavailableError(
+                f"the key in the OS keyring does not open {self.path}: the keyring entry "
+                f"{KEYRING_SERVICE}/{keyring_user(self.home)} was replaced; restore it from a keyring backup") from None
+
+    def _create(self, passphrase: str | None) -> bytes:
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        dk = AESGCM.generate_key(bit_length=256)
+        rec: dict[str, Any] = {"version": 1, "kek": self.method(), "cipher": "AES-256-GCM"}
+        if rec["kek"] == "passphrase":
+            rec["kdf"] = {"name": "argon2id", "salt": _b64(secrets.token_bytes(16)), **ARGON2}
+        kek = self._kek(rec, passphrase, creating=True)
+        nonce = secrets.token_bytes(12)
+        rec["wrapped"] = _b64(nonce + AESGCM(kek).encrypt(nonce, dk, b"mirador data key v1"))
+        self.home.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600, fsync=True)
+        log.info("made this data folder's key, wrapped by the %s", rec["kek"])
+        return dk
+
+    def _kek(self, rec: dict[str, Any], passphrase: str | None, creating: bool) -> bytes:
+        if rec["kek"] == "keyring":
+            return self._keyring_kek(creating)
+        if rec["kek"] != "passphrase":
+            raise KeyUnavailableError(f"{self.path} names an unknown key method {rec['kek']!r}: "
+                                      "it was written by a newer Mirador; upgrade")
+        phrase = passphrase or os.environ.get(PASSPHRASE_ENV) or self._ask(creating)
+        if creating and len(phrase) < MIN_PASSPHRASE:
+            raise ConfigError(f"a passphrase needs at least {MIN_PASSPHRASE} characters: choose a longer one")
+        from argon2.low_level import Type, hash_secret_raw
+
+        kdf = rec["kdf"]
+        return hash_secret_raw(phrase.encode("utf-8"), _unb64(kdf["salt"]), time_cost=kdf["time_cost"],
+                               memory_cost=kdf["memory_cost"], parallelism=kdf["parallelism"],
+                               hash_len=32, type=Type.ID)
+
+    def _ask(self, creating: bool) -> str:
+        if self.prompt is not None:
+            phrase = self.prompt(creating)
+            if phrase:
+                return phrase
+        elif sys.stdin is not None and sys.stdin.isatty():
+            what = "Choose a passphrase for Mirador's data (no OS keyring here)" if creating else \
+                "Mirador passphrase"
+            phrase = getpass.getpass(what + ": ")
+            if creating and phrase and getpass.getpass("Again: ") != phrase:
+                raise ConfigError("the two passphrases differ: run the command again")
+            if phrase:
+                return phrase
+        raise KeyUnavailableError(
+            "no OS keyring here and no passphrase given: run the command in a terminal to be asked, unlock "
+            f"the tray app, or set {PASSPHRASE_ENV} for a headless service")
+
+    def _keyring_kek(self, creating: bool) -> bytes:
+        backend = os_keyring()
+        if backend is None:
+            raise KeyUnavailableError(
+                "this data folder's key is kept in the OS keyring, which is not available now: start your "
+                "desktop's keyring (GNOME Keyring, KWallet, Keychain) and try again")
+        user = keyring_user(self.home)
+        value = backend.get_password(KEYRING_SERVICE, user)
+        if value is None and creating:
+            value = _b64(secrets.token_bytes(32))
+            backend.set_password(KEYRING_SERVICE, user, value)
+        if value is None:
+            raise KeyUnavailableError(
+                f"the key that opens {self.home} is not in the OS keyring (entry {KEYRING_SERVICE}/{user}): "
+                "it was deleted, or this is another user account; restore it from a keyring backup — "
+                "without it the sealed data cannot be read")
+        return _unb64(value)
+
+    # ---- sealing values ------------------------------------------------------------------
+
+    def seal(self, value: str, context: str) -> str:
+        """AES-256-GCM under the data key; `context` (what the value is) is bound in as associated data."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        nonce = secrets.token_bytes(12)
+        ct = AESGCM(self.key()).encrypt(nonce, value.encode("utf-8"), context.encode())
+        return SEALED_PREFIX + _b64(nonce + ct)
+
+    def open(self, token: str, context: str) -> str:
+        """The value seal() sealed; a clear error if the key is not the one it was sealed with."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if not token.startswith(SEALED_PREFIX):
+            return self.open_legacy(token)
+        if self._key is None and self.record() is None:
+            raise KeyUnavailableError(
+                f"{self.path} is missing, and this data folder holds values sealed with the key it wrapped: "
+                "restore that file from your backup (a new key would not open them)")
+        blob = _unb64(token[len(SEALED_PREFIX):])
+        try:
+            return AESGCM(self.key()).decrypt(blob[:12], blob[12:], context.encode()).decode("utf-8")
+        except InvalidTag:
+            raise KeyUnavailableError(
+                f"a sealed value does not open with this data folder's key ({context}): it was sealed under "
+                f"another key — {self.path} was replaced; restore the one it was written with") from None
+
+    # ---- values sealed by older versions (Fernet, key in vault.key or the old keyring entry) -----
+
+    def legacy_key(self) -> bytes | None:
+        path = self.home / LEGACY_KEY_FILE
+        if path.exists():
+            return path.read_bytes().strip()
+        backend = os_keyring()
+        if backend is not None:
+            value = backend.get_password(LEGACY_KEYRING_SERVICE, keyring_user(self.home))
+            return value.encode() if value else None
+        return None
+
+    def open_legacy(self, token: str) -> str:
+        from cryptography.fernet import Fernet, InvalidToken
+
+        key = self.legacy_key()
+        if key is None:
+            raise KeyUnavailableError(
+                f"this vault value was sealed by an older Mirador whose key ({self.home / LEGACY_KEY_FILE} or "
+                f"the keyring entry {LEGACY_KEYRING_SERVICE}) is gone: restore it and run `mirador unlock`")
+        try:
+            return Fernet(key).decrypt(token.encode("ascii")).decode("utf-8")
+        except InvalidToken:
+            raise KeyUnavailableError(
+                f"cannot open this vault value with the older key in {self.home / LEGACY_KEY_FILE}: it is not "
+                "the key it was written with; restore that key") from None
+
+    def forget_legacy(self) -> None:
+        """After every legacy value is resealed: erase vault.key and the old keyring entry."""
+        path = self.home / LEGACY_KEY_FILE
+        if path.exists():
+            size = path.stat().st_size
+            with open(path, "r+b") as f:  # overwrite before unlinking, so the bytes do not linger in the file
+                f.write(secrets.token_bytes(max(size, 64)))
+                f.flush()
+                os.fsync(f.fileno())
+            path.unlink()
+        backend = os_keyring()
+        if backend is not None:
+            try:
+                if backend.get_password(LEGACY_KEYRING_SERVICE, keyring_user(self.home)) is not None:
+                    backend.delete_password(LEGACY_KEYRING_SERVICE, keyring_user(self.home))
+            except Exception as e:  # the old entry is harmless once nothing is sealed under it
+                log.info("could not delete the old vault keyring entry: %s", e)
