@@ -120,6 +120,7 @@ class MiradorShell(QObject):
 
         # counted the way the Review window counts, so the two numbers always agree
         self.tray.sharing_fn = services.store.remotes.check if services.store.remotes.shared else None
+        self.tray.keys = services.store.keys
         self.tray.set_sources(services.capture, lambda: review_pending(services.store))
         self._watch_store(services.store)
         for p in services.problems:

@@ -67,6 +67,9 @@ class Tray(QObject):
         # Shared scopes' health (memory.store.remote.Remotes.check), asked in a worker when set.
         self.sharing_fn: Callable[[], list[dict]] | None = None
         self.sharing: list[dict] = []
+        # The data key (memory.store.keys.DataKeys), set by the app once the store is open: Lock / Unlock.
+        self.keys = None
+        self._paused_by_lock = False
         self._mic_checked = 0.0
         self.stopping = False
         self._notified_problem: str | None = None
@@ -177,6 +180,11 @@ class Tray(QObject):
         self._add(m, f"Review ({self.pending} pending)", self.open_review.emit)
         self._add(m, "Evidence timeline", self.open_timeline.emit)
         self._add(m, "Settings…", self.open_settings.emit)
+        if self.keys is not None:
+            if self.keys.locked:
+                self._add(m, "Unlock Mirador…", self.unlock)
+            else:
+                self._add(m, "Lock Mirador", self.lock)
         auto = self._add(m, "Start at login", self._toggle_autostart)
         auto.setCheckable(True)
         auto.setChecked(autostart.is_enabled())
@@ -218,6 +226,35 @@ class Tray(QObject):
         """Pause capture for PAUSE_MINUTES; it resumes by itself."""
         if self.capture:
             self._capture_call(self.capture.pause_for, PAUSE_MINUTES)
+
+    def lock(self) -> None:
+        """Drop the data key from every process of this data dir and pause capture until unlocked."""
+        self.keys.lock()
+        if self.capture and self.health.state == "capturing":
+            self._paused_by_lock = True
+            self._capture_call(self.capture.pause)
+        self.icon.showMessage("Mirador", "Locked: assistants get a 'locked' error and capture is paused until "
+                              "you unlock Mirador.", QSystemTrayIcon.MessageIcon.Information)
+
+    def unlock(self) -> None:
+        """Take the key back (the keyring, or the passphrase asked here) and resume what the lock paused."""
+        from PySide6.QtWidgets import QInputDialog, QLineEdit
+
+        from memory.errors import MiradorError
+
+        phrase = None
+        if self.keys.method() == "passphrase":
+            phrase, ok = QInputDialog.getText(None, "Unlock Mirador", "Mirador passphrase:", QLineEdit.EchoMode.Password)
+            if not ok:
+                return
+        try:
+            self.keys.unlock(phrase or None)
+        except MiradorError as e:
+            self.icon.showMessage("Mirador", str(e), QSystemTrayIcon.MessageIcon.Warning)
+            return
+        if self._paused_by_lock and self.capture:
+            self._paused_by_lock = False
+            self._capture_call(self.capture.resume)
 
     def _toggle_autostart(self) -> None:
         on = not autostart.is_enabled()

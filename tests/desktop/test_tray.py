@@ -59,6 +59,48 @@ def test_tray_visible_and_menu_pauses_and_starts_capture(qtbot, jobs, store, mon
     wait_idle(qtbot, jobs)
 
 
+def test_lock_and_unlock_from_the_tray(qtbot, jobs, store, monkeypatch):
+    import os
+
+    import pytest
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QInputDialog
+
+    from memory.store.keys import LockedError
+
+    row = store.add_memory("Deploy key", type="vault", value="tray-secret-5e1f")
+    capture = RecordingCapture()
+    capture.start()
+    tray = Tray(jobs, capture, lambda: 0, poll_ms=100)
+    tray.keys = store.keys
+    tray.show()
+    qtbot.waitUntil(lambda: tray.health.state == "capturing", timeout=20_000)
+
+    _choose(qtbot, tray, "Lock Mirador")
+    assert store.keys.locked
+    qtbot.waitUntil(lambda: capture.state == "paused")
+    with pytest.raises(LockedError):
+        store.reveal(row["id"])
+
+    def answer(text):
+        dialog = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QInputDialog) and w.isVisible())
+        dialog.setTextValue(text)
+        dialog.accept()
+
+    QTimer.singleShot(300, lambda: answer("not the passphrase"))
+    _choose(qtbot, tray, "Unlock Mirador…")
+    assert store.keys.locked and capture.state == "paused"  # a wrong passphrase unlocks nothing
+
+    QTimer.singleShot(300, lambda: answer(os.environ["MIRADOR_PASSPHRASE"]))
+    _choose(qtbot, tray, "Unlock Mirador…")
+    assert not store.keys.locked
+    qtbot.waitUntil(lambda: capture.state == "capturing")
+    assert store.reveal(row["id"]) == "tray-secret-5e1f"
+    assert capture.calls == ["start", "pause", "resume"]
+    tray.timer.stop()
+    wait_idle(qtbot, jobs)
+
+
 def test_problem_raises_one_notification(qtbot, jobs):
     capture = RecordingCapture()
     capture.start()
