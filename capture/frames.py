@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from collections.abc import Iterable
@@ -16,8 +17,11 @@ FRAMES = "frames"
 
 
 def save_thumbnail(image, home: Path, when: datetime, name: str, width: int = 640,
-                   black_boxes: Iterable[tuple[int, int, int, int]] = ()) -> str:
-    """Write a WebP thumbnail with the given boxes (left, top, width, height) blacked out; returns the path relative to home."""
+                   black_boxes: Iterable[tuple[int, int, int, int]] = (), keys=None) -> str:
+    """Write a WebP thumbnail with the given boxes (left, top, width, height) blacked out; returns the path relative to home.
+
+    keys (memory.store.keys.DataKeys): seal the file with the data key, bound to its path (Store.frame_bytes
+    opens it); raises LockedError / KeyUnavailableError before anything is written when the key cannot be had."""
     from PIL import ImageDraw
 
     img = image.convert("RGB")
@@ -33,8 +37,15 @@ def save_thumbnail(image, home: Path, when: datetime, name: str, width: int = 64
     rel = Path(FRAMES) / when.strftime("%Y-%m-%d") / f"{name}.webp"
     path = home / rel
     path.parent.mkdir(parents=True, exist_ok=True)
+    if keys is None:
+        with atomic_path(path) as tmp:
+            img.save(tmp, "WEBP", quality=60, method=2)
+        return rel.as_posix()
+    buf = io.BytesIO()
+    img.save(buf, "WEBP", quality=60, method=2)  # in memory: the plain image never touches the disk
+    sealed = keys.seal_bytes(buf.getvalue(), "frame:" + rel.as_posix())
     with atomic_path(path) as tmp:
-        img.save(tmp, "WEBP", quality=60, method=2)
+        tmp.write_bytes(sealed)
     return rel.as_posix()
 
 

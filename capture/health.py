@@ -68,6 +68,7 @@ class Health:
     asr_rtf_last: float = 0.0
     asr_rejected_last: str = ""  # guard reasons for the last dropped ASR text (never the text)
     ocr_busy_seconds: float = 0.0
+    thumbnails_skipped: int = 0  # frames whose thumbnail could not be sealed (locked, no key): text kept, image not
     errors: int = 0
     recent_errors: list[str] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)

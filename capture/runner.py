@@ -23,6 +23,7 @@ from capture.scope_rules import ScopeRules
 from capture.screen import ScreenSource, recent_screen_rows
 from capture.voice import VoiceSource
 from capture.writer import EvidenceWriter
+from memory.errors import MiradorError
 from memory.store.atomic import write_atomic
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class Capture:
         if ocr is None:
             ocr = self._new_ocr(self.cfg.ocr_language)
         s = ScreenSource(self.home, self.cfg, PrivacyFilter.from_config(self.store.config.privacy), self.redactor,
-                         self.writer, self.health, ocr, self.cfg.scope, probe)
+                         self.writer, self.health, ocr, self.cfg.scope, probe, keys=self.store.keys)
         s.scope_rules = ScopeRules.from_config(self.cfg)
         s.dedupe.live = self.writer.existing
         try:
@@ -215,7 +216,23 @@ class Capture:
         if self.voice:
             self._start_voice()
         self._spawn(self._health_loop, "capture-health")
+        self._spawn(self._seal_old_frames, "seal-frames")
         self.health.save(self.home)
+
+    def _seal_old_frames(self) -> None:
+        # Thumbnails an older version wrote in the clear are sealed in place once the key can be had; until
+        # then `mirador doctor` counts them and `mirador unlock` seals them.
+        from memory.store.sealing import plain_frames, seal_frames
+
+        try:
+            if next(plain_frames(self.home), None) is None:
+                return
+            n = seal_frames(self.home, self.store.keys)
+            log.info("sealed %d frame(s) an older version left in the clear", n)
+        except MiradorError as e:
+            log.info("older frames stay in the clear until the key can be had: %s", e)
+        except OSError as e:
+            self.health.error(f"could not seal older frames: {e}")
 
     def _start_screen(self) -> None:
         self._add_worker(self.screen, "ocr-worker")

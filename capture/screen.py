@@ -28,6 +28,7 @@ from capture.redact import Redactor
 from capture.regions import Plan, gray_of, plan
 from capture.scope_rules import ScopeRules, window_names
 from capture.window import WindowInfo, WindowProbe, default_probe
+from memory.errors import MiradorError
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.rows import new_id, ts_literal
@@ -240,8 +241,9 @@ class ScreenSource:
     """One capture cycle per `step()`; changed frames go to `queue`, `handle()` turns them into evidence."""
 
     def __init__(self, home: Path, cfg, privacy: PrivacyFilter, redactor: Redactor, writer, health: Health,
-                 ocr, scope: str | None = None, probe: WindowProbe | None = None) -> None:
+                 ocr, scope: str | None = None, probe: WindowProbe | None = None, keys=None) -> None:
         self.home = Path(home)
+        self.keys = keys  # memory.store.keys.DataKeys: thumbnails are sealed with the data key
         self.cfg = cfg
         self.privacy = privacy
         self.redactor = redactor
@@ -358,7 +360,12 @@ class ScreenSource:
         frame_path = None
         if self.cfg.thumbnails:
             boxes = [(w.left, w.top, w.width, w.height) for s, e, _ in red.spans for w in res.words_in(s, e)]
-            frame_path = save_thumbnail(frame.image, self.home, frame.captured_at, eid, self.cfg.thumbnail_width, boxes)
+            try:
+                frame_path = save_thumbnail(frame.image, self.home, frame.captured_at, eid, self.cfg.thumbnail_width,
+                                            boxes, keys=self.keys)
+            except MiradorError as e:  # locked, or no key: the text is kept, the image is not (never in the clear)
+                self.health.bump("thumbnails_skipped")
+                self.health.error(f"thumbnail not kept: {e}")
         count = red.total + (title.total if title else 0)
         meta = {"ocr_confidence": round(res.confidence, 1), "ocr_ms": round(res.ms, 1), "region": frame.region}
         if frame.monitor is not None:

@@ -184,6 +184,12 @@ def check_keyring():
     if (home / LEGACY_KEY_FILE).exists():
         return WARN, f"an older version's vault key lies beside the vault ({home / LEGACY_KEY_FILE})", (
             "run `mirador unlock`: it reseals the vault under the data key and erases that file")
+    from memory.store.sealing import plain_frames
+
+    plain = sum(1 for _ in plain_frames(home))
+    if plain:
+        return WARN, f"{plain} frame thumbnail(s) an older version left in the clear", (
+            "run `mirador unlock` (or start capture): it seals them in place")
     keys = DataKeys(home)
     if keys.locked:
         return WARN, "Mirador is locked: sealed data cannot be read or written", "run `mirador unlock`"

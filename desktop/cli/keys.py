@@ -43,8 +43,20 @@ def cmd_unlock(a) -> int:
         store = Store(keys.home)
         method = store.keys.unlock(phrase)
         resealed = reseal_legacy(store, interactive=True)
+        keys = store.keys
     else:
         method = keys.unlock(phrase)
     print(f"unlocked with the {'OS keyring' if method == 'keyring' else 'passphrase'}"
           + (f"; {resealed} vault value(s) resealed under the data key, vault.key erased" if resealed else ""))
+    from memory.store.sealing import seal_frames
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 200 == 0:
+            print(f"\rsealing frames an older version left in the clear: {done}/{total}", end="",
+                  file=sys.stderr, flush=True)
+
+    frames = seal_frames(keys.home, keys, progress)
+    if frames:
+        print(file=sys.stderr)
+        print(f"sealed {frames} frame(s) in place")
     return 0

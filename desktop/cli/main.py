@@ -183,6 +183,10 @@ def _one_shot() -> None:
     onnx_encoder.set_short_lived(True)
 
 
+# Commands that run until stopped: they take the passphrase from MIRADOR_PASSPHRASE or the tray, never a prompt.
+LONG_RUNNING = {"app", "serve", "service", "mcp", "capture"}
+
+
 def _dispatch(argv: list[str] | None) -> int:
     """Parse, run the command, and turn its errors into one line and an exit code."""
     parser = build_parser()
@@ -196,6 +200,12 @@ def _dispatch(argv: list[str] | None) -> int:
         _one_shot()
     else:
         gc.enable()
+    if getattr(args, "_command", None) not in LONG_RUNNING:
+        # A command a person typed may ask for the passphrase in the terminal; the tray, the service and the
+        # MCP server never read a terminal from a background thread (memory/store/keys.py).
+        from memory.store.keys import DataKeys
+
+        DataKeys.terminal_prompt = True
     from desktop.cli.common import run_command
 
     def first(a):  # commands a running service can answer go there first (desktop/cli/via_service.py)

@@ -24,6 +24,7 @@ from desktop.ui.browser_data import (
     memory_detail,
     resolve_frame,
 )
+from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import local_time
 
 THUMB = 460  # wide enough to read a captured window's text in the pane; click to see it whole
@@ -44,7 +45,7 @@ def load_detail(store, row_id: str) -> dict:
     # the person sees every status; vault entries take no relations (they link memories only)
     row["_relations"] = [] if row.get("type") == "vault" else related(store, row_id, statuses=[])
     for e in row["_evidence"]:
-        e["_thumb"] = _thumb(e.get("_frame"))
+        e["_thumb"] = _thumb(store, e.get("frame_path")) if e.get("_frame") else None
     return row
 
 
@@ -55,17 +56,15 @@ def load_evidence_detail(store, evidence_id: str) -> dict:
     row = dict(store.get(evidence_id))
     frame = resolve_frame(store, row.get("frame_path"))
     row["_frame"] = str(frame) if frame else None
-    row["_thumb"] = _thumb(row["_frame"])
+    row["_thumb"] = _thumb(store, row.get("frame_path")) if frame else None
     where = f"array_has_any(provenance, [{sql_literal(evidence_id)}])"
     row["_derived"] = store.rows(store.memories, where, ["id", "title", "text", "type", "status"], limit=50)
     return row
 
 
-def _thumb(path: str | None) -> QImage | None:
-    if not path:
-        return None
-    img = QImage(path)
-    if img.isNull():
+def _thumb(store, path: str | None) -> QImage | None:
+    img = frame_image(store, path)
+    if img is None:
         return None
     return img.scaledToWidth(min(THUMB, img.width()), Qt.TransformationMode.SmoothTransformation)
 
@@ -298,11 +297,11 @@ def remove_and_reload(store, edge_id: str, memory_id: str) -> dict:
 class FrameViewer(QDialog):
     """A captured frame at full size (scrolls when larger than the screen)."""
 
-    def __init__(self, path: str, title: str = "", parent=None) -> None:
+    def __init__(self, image: QImage, title: str = "", parent=None) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Mirador — {title}" if title else "Mirador — captured frame")
         self.image = QLabel()
-        self.image.setPixmap(QPixmap(path))
+        self.image.setPixmap(QPixmap.fromImage(image))
         scroll = QScrollArea()
         scroll.setWidget(self.image)
         lay = QVBoxLayout(self)
@@ -375,7 +374,10 @@ class DetailView(QTextBrowser):
         e = next((r for r in rows if r.get("id") == evidence_id and r.get("_frame")), None)
         if e is None:
             return None
-        self.viewer = FrameViewer(e["_frame"], where_from(e), self)
+        image = frame_image(self.store, e.get("frame_path"))
+        if image is None:
+            return None
+        self.viewer = FrameViewer(image, where_from(e), self)
         self.viewer.show()
         return self.viewer
 

@@ -17,7 +17,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QImage, QPalette, QPixmap, QTextDocument
+from PySide6.QtGui import QPalette, QPixmap, QTextDocument
 from PySide6.QtWidgets import QApplication, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from desktop.ui.browser_data import (
@@ -27,11 +27,11 @@ from desktop.ui.browser_data import (
     fetch_rows,
     highlight,
     relevance_label,
-    resolve_frame,
     rows_to_refetch,
     status_word,
     type_word,
 )
+from desktop.ui.frame_image import frame_image
 from desktop.ui.workers import Jobs
 
 log = logging.getLogger(__name__)
@@ -386,10 +386,9 @@ class EvidenceTableModel(LazyRowModel):
 
     def _decorate(self, rows: list[dict]) -> None:  # worker thread: QImage is safe here, QPixmap is not
         for r in rows:
-            frame = resolve_frame(self.store, r.get("frame_path"))
-            if frame:
-                img = QImage(str(frame))
-                r["_thumb"] = None if img.isNull() else img.scaledToWidth(
+            img = frame_image(self.store, r.get("frame_path"))
+            if img is not None:
+                r["_thumb"] = img.scaledToWidth(
                     THUMB_WIDTH, Qt.TransformationMode.SmoothTransformation)
 
     def data(self, index, role=Qt.ItemDataRole.DisplayRole):

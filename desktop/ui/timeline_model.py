@@ -19,9 +19,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRunnable, QSize, Qt, QThreadPool, Signal
-from PySide6.QtGui import QImage, QImageReader, QPixmap
+from PySide6.QtGui import QImage, QPixmap
 
-from desktop.ui.browser_data import MARK_STYLE, resolve_frame
+from desktop.ui.browser_data import MARK_STYLE
+from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, Column, _one_line
 from desktop.ui.workers import Jobs
 from memory.store.rows import iso, sql_id_list
@@ -235,23 +236,6 @@ class LatestFirst(QObject):
             self.on_done(key, result)
 
 
-def decode_thumb(path, size: QSize) -> QImage | None:  # worker thread
-    """The image at path scaled to fit size, or None when it is missing or unreadable."""
-    if path is None:
-        return None
-    reader = QImageReader(str(path))
-    reader.setAutoTransform(True)
-    full = reader.size()
-    if full.isValid():  # decoders that can (JPEG) decode straight at the small size
-        reader.setScaledSize(full.scaled(size, Qt.AspectRatioMode.KeepAspectRatio))
-    img = reader.read()
-    if img.isNull():
-        return None
-    if img.width() > size.width() or img.height() > size.height():
-        img = img.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
-    return img
-
-
 class ThumbCache(QObject):
     """Frame thumbnails for the list and the strip: decoded off the GUI thread (newest request first), the
     last LIMIT kept. get() never waits: it returns None and asks; `ready(id)` says when it is in."""
@@ -270,7 +254,7 @@ class ThumbCache(QObject):
         self._none: set[str] = set()  # ids without a readable frame
 
     def _decode(self, arg: tuple[str, str]) -> QImage | None:  # worker thread
-        return decode_thumb(resolve_frame(self.store, arg[1]), self.SIZE)
+        return frame_image(self.store, arg[1], self.SIZE)
 
     def has(self, id_: str) -> bool:
         """The thumbnail is decoded (or known to be missing)."""

@@ -17,6 +17,7 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
 from PySide6.QtWidgets import QLabel, QSizePolicy, QSplitter, QTextBrowser, QVBoxLayout, QWidget
 
 from desktop.ui.browser_data import fetch_rows, resolve_frame
+from desktop.ui.frame_image import frame_image
 from desktop.ui.timeline_model import LatestFirst, mark
 
 FRAME_MAX = QSize(1600, 1000)  # decoded at most this large: enough for a full-window preview
@@ -31,15 +32,7 @@ def load_frame(store, row: dict) -> tuple[dict, QImage | None]:  # worker thread
         if not got:
             return row, None
         row = got[0]
-    path = resolve_frame(store, row.get("frame_path"))
-    if path is None:
-        return row, None
-    img = QImage(str(path))
-    if img.isNull():
-        return row, None
-    if img.width() > FRAME_MAX.width() or img.height() > FRAME_MAX.height():
-        img = img.scaled(FRAME_MAX, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
-    return row, img
+    return row, frame_image(store, row.get("frame_path"), FRAME_MAX)
 
 
 class _Frame(QLabel):

@@ -551,6 +551,24 @@ class Store:
         self.write_audit([audit_row(actor, "reveal", "vault", id_, row["scope"])])
         return self.cipher.decrypt(row["value_enc"])
 
+    def frame_bytes(self, path: str | None) -> bytes | None:
+        """The image of an evidence row's frame (frame_path), opened with the data key; None when the file is gone.
+
+        Frames of older versions (plain WebP) come back as they are. Raises LockedError / KeyUnavailableError."""
+        if not path:
+            return None
+        p = Path(path)
+        full = p if p.is_absolute() else self.home / p
+        try:
+            blob = full.read_bytes()
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        try:
+            rel = full.relative_to(self.home).as_posix()
+        except ValueError:
+            rel = p.as_posix()
+        return self.keys.open_bytes(blob, "frame:" + rel)
+
     def reseal_vault_value(self, id_: str, token: str) -> None:
         """Replace a vault value's sealed form (same secret, new key); audited without the value."""
         row = dict(self._one("vault", id_, None, VAULT_COLS))

@@ -16,7 +16,7 @@ MCP servers that assistants started as well as the tray); until `mirador unlock`
 `cryptography` and `argon2` are imported when a key is first needed, not with the store: most CLI calls and
 hooks never touch a secret.
 
-What is sealed with the data key today: vault values (docs/capture-and-privacy.md, "At rest").
+What is sealed with the data key today: vault values and frame thumbnails (docs/capture-and-privacy.md, "At rest").
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ LEGACY_KEY_FILE = "vault.key"  # the Fernet key older versions kept beside the v
 KEYRING_SERVICE = "mirador-data-key"
 LEGACY_KEYRING_SERVICE = "mirador-vault"
 PASSPHRASE_ENV = "MIRADOR_PASSPHRASE"
-SEALED_PREFIX = "m1:"  # a value sealed by DataKeys.seal; anything else in a sealed column is a legacy Fernet token
+SEALED_PREFIX = "m1:"
+SEALED_MAGIC = b"MIRADOR-SEALED-1\n"  # what a sealed file (a frame) starts with  # a value sealed by DataKeys.seal; anything else in a sealed column is a legacy Fernet token
 MIN_PASSPHRASE = 8
 # Argon2id cost: RFC 9106's second recommendation (64 MiB, 3 passes), about 0.2-0.4 s once per process here.
 ARGON2 = {"time_cost": 3, "memory_cost": 64 * 1024, "parallelism": 2}
@@ -95,6 +96,9 @@ def _unb64(s: str) -> bytes:
 
 class DataKeys:
     """Unwraps the data key on first use, seals and opens values with it, and honours the lock."""
+
+    # Set by the CLI for commands a person typed: only then is a passphrase asked in the terminal.
+    terminal_prompt = False
 
     def __init__(self, home: Path, key_store: str = "auto") -> None:
         self.home = home
@@ -229,7 +233,7 @@ class DataKeys:
             phrase = self.prompt(creating)
             if phrase:
                 return phrase
-        elif sys.stdin is not None and sys.stdin.isatty():
+        elif DataKeys.terminal_prompt and sys.stdin is not None and sys.stdin.isatty():
             what = "Choose a passphrase for Mirador's data (no OS keyring here)" if creating else \
                 "Mirador passphrase"
             phrase = getpass.getpass(what + ": ")
@@ -287,6 +291,28 @@ class DataKeys:
             raise KeyUnavailableError(
                 f"a sealed value does not open with this data folder's key ({context}): it was sealed under "
                 f"another key — {self.path} was replaced; restore the one it was written with") from None
+
+    def seal_bytes(self, data: bytes, context: str) -> bytes:
+        """Bytes (a frame's WebP) sealed like seal(): SEALED_MAGIC, the nonce, then the AES-256-GCM output."""
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        nonce = secrets.token_bytes(12)
+        return SEALED_MAGIC + nonce + AESGCM(self.key()).encrypt(nonce, data, context.encode())
+
+    def open_bytes(self, blob: bytes, context: str) -> bytes:
+        """What seal_bytes sealed; bytes without the magic (a frame of an older version) come back as they are."""
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        if not blob.startswith(SEALED_MAGIC):
+            return blob
+        body = blob[len(SEALED_MAGIC):]
+        try:
+            return AESGCM(self.key()).decrypt(body[:12], body[12:], context.encode())
+        except InvalidTag:
+            raise KeyUnavailableError(
+                f"a sealed file does not open with this data folder's key ({context}): it was sealed under "
+                "another key, or renamed; restore the data-key.json it was written with") from None
 
     # ---- values sealed by older versions (Fernet, key in vault.key or the old keyring entry) -----
 

@@ -117,3 +117,40 @@ def test_pause_resume_and_timed_pause(capture, store, display, mirador_home):
     assert capture.health.paused_until is not None
     set_pause(mirador_home, paused=False)
     assert capture.step() in ("unchanged", "queued")
+
+
+def test_thumbnails_are_sealed_and_open_only_with_the_key(capture, store, display, mirador_home):
+    from io import BytesIO
+
+    from PIL import Image
+
+    from memory.store.core import Store
+    from memory.store.keys import SEALED_MAGIC, KeyUnavailableError
+
+    display.window("sealed frame check", sentence())
+    capture.run_cycles(3)
+    rows = [r for r in evidence(store) if r["frame_path"]]
+    assert rows
+    for r in rows:
+        blob = (mirador_home / r["frame_path"]).read_bytes()
+        assert blob.startswith(SEALED_MAGIC) and b"WEBP" not in blob[:64] and b"RIFF" not in blob
+        image = Image.open(BytesIO(store.frame_bytes(r["frame_path"])))
+        assert image.format == "WEBP" and image.width > 0
+    # Another folder's key (data-key.json replaced) opens nothing: a clear error, not garbage.
+    (mirador_home / "data-key.json").rename(mirador_home / "data-key.json.bak")
+    other = Store(mirador_home)
+    other.keys.key()
+    with pytest.raises(KeyUnavailableError, match="does not open"):
+        other.frame_bytes(rows[0]["frame_path"])
+
+
+def test_locked_capture_keeps_text_and_no_thumbnail(capture, store, display, mirador_home):
+    store.keys.lock()
+    text = sentence()
+    display.window("while locked", text)
+    capture.run_cycles(3)
+    rows = [r for r in evidence(store) if norm(text) in norm(r["text"])]
+    assert len(rows) == 1 and rows[0]["frame_path"] is None
+    assert frame_files(mirador_home) == set()
+    health = capture.health.snapshot()
+    assert health["thumbnails_skipped"] >= 1 and any("locked" in e for e in health["recent_errors"])

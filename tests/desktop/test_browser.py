@@ -16,18 +16,25 @@ from tests.desktop.conftest import click_row, open_browser, wait_idle
 PHRASE = "zanzibar-quokka-7731"
 
 
-def _frame(home, name="f1.png"):
-    path = home / "frames" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _frame(home, name="f1.png", keys=None):
+    """A frame file: plain PNG as older versions left them, or (keys given) sealed as capture writes them now."""
     img = Image.new("RGB", (800, 500), "white")
     ImageDraw.Draw(img).text((20, 20), "psql ledger -c 'select version()'  PostgreSQL 16.2", fill="black")
+    if keys is not None:
+        from datetime import datetime
+
+        from capture.frames import save_thumbnail
+
+        return home / save_thumbnail(img, home, datetime(2026, 1, 1), name.split(".")[0], keys=keys)
+    path = home / "frames" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
     return path
 
 
 def test_search_select_edit_save(qtbot, jobs, store, mirador_home):
     ev = store.add_evidence("psql ledger: PostgreSQL 16.2 on x86_64", source="screen", app="Terminal",
-                            window="ledger — psql", frame_path=str(_frame(mirador_home)))
+                            window="ledger — psql", frame_path=str(_frame(mirador_home, keys=store.keys)))
     target = store.add_memory("The ledger service runs on PostgreSQL 16", scope="work", provenance=[ev["id"]],
                               details={"subject": "ledger"})
     store.add_memory("Lunch on Fridays is at the Thai place", scope="personal")
@@ -109,7 +116,7 @@ def test_timeline_groups_by_day_and_app_and_deletes_last_hour_and_app(qtbot, job
     from desktop.ui.timeline import EvidenceTimeline
 
     old = now_utc() - timedelta(days=2)
-    frame = _frame(mirador_home, "slack.png")
+    frame = _frame(mirador_home, "slack.png", keys=store.keys)  # sealed, as capture writes it
     recent = store.add_evidence("slack: deploy window is 3pm pelican-4410", source="screen", app="Slack",
                                 frame_path=str(frame))
     store.add_evidence("terminal: git push origin main", source="screen", app="Terminal")

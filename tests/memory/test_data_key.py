@@ -226,3 +226,35 @@ def test_a_locked_store_refuses_every_mcp_call(store):
     store.keys.unlock()
     after = call(store, who, lambda c: c.call_tool("memory_get", {"id": mid}))
     assert not after.isError and "Tuesdays" in after.content[0].text
+
+
+def test_plain_frames_of_an_older_version_are_sealed_in_place_with_progress(store, mirador_home, capsys):
+    from io import BytesIO
+
+    from PIL import Image
+
+    from desktop.cli.main import main
+    from memory.store.keys import SEALED_MAGIC
+    from memory.store.sealing import plain_frames
+
+    rows, images = [], {}
+    for i in range(5):
+        rel = f"frames/2026-01-0{i + 1}/evd_{i}.webp"
+        (mirador_home / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (64 + i, 40), (i * 40, 10, 10)).save(mirador_home / rel, "WEBP", lossless=True)
+        images[rel] = (mirador_home / rel).read_bytes()
+        rows.append(store.add_evidence(f"screen {i}", source="screen", app="Editor", frame_path=rel))
+    old_mtime = (mirador_home / rel).stat().st_mtime
+    assert len(list(plain_frames(mirador_home))) == 5
+
+    assert main(["unlock"]) == 0
+    out = capsys.readouterr()
+    assert "sealed 5 frame(s) in place" in out.out and "5/5" in out.err
+    assert list(plain_frames(mirador_home)) == []
+    for r in rows:
+        rel = r["frame_path"]
+        assert (mirador_home / rel).read_bytes().startswith(SEALED_MAGIC)
+        assert store.frame_bytes(rel) == images[rel]  # every frame kept, byte for byte
+        assert Image.open(BytesIO(store.frame_bytes(rel))).format == "WEBP"
+    assert (mirador_home / rel).stat().st_mtime == old_mtime  # retention still sees the frame's age
+    assert main(["unlock"]) == 0 and "sealed" not in capsys.readouterr().out  # nothing left to do
