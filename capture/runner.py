@@ -122,7 +122,7 @@ class Capture:
 
             vad = Vad()
         v = VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
-                        self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock)
+                        self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock, keys=self.store.keys)
         v.scope_rules = ScopeRules.from_config(self.cfg)
         return v
 

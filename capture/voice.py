@@ -6,6 +6,7 @@ whisper returns passes the guards in models/asr.py before it can become evidence
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 import time
@@ -21,6 +22,8 @@ from capture.health import Health
 from capture.queues import DropOldestQueue
 from capture.redact import Redactor
 from capture.scope_rules import ScopeRules
+from memory.errors import MiradorError
+from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.rows import new_id
@@ -129,8 +132,10 @@ class VoiceSource:
     """Turns audio into transcript evidence; `feed()` is shared by the microphone and WAV files."""
 
     def __init__(self, home: Path, cfg, redactor: Redactor, writer, health: Health, asr, vad,
-                 scope: str | None = None, paused=lambda: False, model_lock: threading.Lock | None = None) -> None:
+                 scope: str | None = None, paused=lambda: False, model_lock: threading.Lock | None = None,
+                 keys=None) -> None:
         self.home = Path(home)
+        self.keys = keys  # memory.store.keys.DataKeys: kept recordings are sealed with the data key
         self.cfg = cfg
         self.redactor = redactor
         self.writer = writer
@@ -199,7 +204,10 @@ class VoiceSource:
             meta["redacted"] = red.counts
             self.health.bump("redactions", red.total)
         if self.cfg.keep_audio:
-            meta["audio_path"] = self._keep(utt, eid)
+            try:
+                meta["audio_path"] = self._keep(utt, eid)
+            except MiradorError as e:  # locked, or no key: the transcript is kept, the recording is not
+                self.health.error(f"recording not kept: {e}")
         app, window = ("microphone", "") if utt.origin == "microphone" else ("audio file", utt.origin)
         # No window is recorded for speech: only a rule naming "microphone" or "audio file" routes it.
         i = self.scope_rules.match(app, window) if self.scope_rules is not None else None
@@ -211,12 +219,17 @@ class VoiceSource:
     def _keep(self, utt: Utterance, eid: str) -> str:
         rel = Path("audio") / utt.started_at.strftime("%Y-%m-%d") / f"{eid}.wav"
         path = self.home / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with wave.open(str(path), "wb") as w:
+        buf = io.BytesIO()  # in memory: the recording reaches the disk only sealed
+        with wave.open(buf, "wb") as w:
             w.setnchannels(1)
             w.setsampwidth(2)
             w.setframerate(SAMPLE_RATE)
             w.writeframes((np.clip(utt.audio, -1, 1) * 32767).astype(np.int16).tobytes())
+        data = buf.getvalue()
+        if self.keys is not None:
+            data = self.keys.seal_bytes(data, "audio:" + rel.as_posix())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data, mode=0o600)
         return rel.as_posix()
 
     # ---- sources ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 _KIND_COLS = {
     "memory": ("memories", ["id", "scope", "fingerprint"]),
-    "evidence": ("evidence", ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]),
+    "evidence": ("evidence", ["id", "scope", "text", "frame_path", "meta", "source", "app", "window", "captured_at"]),
     "vault": ("vault", ["id", "scope", "fingerprint"]),
 }
 
@@ -401,6 +401,8 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
             audits.append(audit_row(actor, "delete", kind, r["id"], r["scope"], after={"tombstone": fp[:16]}))
             if r.get("frame_path"):
                 frames.append(r["frame_path"])
+            if _audio_path(r):  # an utterance's recording (capture.keep_audio) goes with it, like a frame
+                frames.append(_audio_path(r))
     if not stones:
         return {"deleted": 0, "by_kind": {}, "frames_removed": 0, "purged": False}
     # Tombstones first: if we crash between steps, a half-deleted row is still never re-extracted.
@@ -447,6 +449,16 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
         "frames_removed": removed,
         "purged": purge_now,
     }
+
+
+def _audio_path(row: dict) -> str | None:
+    meta = row.get("meta")
+    if isinstance(meta, str):
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    return meta.get("audio_path") if isinstance(meta, dict) else None
 
 
 def _remove_frame(home: Path, path: str) -> int:

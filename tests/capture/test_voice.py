@@ -104,3 +104,26 @@ def test_guards_drop_invented_text():
     assert [s.text for s in kept] == ["real words here"]
     assert [r for _, r in rejected] == ["no speech", "compression ratio", "low log-probability", "repeated phrase"]
     assert collapse_repeats("we should we should we should ship it") == ("we should ship it", 4 / 8)
+
+
+def test_kept_recordings_are_sealed_and_go_with_a_forget(mirador_home, speech_wav):
+    import io
+
+    from memory.store.core import Store
+    from memory.store.erasure import forget
+    from memory.store.keys import SEALED_MAGIC
+
+    mirador_home.mkdir(parents=True, exist_ok=True)
+    (mirador_home / "config.toml").write_text("[capture]\nkeep_audio = true\n")
+    store = Store(mirador_home)
+    run_file(store, speech_wav)
+    rows = store.list("evidence")
+    paths = [r["meta"]["audio_path"] for r in rows]
+    assert rows and all(paths)
+    for rel in paths:
+        blob = (mirador_home / rel).read_bytes()
+        assert blob.startswith(SEALED_MAGIC) and b"RIFF" not in blob and b"WAVE" not in blob
+        with wave.open(io.BytesIO(store.keys.open_bytes(blob, "audio:" + rel))) as w:
+            assert w.getframerate() == 16000 and w.getnframes() > 0
+    forget(store, [r["id"] for r in rows])
+    assert not any((mirador_home / rel).exists() for rel in paths)  # forget means gone: the recording too
