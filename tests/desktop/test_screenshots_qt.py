@@ -8,7 +8,7 @@ the tray icons to assets/icons/, so that `make test` leaves the checkout as it f
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -56,8 +56,18 @@ def _screen(path: Path, lines: list[str], dark: bool, title: str) -> str:
     return str(path)
 
 
+def _morning_anchor() -> datetime:
+    """Now, or 03:00 local time today when it is earlier: the populated day spans 160 minutes before the
+    anchor, and the timeline shows one local day, so a run just after midnight must not push frames into
+    yesterday (CI failed that way at 01:xx)."""
+    now = now_utc()
+    local = now.replace(tzinfo=timezone.utc).astimezone()
+    three = local.replace(hour=3, minute=0, second=0, microsecond=0)
+    return max(now, three.astimezone(timezone.utc).replace(tzinfo=None))
+
+
 def _populate(store, home: Path) -> dict:
-    t = now_utc()
+    t = _morning_anchor()
     f1 = _screen(home / "frames" / "term.png", ["$ psql ledger -c 'select version()'",
                                                  " PostgreSQL 16.2 on x86_64-pc-linux-gnu", "(1 row)", "",
                                                  "$ git log --oneline -3", "a41c2e9 ledger: move to pg16",
