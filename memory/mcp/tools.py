@@ -237,6 +237,8 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
     if type == "vault":
         raise InputError("secrets are added by the person only (`mirador add --type vault`), never over MCP")
     _check_details(details)
+    # Redacted first, as the store will write it: the tombstone and same-text checks compare what is stored.
+    text, secrets = store.scrubber.text(text)
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
     fp = sql_literal(fingerprint(text))
@@ -254,7 +256,11 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
                         "call memory_update with that id to change it"}
     row = store.add_memory(text, type=type, actor=p.actor, scope=ws, title=title, details=details, status=status,
                            confidence=confidence, origin=p.actor)
-    return {"created": _memory_brief(row), "actor": p.actor}
+    out = {"created": _memory_brief(row), "actor": p.actor}
+    if secrets or "[REDACTED:" in row["text"] + row["title"]:
+        out["hint"] = ("secrets in the text were replaced by [REDACTED:kind] before anything was stored; a secret "
+                       "the person wants kept belongs in the vault, which only they add to (`mirador add --type vault`)")
+    return out
 
 
 def memory_update(store, p: Principal, id: str, text: str | None = None, title: str | None = None,

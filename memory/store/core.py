@@ -57,6 +57,7 @@ from memory.store.rows import (
     to_arrow,
 )
 from memory.store.speakers import SpeakerNames
+from memory.store.scrub import RowScrubber
 from memory.store.specs import EvidenceSpec, MemorySpec
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 from memory.store.tallies import Tallies
@@ -96,6 +97,7 @@ class Store:
         self.home = Path(home) if home else data_dir()
         self.home.mkdir(parents=True, exist_ok=True)
         self.config = config or load_config(self.home)
+        self._scrubber = RowScrubber(self.config.privacy)
         # Strong read consistency: another process (the MCP stdio server, the app) may write the same
         # store, and a reader must see its commits; the per-read version check is a local stat.
         self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
@@ -357,17 +359,23 @@ class Store:
 
     # ---- row builders (validated rows, before embedding) ----------------------------------
 
+    @property
+    def scrubber(self) -> RowScrubber:
+        """Redacts what every row builder below is handed (memory/store/scrub.py), per the live privacy config."""
+        self._scrubber.configure(self.config.privacy)
+        return self._scrubber
+
     def memory_row(self, spec: MemorySpec, now: datetime | None = None) -> MemoryRow:
-        """The memories-table row spec makes (no vector); InputError says what is wrong with it."""
-        return builders.memory_row(spec, now or utcnow(), self.default_scope)
+        """The memories-table row spec makes (no vector), secrets redacted; InputError says what is wrong."""
+        return builders.memory_row(self.scrubber.memory(spec)[0], now or utcnow(), self.default_scope)
 
     def vault_row(self, spec: MemorySpec, now: datetime | None = None) -> VaultRow:
-        """The vault-table row spec makes, its value encrypted with this store's key."""
-        return builders.vault_row(spec, now or utcnow(), self.default_scope, self.cipher)
+        """The vault-table row spec makes, its value encrypted with this store's key (its label redacted)."""
+        return builders.vault_row(self.scrubber.memory(spec)[0], now or utcnow(), self.default_scope, self.cipher)
 
     def evidence_row(self, spec: EvidenceSpec, now: datetime | None = None) -> EvidenceRow:
-        """The evidence-table row spec makes (no index text, run or vector)."""
-        return builders.evidence_row(spec, now or utcnow(), self.default_scope)
+        """The evidence-table row spec makes (no index text, run or vector), secrets redacted."""
+        return builders.evidence_row(self.scrubber.evidence(spec), now or utcnow(), self.default_scope)
 
     # ---- memories -------------------------------------------------------------------------
 
@@ -584,6 +592,7 @@ class Store:
         old = self._one("vault", id_, scopes, VAULT_COLS)
         row = dict(old)
         if label is not None:
+            label = self.scrubber.text(label)[0] or ""
             row["label"] = check_text(label, MAX_LABEL_CHARS, "vault label").strip()
             row["fingerprint"] = fingerprint(row["label"])
         if value is not None:
