@@ -43,14 +43,38 @@ def _check(name: str, fn) -> dict:
     return {"name": name, "status": status, "detail": detail, "fix": fix}
 
 
+SHOWN_PATHS = 3  # loose paths named in the report; the rest are counted
+
+
 def check_data_dir():
     from memory.config import data_dir
+    from memory.store.permissions import DIR_MODE, loose_paths, tighten, user_name
 
     home = data_dir()
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=home):
         pass
-    return OK, f"{home} is writable", None
+    # Everything in the data folder is the person's alone (folders 0700, files 0600). The store tightens
+    # the folder whenever it opens, so a path found loose here was widened since, or belongs to another
+    # user: the doctor fixes what it can and says what it found, since other users could read it till now.
+    loose = loose_paths(home)
+    if not loose:
+        return OK, f"{home} is writable and readable by its owner only", None
+    tighten(home)
+    left = loose_paths(home)
+    if left:
+        return (FAIL, f"{len(left)} path(s) in {home} can be read by other users and could not be made "
+                      f"owner-only: {_first(left, home)}",
+                f"they belong to another user (a `sudo mirador` run?): run `sudo chown -R {user_name()} {home}`, "
+                "then `mirador doctor` again")
+    return (WARN, f"{len(loose)} path(s) in {home} could be read by other users ({_first(loose, home)}): "
+                  "fixed now, they are owner-only (folders 0700, files 0600)", None)
+
+
+def _first(paths: list[str], home: Path) -> str:
+    shown = [str(Path(p).relative_to(home)) if Path(p) != home else str(home) for p in paths[:SHOWN_PATHS]]
+    more = len(paths) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
 def check_config():

@@ -189,6 +189,11 @@ LONG_RUNNING = {"app", "serve", "service", "mcp", "capture"}
 
 def _dispatch(argv: list[str] | None) -> int:
     """Parse, run the command, and turn its errors into one line and an exit code."""
+    # Before anything writes: every file and folder this process creates (logs, exports, the service's
+    # endpoint file, LanceDB's tables) is owner-only (memory/store/permissions.py).
+    from memory.store.permissions import restrict_umask
+
+    restrict_umask()
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,

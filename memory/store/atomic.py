@@ -14,11 +14,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-# What a plain open() would give a new file (mkstemp makes it 0600): read once, since reading the
-# umask means setting it.
-_UMASK = os.umask(0o022)
-os.umask(_UMASK)
-NEW_FILE_MODE = 0o666 & ~_UMASK
+# Owner-only unless the caller asks otherwise: nearly every file written here lies in the data folder,
+# which no other user may read (memory/store/permissions.py). A file outside it whose mode is the
+# person's (an assistant's settings.json) passes the mode it had.
+PRIVATE_FILE_MODE = 0o600
 
 
 @contextlib.contextmanager
@@ -39,11 +38,11 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         raise
 
 
-def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = NEW_FILE_MODE,
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = PRIVATE_FILE_MODE,
                  fsync: bool = False) -> None:
-    """Write text (UTF-8) or bytes to `path` atomically. mode: the file's permission bits (default: what
-    open() would give a new file; 0o600 for a file only its owner may read). fsync: flush the data to
-    disk before the rename, for a file whose loss after a crash would cost the person something."""
+    """Write text (UTF-8) or bytes to `path` atomically. mode: the file's permission bits (default 0o600:
+    only its owner may read it, whatever the umask). fsync: flush the data to disk before the rename, for
+    a file whose loss after a crash would cost the person something."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     with atomic_path(path) as tmp:
         os.chmod(tmp, mode)

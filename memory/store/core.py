@@ -22,7 +22,7 @@ import pyarrow as pa
 from memory.config import Config, data_dir, load_config
 from memory.errors import InputError, MiradorError, NotFoundError, SharedOfflineError
 from memory.scopes import scope_filter, sql_literal, validate_scope
-from memory.store import builders
+from memory.store import builders, permissions
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, diff
 from memory.store.embedder_record import (  # noqa: F401  (re-exported: callers import them from here)
@@ -56,8 +56,8 @@ from memory.store.rows import (
     sql_id_list,
     to_arrow,
 )
-from memory.store.speakers import SpeakerNames
 from memory.store.scrub import RowScrubber
+from memory.store.speakers import SpeakerNames
 from memory.store.specs import EvidenceSpec, MemorySpec
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 from memory.store.tallies import Tallies
@@ -95,7 +95,11 @@ class Store:
 
     def __init__(self, home: Path | None = None, config: Config | None = None, embedder: Any = None) -> None:
         self.home = Path(home) if home else data_dir()
-        self.home.mkdir(parents=True, exist_ok=True)
+        # LanceDB's Rust writers create files with the process umask: owner-only from here on, and whatever
+        # an older version or another program left wider is tightened once (memory/store/permissions.py).
+        permissions.restrict_umask()
+        self.home.mkdir(mode=permissions.DIR_MODE, parents=True, exist_ok=True)
+        permissions.tighten(self.home)
         self.config = config or load_config(self.home)
         self._scrubber = RowScrubber(self.config.privacy)
         # Strong read consistency: another process (the MCP stdio server, the app) may write the same

@@ -207,7 +207,7 @@ class DataKeys:
         kek = self._kek(rec, passphrase, creating=True)
         nonce = secrets.token_bytes(12)
         rec["wrapped"] = _b64(nonce + AESGCM(kek).encrypt(nonce, dk, b"mirador data key v1"))
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only even before a store opened it
         write_atomic(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600, fsync=True)
         log.info("made this data folder's key, wrapped by the %s", rec["kek"])
         return dk

@@ -61,3 +61,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path: Path
 def test_mode_is_what_the_caller_asks(tmp_path: Path):
     write_atomic(tmp_path / "secret", b"token", mode=0o600)
     assert (tmp_path / "secret").stat().st_mode & 0o777 == 0o600
+
+
+def test_default_mode_is_owner_only_whatever_the_umask(tmp_path: Path):
+    import os
+
+    old = os.umask(0o022)  # a umask that would make open() give 0644
+    try:
+        write_atomic(tmp_path / "state.json", "{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "state.json").stat().st_mode & 0o777 == 0o600
