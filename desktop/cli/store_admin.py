@@ -24,13 +24,29 @@ def register(cmd, as_json, scope) -> None:
 
 
 def cmd_purge(a) -> int:
-    """Drop deleted rows from old table versions and rebuild the indexes."""
-    from memory.store.erasure import purge
+    """Drop deleted rows and edited-away text from every table version, index and shared bucket."""
+    from memory.store.erasure import purge, purge_shared
 
     store = open_store()
-    purge(store)
-    print("purged: old versions removed, indexes rebuilt")
-    return 0
+    show = sys.stderr.isatty()
+
+    def progress(table: str, done: int, total: int) -> None:
+        if show:
+            what = f"purging {table}" if table else "purged"
+            print(f"\r{what}: {done:,}/{total:,} tables ".ljust(60), end="" if done < total else "\n",
+                  file=sys.stderr, flush=True)
+
+    purge(store, progress=progress)
+    print("purged: old versions removed, indexes rebuilt, old text in the audit log replaced by fingerprints")
+    failed = 0
+    for scope, error in purge_shared(store).items():
+        if error is None:
+            print(f"purged the shared scope {scope}'s bucket: old versions removed")
+        else:
+            failed += 1
+            print(f"the shared scope {scope}'s store did not answer ({error}): its bucket keeps old versions "
+                  "until it does — run `mirador purge` again then (`mirador remote test` checks it)", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_optimize(a) -> int:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -442,6 +443,14 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
         # removed), tombstones (appended), relations with memories (edges dropped).
         changed = {T.AUDIT, T.TOMBSTONES} | {_KIND_COLS[k][0] for k in found if found[k]}
         changed |= {T.RELATIONS} if found.get("memory") else set()
+        # Use counts name the memory; an outbox held the whole row while it was queued for a shared scope
+        # (remote_outbox: memories; remote_evidence_outbox: evidence), and every flush left a version of it.
+        from memory.store.remote import OUTBOX
+        from memory.store.remote_evidence import EV_OUTBOX
+
+        present = set(store.db.table_names())
+        changed |= {T.USAGE, OUTBOX} & present if found.get("memory") else set()
+        changed |= {EV_OUTBOX} & present if found.get("evidence") else set()
         purge(store, changed | set(extra_tables) | ({T.REEMBED_STAGING} if staged else set()))
     return {
         "deleted": len(stones),
@@ -499,43 +508,177 @@ def _rewrite_fragments_with_deletions(store, table) -> int:
     return store.commit(compact)
 
 
-def purge(store, tables: Iterable[str] | None = None, stop=None) -> bool:
-    """Physically remove deleted rows: compact, rewrite fragments that still hold deleted rows, rebuild
-    indexes, drop every old version. tables: only these (default: every table that can hold content).
+# Audit fields that hold content: what a memory or vault entry said, as opposed to who changed which field when.
+_AUDIT_CONTENT = {"memory": ("text", "title", "details"), "vault": ("label",)}
+
+
+def _fingerprinted(value) -> dict:
+    """What an audit row keeps of a text no longer current: its fingerprint (memory/store/fingerprint.py), which
+    can confirm a guessed text and never gives one back."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return {"fingerprint": fingerprint(text)}
+
+
+def _as_stored(value):
+    """A current field as an audit row holds it (JSON, as memory/store/audit.py writes it), for comparison."""
+    return json.loads(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def scrub_audit_history(store) -> int:
+    """Replace, in every audit row of a memory or vault entry, each content field that no longer is the entry's
+    current value (an edit's old text; the text a create recorded before the edits) by its fingerprint.
+    Returns how many audit rows changed.
+
+    Why: the audit log is append-only (principle 6), so an edit's previous text stayed in it for good, and a
+    purge that dropped every old version of the memories table still left it readable on disk. The rows stay,
+    with who, when, which action and which fields; the current text stays where it is current (the memory's own
+    row holds it anyway). A forgotten entry's rows lost before/after at the forget already. An entry this store
+    cannot read now (a shared scope whose bucket does not answer) keeps fingerprints only: nothing it said
+    outlives a purge because the bucket was down."""
+    where = ("entity_kind IN ('memory', 'vault') AND action <> 'delete' "
+             "AND (before IS NOT NULL OR after IS NOT NULL)")
+    rows = store.rows(store.audit, where, T.audit_schema().names, None) if store.audit.count_rows(where) else []
+    if not rows:
+        return 0
+    current: dict[str, dict] = {}
+    for kind in ("memory", "vault"):
+        ids = sorted({r["entity_id"] for r in rows if r["entity_kind"] == kind and r["entity_id"].startswith(PREFIX[kind])})
+        for id_, row in store.get_many(kind, ids, ["id", *_AUDIT_CONTENT[kind]]).items():
+            if kind == "memory":
+                row = {**row, "details": json.loads(row["details"]) if row.get("details") else {}}
+            current[id_] = {k: _as_stored(row.get(k)) for k in _AUDIT_CONTENT[kind]}
+    changed = []
+    for r in rows:
+        now = current.get(r["entity_id"], {})
+        touched = False
+        for col in ("before", "after"):
+            try:
+                doc = json.loads(r[col]) if r[col] else None
+            except ValueError:  # not JSON (a sealed value, issue 40): left as it is, never guessed at
+                continue
+            if not isinstance(doc, dict):
+                continue
+            for key in _AUDIT_CONTENT[r["entity_kind"]]:
+                value = doc.get(key)
+                if value is None or (isinstance(value, dict) and set(value) == {"fingerprint"}):
+                    continue  # nothing to hide, or scrubbed by an earlier purge
+                if key in now and value == now[key]:
+                    continue
+                doc[key] = _fingerprinted(value)
+                touched = True
+            if touched:
+                r[col] = json.dumps(doc, default=str, ensure_ascii=False, sort_keys=True)
+        if touched:
+            changed.append(r)
+    for start in range(0, len(changed), 500):
+        data = to_arrow(changed[start:start + 500], T.audit_schema())
+        store.commit(lambda d=data: store.audit.merge_insert("id").when_matched_update_all().execute(d))
+    if changed:
+        log.info("purge: old text in %d audit rows replaced by fingerprints", len(changed))
+    return len(changed)
+
+
+def _rebuild_indexes(store, table) -> None:
+    """Build every index of the table again from its live rows.
+
+    Why: an inverted (full-text) index keeps the tokens of deleted rows until it is rebuilt, an IVF index
+    their quantised vectors until retrained, and a scalar index (BTREE on ids, BITMAP) their values; the
+    rebuild writes new index files without them, and the cleanup that follows removes the old ones."""
+    from memory.store.indexes import ensure_vector_index
+
+    for ix in table.list_indices():
+        col = ix.columns[0] if ix.columns else None
+        if col is None or col not in table.schema.names:
+            continue
+        kind = str(ix.index_type).upper()
+        if kind == "FTS" or "INVERTED" in kind:
+            store.commit(lambda c=col: ensure_fts(table, c, replace=True))
+        elif col == "vector":
+            store.commit(lambda: ensure_vector_index(table, force=True))
+        elif kind in ("BTREE", "BITMAP", "LABELLIST", "LABEL_LIST"):
+            store.commit(lambda c=col, k=kind: table.create_scalar_index(
+                c, index_type="LABEL_LIST" if k.startswith("LABEL") else k, replace=True))
+
+
+def _purge_table(store, table) -> None:
+    """Drop one table's deleted and updated-away rows from its files, its indexes and every old version."""
+    # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
+    # manifest references yet are kept (delete_unverified=False): they may be another writer's in-flight
+    # commit, which deleting would corrupt, and deleted content only ever lives in files that old versions
+    # referenced (a write that failed wrote rows that were never stored, so never forgotten either).
+    store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+    if _rewrite_fragments_with_deletions(store, table):
+        store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+    if table.list_indices():
+        _rebuild_indexes(store, table)
+    # The newest version is always kept, and with it its transaction file and manifest, which name what that
+    # commit did: a delete that emptied whole fragments (nothing left to compact) or matched no row (the use
+    # counts of a memory never used) stays the newest version, its predicate listing the forgotten ids. A
+    # version on top that changes only the table's config makes it an old version like any other.
+    store.commit(lambda: table.to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
+    store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+
+
+def purge(store, tables: Iterable[str] | None = None, stop=None,
+          progress: Callable[[str, int, int], None] | None = None) -> bool:
+    """Physically remove deleted rows and old text: compact, rewrite fragments that still hold deleted rows,
+    rebuild indexes, drop every old version. tables: only these (default: every table of the data folder,
+    outboxes and use counts included, after the audit log's old text is replaced by fingerprints —
+    scrub_audit_history; `mirador purge` and the scheduled purge run that).
 
     stop: a threading.Event; once set, no further table is started (deleted rows of the tables not
-    reached stay in their old versions until the next purge). Returns False when it stopped early."""
-    from memory.store.indexes import ensure_vector_index, vector_index_rows
-
-    fts = {T.MEMORIES: ["search_text"], T.EVIDENCE: ["text", "search_text"], T.VAULT: ["label"]}
+    reached stay in their old versions until the next purge). Returns False when it stopped early.
+    progress(table, done, total): called before each table (and once at the end, done == total)."""
     with store.write_lock, warnings.catch_warnings():
-        # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
-        # manifest references yet are kept (delete_unverified=False): they may be another writer's
-        # in-flight commit, and deleted content only ever lives in files that old versions referenced.
         warnings.simplefilter("ignore")
-        names = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
         present = set(store.db.table_names())
-        names += [n for n in (T.RELATIONS, T.REEMBED_STAGING) if n in present]
-        names = [n for n in names if tables is None or n in set(tables)]
+        if tables is None:
+            # Every table, not a list of those known to hold content: memory_usage, the outboxes and any table
+            # added later hold ids or whole rows too, and an old version of any of them outlived a forget.
+            first = [T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.TOMBSTONES]
+            names = first + sorted(present - set(first))
+        else:
+            names = list(dict.fromkeys(tables))
         done = True
-        for name in names:
+        if tables is None and not (stop is not None and stop.is_set()):
+            scrub_audit_history(store)  # before the audit table's purge below drops the versions with the text
+        for i, name in enumerate(names):
             if stop is not None and stop.is_set():
                 done = False
                 break
-            if name == T.REEMBED_STAGING and name not in store.db.table_names():
-                continue  # a re-embed finished meanwhile and dropped it
-            table = store.db.open_table(name)
-            store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
-            if _rewrite_fragments_with_deletions(store, table):
-                store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
-            cols = [c for c in fts.get(name, []) if c in table.schema.names]
-            for col in cols:
-                # An inverted index keeps the tokens of deleted rows until it is rebuilt.
-                ensure_fts(table, col, replace=True)
-            if "vector" in table.schema.names and vector_index_rows(table) is not None:
-                # Likewise the quantised vectors of deleted rows stay in the IVF index until retrained.
-                store.commit(lambda t=table: ensure_vector_index(t, force=True))
-            if cols or "vector" in table.schema.names:
-                store.commit(lambda t=table: t.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+            if progress is not None:
+                progress(name, i, len(names))
+            if name not in store.db.table_names():
+                continue  # e.g. a re-embed finished meanwhile and dropped its staging table
+            _purge_table(store, store.db.open_table(name))
+        if done and progress is not None:
+            progress("", len(names), len(names))
     store.reopen_tables()
     return done
+
+
+def purge_shared(store) -> dict[str, str | None]:
+    """Purge the bucket of every shared scope (memory/store/remote.py): rewrite the fragments that held deleted
+    or edited-away rows, rebuild its full-text index, drop every old version — so an edit's old text leaves
+    the bucket too, not only a forget's. Returns {scope: None when purged, else why not}; a store that does not
+    answer is left for the next forget or purge."""
+    out: dict[str, str | None] = {}
+    remotes = getattr(store, "remotes", None)
+    for shared in (remotes.shared.values() if remotes is not None and remotes.shared else ()):
+        scope = shared.binding.scope
+        try:
+            shared.purge([T.MEMORIES, T.RELATIONS])
+            mirror = getattr(remotes, "evidence", None)
+            if shared.binding.evidence and mirror is not None:
+                from memory.store.remote_evidence import bucket_table
+
+                try:
+                    table = bucket_table(shared, mirror.schema(), create=False)
+                except (ValueError, FileNotFoundError):
+                    table = None  # no device shared evidence yet
+                if table is not None:
+                    shared._purge(table)
+            out[scope] = None
+        except Exception as e:  # down, refused, timed out: its old versions wait for the next purge
+            out[scope] = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+    return out

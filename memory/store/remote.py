@@ -386,9 +386,11 @@ class Shared:
             edit_log = self.edits(create=False)
         except (ValueError, FileNotFoundError):
             edit_log = None
-        _delete_ids(t, ids)
+        # From the newest version of each: a delete on a handle opened before another device's write leaves the
+        # rows that write added (its edit-log rows of the forgotten memory: its id, who, which device).
+        _delete_ids(fresh(t), ids)
         if edit_log is not None:
-            _delete_ids(edit_log, ids)
+            _delete_ids(fresh(edit_log), ids)
 
     def ensure_text_index(self) -> None:
         """The full-text index the search's text leg needs (rows added after it are still scanned)."""
@@ -1123,7 +1125,10 @@ class Remotes:
             memories_forgotten(self.store, ids, f"shared:{name}")
         finally:
             _PULLING.active = False
-        for table in (audit, self.store.relations):
+        # The outbox too: this device may have written or edited the memory, and every flush left an outbox
+        # version holding the whole row it sent. And the use counts, which name it.
+        present = set(self.store.db.table_names())
+        for table in [audit, self.store.relations] + [self.store.table(n) for n in (T.USAGE, OUTBOX) if n in present]:
             _purge_local(self.store, table)
 
     def pull(self, shared: Shared) -> int:
@@ -1342,6 +1347,9 @@ def _purge_local(store: Any, table: Any) -> None:
         warnings.simplefilter("ignore")  # cleanup_older_than=0 warns about concurrent readers
         store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
         store.commit(compact)
+        # A delete that emptied whole fragments or matched no row stays the newest version, which the cleanup
+        # keeps with its predicate (the forgotten ids): a config-only version on top makes it an old one.
+        store.commit(lambda: table.to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
         store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
 
