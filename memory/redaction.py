@@ -29,10 +29,24 @@ _PATTERNS: list[tuple[str, re.Pattern, int]] = [
     ("stripe_key", re.compile(r"\b(?:sk|rk|pk|whsec)_(?:live|test)_[A-Za-z0-9]{16,}"), 0),
     ("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,}"), 0),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), 0),
+    ("gitlab_token", re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|imt)-[A-Za-z0-9_-]{20,}"), 0),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), 0),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}(?![A-Za-z0-9])"), 0),
+    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), 0),
+    ("azure_key", re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey|sig)=([A-Za-z0-9+/%]{20,}=*)"), 1),
+    # user:password@ in any URL (a database DSN, a git remote): the password goes, the rest stays readable.
+    ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@]{1,64}:([^\s@/]{3,})@"), 1),
+    # (a digit in it: "Basic internationalization" is prose, a token has digits)
+    ("bearer_token", re.compile(r"(?i)\b(?:Bearer|Basic)\s+((?=[A-Za-z._~+/-]*\d)[A-Za-z0-9._~+/-]{16,}=*)"), 1),
     ("card_number", re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d])"), 0),
     ("password", re.compile(
-        r"(?i)\b(?:password|passwd|pwd|passphrase|passcode|pin|secret|api[ _-]?key|access[ _-]?token|token)"
-        r"\s*[:=]\s*[\"']?([^\s\"']{3,})"), 1),
+        r"(?i)\b(?:password|passwd|pwd|passphrase|passcode|pin|secret|api[ _-]?key|access[ _-]?token|token"
+        r"|client[ _-]?secret|secret[ _-]?key|private[ _-]?key|auth[ _-]?token|refresh[ _-]?token)"
+        r"[\"']?\s*[:=]\s*[\"']?([^\s\"',;]{3,})"), 1),
+    # ...and as it is said or written in a sentence: "the wifi password is tulip-88".
+    ("password", re.compile(r"(?i)\b(?:password|passphrase|passcode|pin code)\s+(?:is|was|=)\s+[\"']?([^\s\"',;]{4,})"),
+     1),
 ]
 assert {k for k, _, _ in _PATTERNS} == set(REDACTION_KINDS), "config.REDACTION_KINDS and _PATTERNS disagree"
 

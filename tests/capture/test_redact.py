@@ -21,6 +21,20 @@ CASES = [
     ("card_number", "visa 4012-8888-8888-1881", "4012-8888-8888-1881"),
     ("password", "Password: hunter2!xyz", "hunter2!xyz"),
     ("password", "db passwd=Sup3rS3cret", "Sup3rS3cret"),
+    ("password", 'config {"client_secret": "c1i3nt-s3cr3t-v4lue"}', "c1i3nt-s3cr3t-v4lue"),
+    ("password", "and the wifi password is tulip-88-orbit", "tulip-88-orbit"),
+    ("google_api_key", "maps key AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q in the page",
+     "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+    ("gitlab_token", "export GL=glpat-xY7zAb3Cd4Ef5Gh6Ij7K", "glpat-xY7zAb3Cd4Ef5Gh6Ij7K"),
+    ("npm_token", "//registry.npmjs.org/:_authToken npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "npm_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("huggingface_token", "HF hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"),
+    ("sendgrid_key", "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 sent",
+     "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"),
+    ("azure_key", "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA=;",
+     "Zm9vYmFyYmF6cXV4cXV1eDEyMzQ1Njc4OTA="),
+    ("url_credentials", "DATABASE_URL=postgres://app:Tr0ub4dor3@db.internal:5432/prod", "Tr0ub4dor3"),
+    ("bearer_token", "curl -H 'Authorization: Bearer 8f14e45fceea167a5a36dedd4bea2543' api",
+     "8f14e45fceea167a5a36dedd4bea2543"),
 ]
 
 
