@@ -23,7 +23,7 @@ STALL_SECONDS = 60.0
 class Health:
     """What capture is doing; every field is cheap to update and safe to show."""
 
-    state: str = "stopped"  # stopped | capturing | paused | error
+    state: str = "stopped"  # stopped | capturing | paused | locked (until `mirador unlock`) | error
     pid: int = 0
     screen: str = "off"  # on | off | unavailable: reason
     audio: str = "off"

@@ -130,10 +130,21 @@ class Capture:
 
     @property
     def paused(self) -> bool:
-        """True while paused (a timed pause ends by itself)."""
+        """True while paused (a timed pause ends by itself), and while Mirador is locked: what capture stores
+        is sealed with the data key, and a lock means nothing new is seen or written until unlocked."""
         if self._paused_until is not None and time.time() >= self._paused_until:
             self.resume()
-        return self._paused
+        if self._paused:
+            return True
+        if self.store.keys.locked:
+            if self.health.state != "locked":
+                self.health.set(state="locked")
+                if self.screen:
+                    self.screen.detector.forget()
+            return True
+        if self.health.state == "locked":
+            self.health.set(state="capturing")
+        return False
 
     def pause(self, minutes: float | None = None) -> None:
         """Stop grabbing and listening, for N minutes or until resume()."""
@@ -297,7 +308,7 @@ class Capture:
     def _health_loop(self) -> None:
         while not self._stop.wait(1.0):
             self._refresh_health()
-            if not self._paused and self.health.state != "capturing":
+            if not self.paused and self.health.state != "capturing":
                 self.health.set(state="capturing")
             self.health.save(self.home)
             if self.cfg.thumbnails and time.time() - self._last_purge > 3600:

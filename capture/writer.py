@@ -42,6 +42,10 @@ class EvidenceWriter(threading.Thread):
         # OpenMP pool; running both at once on a 2-core box thrashed and once lost a transcript.
         self._model_lock = model_lock or threading.Lock()
 
+    def _locked(self) -> bool:
+        keys = getattr(self.store, "keys", None)
+        return bool(keys is not None and keys.locked)
+
     def submit(self, spec: EvidenceSpec) -> None:
         """Queue one row; the writer thread commits it within flush_seconds."""
         with self._cond:
@@ -58,6 +62,8 @@ class EvidenceWriter(threading.Thread):
     def _due(self) -> bool:
         if not self._pending or time.monotonic() < self._retry_at:
             return False
+        if self._locked():
+            return False  # rows wait in memory until `mirador unlock`: sealing them needs the key
         return (self._stopping or len(self._pending) >= self.flush_rows
                 or time.monotonic() - (self._first_at or 0) >= self.flush_seconds)
 

@@ -41,6 +41,24 @@ class StopAfter:
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
-    """Every file under root whose bytes contain needle (UTF-8)."""
-    data = needle.encode("utf-8")
-    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
+    """Every file under root whose bytes contain needle (UTF-8), or the keyed search terms a sealed store
+    indexes for its words (memory/store/sealer.py): the text itself never reaches the disk, but the row that
+    holds it carries those terms wherever its data is, old versions included, so a forgotten text's terms
+    must be gone as its words would be."""
+    forms = [needle.encode("utf-8")] + sealed_terms(root, needle)
+    return [p for p in root.rglob("*") if p.is_file() and any(f in p.read_bytes() for f in forms)]
+
+
+def sealed_terms(root: Path, text: str) -> list[bytes]:
+    """The keyed terms of text's words as the data folder at root indexes them ([] before it has a key)."""
+    from memory.store.keys import KEY_FILE, DataKeys, MiradorError
+    from memory.store.sealer import Sealer
+
+    home = root if (root / KEY_FILE).exists() else next((p.parent for p in root.rglob(KEY_FILE)), None)
+    if home is None:
+        return []
+    try:
+        terms = Sealer(DataKeys(home)).query_terms(text)
+    except MiradorError:  # locked, or no way to the key here: the plain bytes are all a scan can look for
+        return []
+    return [terms.encode("ascii")] if terms else []

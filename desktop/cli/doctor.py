@@ -140,8 +140,16 @@ def check_reranker():
 def check_store():
     from memory.store.core import Store
 
+    from memory.store.seal_migration import plain_rows, sealed_already
+
     s = Store()
-    return OK, f"{s.memories.count_rows()} memories, {s.evidence.count_rows()} evidence rows", None
+    counts = f"{s.memories.count_rows()} memories, {s.evidence.count_rows()} evidence rows"
+    if not sealed_already(s):
+        plain = plain_rows(s)
+        return WARN, f"{counts}; {sum(plain.values()):,} row(s) an older version stored in the clear " + (
+            "(" + ", ".join(f"{n} {t}" for t, n in plain.items()) + ")"), (
+            "run `mirador unlock`: it seals them in place and purges the old versions that held them")
+    return OK, counts + ", sealed at rest", None
 
 
 def check_llm():

@@ -31,23 +31,28 @@ def cmd_lock(a) -> int:
 
 
 def cmd_unlock(a) -> int:
-    """Check that the key opens, then remove the marker; reseal what an older version sealed."""
-    keys = _keys()
-    phrase = sys.stdin.read().rstrip("\n") if a.passphrase_stdin else None
+    """Check that the key opens, then remove the marker; seal what an older version left in the clear."""
+    from memory.store.core import Store
+    from memory.store.seal_migration import seal_existing, sealed_already
     from memory.store.vault_crypto import legacy_pending, reseal_legacy
 
+    phrase = sys.stdin.read().rstrip("\n") if a.passphrase_stdin else None
+    store = Store(_keys().home)
+    keys = store.keys
+    method = keys.unlock(phrase)
     resealed = 0
     if legacy_pending(keys.home):  # an older version's vault.key: reseal its values, then erase it
-        from memory.store.core import Store
-
-        store = Store(keys.home)
-        method = store.keys.unlock(phrase)
         resealed = reseal_legacy(store, interactive=True)
-        keys = store.keys
-    else:
-        method = keys.unlock(phrase)
     print(f"unlocked with the {'OS keyring' if method == 'keyring' else 'passphrase'}"
           + (f"; {resealed} vault value(s) resealed under the data key, vault.key erased" if resealed else ""))
+    if not sealed_already(store):
+        def rows_done(table: str, done: int, total: int) -> None:
+            print(f"\rsealing what an older version stored in the clear: {table} {done:,}/{total:,} rows ".ljust(72),
+                  end="", file=sys.stderr, flush=True)
+
+        n = seal_existing(store, progress=rows_done)
+        print(file=sys.stderr)
+        print(f"sealed {n:,} row(s) stored in the clear, and purged the old versions that held them")
     from memory.store.sealing import seal_frames
 
     def progress(done: int, total: int) -> None:

@@ -137,7 +137,8 @@ class Tray(QObject):
             self.icon.setIcon(icon(health.state))
             self.state_changed.emit(health.state)
         label = {"capturing": "capturing", "paused": "paused", "stopped": "capture off",
-                 "problem": "capture problem", "starting": "starting"}.get(health.state, health.state)
+                 "problem": "capture problem", "starting": "starting",
+                 "locked": "locked (capture paused until unlocked)"}.get(health.state, health.state)
         if health.state == "paused" and health.paused_until:
             label += f" until {_local_hhmm(health.paused_until)}"
         tip = f"Mirador — {label}\n{_ago(health.last_write)}"

@@ -114,9 +114,8 @@ def _neighbour_filter(mtype: str, scope: str, statuses) -> str:
 
 def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
     """Nearest memories of one type in exactly one scope, with cosine similarity (filter inside the query)."""
-    q = store.memories.search(np.asarray(vec, dtype=np.float32), vector_column_name="vector").distance_type("cosine")
-    rows = q.where(_neighbour_filter(mtype, scope, statuses), prefilter=True).select(
-        _NEIGHBOUR_COLS + ["_distance"]).limit(k).to_list()
+    rows = store.nearest(store.memories, np.asarray(vec, dtype=np.float32), _neighbour_filter(mtype, scope, statuses),
+                         _NEIGHBOUR_COLS, k)
     for r in rows:
         r["similarity"] = 1.0 - float(r["_distance"])
     return rows
@@ -133,9 +132,7 @@ def neighbours_many(store, vecs, mtype: str, scope: str, k: int = 5, statuses=_A
         return []
     if len(vecs) == 1:  # a single vector is not a batch to LanceDB (no query_index column)
         return [neighbours(store, vecs[0], mtype, scope, k, statuses)]
-    q = store.memories.search(vecs, vector_column_name="vector").distance_type("cosine")
-    rows = q.where(_neighbour_filter(mtype, scope, statuses), prefilter=True).select(
-        _NEIGHBOUR_COLS + ["_distance"]).limit(k).to_list()
+    rows = store.nearest(store.memories, vecs, _neighbour_filter(mtype, scope, statuses), _NEIGHBOUR_COLS, k)
     out: list[list[dict]] = [[] for _ in vecs]
     for r in rows:
         r["similarity"] = 1.0 - float(r["_distance"])

@@ -315,12 +315,16 @@ def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
 
 def _scrub_audit(store, memory_ids: list[str]) -> None:
     # Relation audit rows (including those of edges removed earlier) name both ends: keep who/when, drop what.
-    for start in range(0, len(memory_ids), 100):
-        likes = " OR ".join(f"before LIKE '%{i}%' OR after LIKE '%{i}%'" for i in memory_ids[start:start + 100]
-                            if kind_of(i) == "memory" and "'" not in i)
-        if likes:
-            where = f"entity_kind = 'relation' AND ({likes})"
-            store.commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
+    # before/after are sealed at rest (memory/store/sealer.py), so they are read and matched here, not in SQL.
+    ids = {i for i in memory_ids if kind_of(i) == "memory"}
+    if not ids:
+        return
+    rows = store.rows(store.audit, "entity_kind = 'relation' AND (before IS NOT NULL OR after IS NOT NULL)",
+                      ["id", "before", "after"], None)
+    named = [r["id"] for r in rows if any(i in (r["before"] or "") or i in (r["after"] or "") for i in ids)]
+    for start in range(0, len(named), 500):
+        where = f"id IN {sql_id_list(named[start:start + 500])}"
+        store.commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
 
 
 # ---- reads ----------------------------------------------------------------------------------------

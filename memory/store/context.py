@@ -150,7 +150,7 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
     """Re-index the rows that had a removed row as a neighbour, so none of its words stay in their vector
     or search_text (principle 3). Call after the removed rows are deleted; returns rows re-indexed."""
     from memory.scopes import sql_literal
-    from memory.store.rows import to_arrow, ts_literal
+    from memory.store.rows import ts_literal
     from memory.store.tables import EVIDENCE_COLS
 
     cfg = cfg or DEFAULT
@@ -162,7 +162,9 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
     near = cfg.max_gap * n  # a row further than this from every removed row never had it as context
     touched: dict[str, dict] = {}
     for r, start, end, times in _intervals(removed, near + cfg.max_gap):
-        stream = " AND ".join(f"{c} = {sql_literal(r.get(c) or '')}" for c in ("scope", "source", "app", "window"))
+        # The window column is sealed so that equal titles seal equally (memory/store/sealer.py): compared sealed.
+        stream = " AND ".join(f"{c} = {sql_literal(store.equal_value(store.evidence, c, r.get(c) or ''))}"
+                              for c in ("scope", "source", "app", "window"))
         where = f"{stream} AND captured_at >= {ts_literal(start)} AND captured_at <= {ts_literal(end)}"
         rows = store.rows(store.evidence, where, EVIDENCE_COLS, None)
         affected = [i for i, row in enumerate(rows) if any(abs(row["captured_at"] - t) <= near for t in times)]
@@ -173,6 +175,5 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
         for i, vec in zip(affected, vecs, strict=True):
             touched[rows[i]["id"]] = {**rows[i], "search_text": fts[i], "vector": vec}
     if touched:
-        data = to_arrow(list(touched.values()), store.evidence.schema)
-        store.commit(lambda: store.evidence.merge_insert("id").when_matched_update_all().execute(data))
+        store.merge_rows(store.evidence, list(touched.values()))
     return len(touched)

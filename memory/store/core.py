@@ -57,6 +57,8 @@ from memory.store.rows import (
     to_arrow,
 )
 from memory.store.scrub import RowScrubber
+from memory.store.seal_migration import seal_at_open, sealed_already
+from memory.store.sealer import ROTATED, Sealer
 from memory.store.speakers import SpeakerNames
 from memory.store.specs import EvidenceSpec, MemorySpec
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
@@ -114,18 +116,27 @@ class Store:
         self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
         self._tables: dict[str, Any] = {}  # table(name): handles opened once
         self._snapshots: dict[str, tuple[int, Any]] = {}  # versioned()
-        self.speakers = SpeakerNames()
         self.tallies = Tallies(self)  # counts per scope for status, kept per fragment (tallies.py)
-        self.reader = Reader(self.home / "lancedb", forgets=T.TOMBSTONES)  # search reads (memory/store/reads.py)
+        self.cipher = VaultCipher(self.home, self.config.vault.key_store)
+        self.keys = self.cipher.keys  # the data key (memory/store/keys.py): lock, unlock, seal
+        # Every column of what was captured or written is sealed with it at rest (memory/store/sealer.py).
+        self.sealer = Sealer(self.keys)
+        self.speakers = SpeakerNames(self.sealer)
+        # search reads (memory/store/reads.py)
+        self.reader = Reader(self.home / "lancedb", forgets=T.TOMBSTONES, sealer=self.sealer)
         self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.reopen_tables()
         self._check_dim()
-        self.cipher = VaultCipher(self.home, self.config.vault.key_store)
-        self.keys = self.cipher.keys  # the data key (memory/store/keys.py): lock, unlock, seal
         if legacy_pending(self.home):  # an older version's vault.key beside the vault: reseal, then erase it
             reseal_legacy(self)
         # Shared scopes (config remote.bindings): their memories live on S3-compatible storage.
         self.remotes = Remotes(self, evidence=EvidenceMirror)
+        self.keys.sealed_data = self._holds_sealed_data
+        seal_at_open(self)  # what an older version stored in the clear (memory/store/seal_migration.py)
+
+    def _holds_sealed_data(self) -> bool:
+        return sealed_already(self) and any(
+            t.count_rows() for t in (self.memories, self.evidence, self.vault, self.audit))
 
     # ---- the embedder ---------------------------------------------------------------------
 
@@ -251,7 +262,7 @@ class Store:
             q = q.where(where)
         if limit is None:
             limit = max(table.count_rows(where) if where else table.count_rows(), 1)
-        return q.select(cols).limit(limit).to_arrow()
+        return self.sealer.open_arrow(table.name, q.select(cols).limit(limit).to_arrow())
 
     def rows(self, table: Any, where: str | None, cols: list[str], limit: int | None = None) -> list[dict[str, Any]]:
         """The matching rows as dicts of the named columns; limit None means every matching row
@@ -286,6 +297,15 @@ class Store:
                            if r["id"] not in out)
         return out
 
+    def nearest(self, table: Any, vectors: Any, where: str | None, cols: list[str], k: int) -> list[dict[str, Any]]:
+        """The k rows nearest each query vector by cosine (filter inside the query), with `_distance`; for
+        several vectors in one query, each row names its vector by `query_index`."""
+        q = table.search(self.sealer.query_vector(vectors) if table.name in ROTATED else vectors,
+                         vector_column_name="vector").distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        return self.sealer.open_arrow(table.name, q.select([*cols, "_distance"]).limit(k).to_arrow()).to_pylist()
+
     def versioned(self, key: str, table: Any, load: Callable[[Any], R], version: int | None = None) -> R:
         """load(table), kept until the table's version moves: for small tables read inside every search.
 
@@ -317,10 +337,34 @@ class Store:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def append(self, table: Any, rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> None:
-        """Add rows to a table in one commit (schema: the table's own by default)."""
+        """Add rows to a table of this data folder in one commit, sealed (memory/store/sealer.py); schema: how
+        to read the rows (the table's own by default)."""
         if rows:
-            data = to_arrow(rows, schema if schema is not None else table.schema)
+            data = self.sealer.seal_arrow(table.name, to_arrow(rows, schema if schema is not None else table.schema),
+                                          table.schema)
             self.commit(lambda: table.add(data))
+
+    def merge_rows(self, table: Any, data: pa.Table | list[dict[str, Any]], insert: bool = False,
+                   on: str = "id") -> None:
+        """Write rows of a table of this data folder by their `on` column, sealed: rows found are replaced
+        (only the columns data has), others added when insert is True."""
+        if isinstance(data, list):
+            if not data:
+                return
+            data = to_arrow(data, table.schema)
+        if data.num_rows == 0:
+            return
+        sealed = self.sealer.seal_arrow(table.name, data)
+
+        def write() -> Any:
+            m = table.merge_insert(on).when_matched_update_all()
+            return (m.when_not_matched_insert_all() if insert else m).execute(sealed)
+
+        self.commit(write)
+
+    def equal_value(self, table: Any, column: str, value: str) -> str:
+        """What a column compared by equality (an evidence row's window, speaker) holds for value, to filter on."""
+        return self.sealer.equal_value(table if isinstance(table, str) else table.name, column, value)
 
     def write_audit(self, rows: list[dict[str, Any]]) -> None:
         """Append audit rows (memory/store/audit.py audit_row builds them)."""
@@ -331,10 +375,7 @@ class Store:
         # actor and old (the version edited) let a shared scope settle concurrent edits (remote.py).
         if table.name == T.MEMORIES and self.remotes.put(row, actor=actor, old=old):
             return  # a shared scope's memory: queued for its remote store (memory/store/remote.py)
-        data = to_arrow([row], table.schema)
-        self.commit(
-            lambda: table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        )
+        self.merge_rows(table, [row], insert=True)
 
     def _after_batch(self) -> None:
         self._batches_since_optimize += 1

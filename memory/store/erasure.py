@@ -367,9 +367,7 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
                                 {"status": r["status"], "provenance": r["provenance"]}))
     local = [r for r in full if not store.remotes.put(r, actor=actor, old=originals[r["id"]])]
     if local:
-        data = to_arrow(local, store.memories.schema)
-        store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
-                     .when_not_matched_insert_all().execute(data))
+        store.merge_rows(store.memories, local, insert=True)
     if orphaned:
         # Their earlier audit rows hold the text extracted from the erased evidence (create, before the
         # person's edit): keep who/when, drop what. The person's current words stay in the row.
@@ -571,8 +569,7 @@ def scrub_audit_history(store) -> int:
         if touched:
             changed.append(r)
     for start in range(0, len(changed), 500):
-        data = to_arrow(changed[start:start + 500], T.audit_schema())
-        store.commit(lambda d=data: store.audit.merge_insert("id").when_matched_update_all().execute(d))
+        store.merge_rows(store.audit, to_arrow(changed[start:start + 500], T.audit_schema()))
     if changed:
         log.info("purge: old text in %d audit rows replaced by fingerprints", len(changed))
     return len(changed)

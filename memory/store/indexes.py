@@ -51,16 +51,24 @@ SCALAR_INDEXES: dict[str, dict[str, str]] = {
     "memories": {"id": "BTREE", "scope": "BITMAP", "status": "BITMAP", "type": "BITMAP"},
     "evidence": {"id": "BTREE", "scope": "BITMAP", "source": "BITMAP", "captured_at": "BTREE"},
 }
+# The full-text index of each table of the data folder: over the keyed hashes of its words' stems
+# (memory/store/sealer.py), never the words. Shared scopes' buckets index their search_text as it is.
+TERMS_COLUMN = "fts_terms"
 FTS_COLUMNS: dict[str, tuple[str, ...]] = {
-    "memories": ("search_text",),
-    "evidence": ("text", "search_text"),
-    "vault": ("label",),
+    "memories": (TERMS_COLUMN,),
+    "evidence": (TERMS_COLUMN,),
+    "vault": (TERMS_COLUMN,),
 }
 
 
-def _fts_config():
+def _fts_config(column: str):
     from lancedb.index import FTS
 
+    if column == TERMS_COLUMN:
+        # The terms are normalised and hashed before they are stored (memory/store/terms.py): split on spaces,
+        # nothing else to do to them.
+        return FTS(with_position=False, base_tokenizer="whitespace", lower_case=False, stem=False,
+                   remove_stop_words=False, ascii_folding=False)
     # Stemming and stop words help natural-language questions; positions are not needed (no phrases).
     return FTS(with_position=False, stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True)
 
@@ -73,7 +81,7 @@ def has_index(table, column: str) -> bool:
 def ensure_fts(table, column: str, replace: bool = False) -> None:
     """Create the full-text index on a column if missing (or rebuild it when replace=True)."""
     if replace or not has_index(table, column):
-        table.create_index(column, config=_fts_config(), replace=True)
+        table.create_index(column, config=_fts_config(column), replace=True)
         log.debug("fts index built on %s.%s", table.name, column)
 
 

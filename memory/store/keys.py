@@ -16,7 +16,8 @@ MCP servers that assistants started as well as the tray); until `mirador unlock`
 `cryptography` and `argon2` are imported when a key is first needed, not with the store: most CLI calls and
 hooks never touch a secret.
 
-What is sealed with the data key today: vault values and frame thumbnails (docs/capture-and-privacy.md, "At rest").
+What is sealed with the data key: vault values, frame thumbnails, kept recordings, and every text column of what
+was captured or written (memory/store/sealer.py; docs/capture-and-privacy.md, "At rest").
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class DataKeys:
         self._lock = threading.Lock()
         # Set by the tray (a dialog) or the CLI (a terminal prompt): asked for the passphrase when needed.
         self.prompt: Callable[[bool], str | None] | None = None
+        # Set by the store: whether the folder holds data sealed with a key. Then a missing data-key.json is a
+        # lost key, never a reason to make a new one (rows sealed under two keys, half of them unreadable).
+        self.sealed_data: Callable[[], bool] | None = None
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -180,6 +184,11 @@ class DataKeys:
     def _obtain(self, passphrase: str | None, allow_locked: bool) -> bytes:
         rec = self.record()
         if rec is None:
+            if self.sealed_data is not None and self.sealed_data():
+                raise KeyUnavailableError(
+                    f"{self.path} is missing, and this data folder holds text sealed with the key it wrapped: "
+                    "restore that file from your backup (with the OS keyring entry or passphrase that opened "
+                    "it) — a new key would not open what is there, so Mirador makes none")
             return self._create(passphrase)
         kek = self._kek(rec, passphrase, creating=False)
         from cryptography.exceptions import InvalidTag

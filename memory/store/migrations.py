@@ -96,6 +96,20 @@ def m007_evidence_runs(db, dim: int) -> str:
     return f"evidence run_id/run_pos added, {len(placed)} rows placed"
 
 
+def m008_sealed_terms(db, dim: int) -> str:
+    """Memories, evidence and vault gain `fts_terms`, the keyed hashes of their words' stems that the sealed
+    full-text index holds (memory/store/sealer.py, terms.py). The rows are sealed and their terms made by
+    memory/store/seal_migration.py, which needs the data key; this only adds the column and its index."""
+    from memory.store.indexes import TERMS_COLUMN, ensure_fts
+
+    for name in (T.MEMORIES, T.EVIDENCE, T.VAULT):
+        table = db.open_table(name)
+        if TERMS_COLUMN not in table.schema.names:
+            table.add_columns({TERMS_COLUMN: "CAST(NULL AS STRING)"})
+        ensure_fts(table, TERMS_COLUMN)
+    return "fts_terms on memories, evidence, vault"
+
+
 MIGRATIONS: list[tuple[str, Callable]] = [
     ("m001_initial", m001_initial),
     ("m002_fts_indexes", m002_fts_indexes),
@@ -104,6 +118,7 @@ MIGRATIONS: list[tuple[str, Callable]] = [
     ("m005_relations", m005_relations),
     ("m006_reinforcement", m006_reinforcement),
     ("m007_evidence_runs", m007_evidence_runs),
+    ("m008_sealed_terms", m008_sealed_terms),
 ]
 
 

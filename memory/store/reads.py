@@ -37,6 +37,7 @@ from memory.store.rowcache import (
     RowCache,
 )
 from memory.store.rows import sql_id_list
+from memory.store.sealer import ROTATED, TERMS_COLUMN, TERMS_FROM, Sealer
 
 if TYPE_CHECKING:
     from lancedb import AsyncConnection
@@ -86,8 +87,12 @@ class Reader:
     row_cache: serve ranking legs' columns from memory/store/rowcache.py (False: every leg reads them).
     """
 
-    def __init__(self, db_path: Path, row_cache: bool = True, forgets: str | None = None) -> None:
+    def __init__(self, db_path: Path, row_cache: bool = True, forgets: str | None = None,
+                 sealer: Sealer | None = None) -> None:
         self._path = str(db_path)
+        # Sealed tables (memory/store/sealer.py): a vector leg's query is turned as the stored vectors are, a
+        # full-text leg looks for the keyed terms, and every row returned is opened before the caller sees it.
+        self._sealer = sealer
         self._db: AsyncConnection | None = None  # opened by the first query, on the reads loop
         self._tables: dict[str, object] = {}
         self._caches: dict[str, RowCache] = {
@@ -112,7 +117,30 @@ class Reader:
 
     def run(self, *legs: Leg) -> list[list[dict]]:
         """Every leg's rows, in leg order; the legs run concurrently."""
-        return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
+        sealer = self._sealer
+        if sealer is None:
+            return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
+        if not sealer.active:  # an older version's rows, not sealed yet: its words and vectors as they are
+            found_plain = asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
+            return [sealer.open_rows(leg.table, rows) for leg, rows in zip(legs, found_plain, strict=True)]
+        asked = [self._sealed_leg(sealer, leg) for leg in legs]
+        todo = [leg for leg in asked if leg is not None]
+        found = iter(asyncio.run_coroutine_threadsafe(self._gather(tuple(todo)), _event_loop()).result()
+                     if todo else [])
+        return [sealer.open_rows(leg.table, next(found)) if leg is not None else [] for leg in asked]
+
+
+    @staticmethod
+    def _sealed_leg(sealer: Sealer, leg: Leg) -> Leg | None:
+        """The leg as a sealed table answers it (None: a text leg with no searchable word finds nothing)."""
+        if leg.vector is not None and leg.table in ROTATED:
+            leg = replace(leg, vector=sealer.query_vector(leg.vector))
+        if leg.text is not None and leg.table in TERMS_FROM:
+            terms = sealer.query_terms(leg.text)
+            if not terms:
+                return None
+            leg = replace(leg, text=terms, fts_column=TERMS_COLUMN)
+        return leg
 
     def versions(self, *tables: str) -> dict[str, int | None]:
         """The latest version of each table, checked side by side in one hop (None: not readable).
@@ -135,7 +163,12 @@ class Reader:
     def cached(self, table: str, addrs: list[int], cols) -> tuple[dict[int, dict], list[int]]:
         """The row cache's rows (`cols` of them) at these addresses, and the addresses it does not hold."""
         cache = self._caches.get(table)
-        return cache.lookup(addrs, cols) if cache is not None else ({}, list(addrs))
+        if cache is None:
+            return {}, list(addrs)
+        found, missing = cache.lookup(addrs, cols)
+        if self._sealer is not None and found:
+            self._sealer.open_rows(table, list(found.values()))  # the cache keeps rows as stored: sealed
+        return found, missing
 
     def warm(self, *tables: str) -> None:
         """Build the row caches of these tables now, waiting for it (benchmarks; searches build lazily)."""

@@ -26,6 +26,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -33,15 +34,17 @@ from memory.errors import MiradorError
 from memory.store import tables as T
 from memory.store.audit import audit_row
 from memory.store.context import index_texts
-from memory.store.core import (
+from memory.store.embedder_record import (
     RECORD_CHECK_S,
-    Store,
     configured_embedder,
     embedder_record,
     write_embedder_record,
     write_record,
 )
 from memory.store.rows import sql_id_list
+
+if TYPE_CHECKING:  # the store calls into this module (forget_staged): no import of it at run time
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +281,7 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
         # 0.40 panics on a conditional partial merge once the id column is indexed; checked after.)
         data = pa.table({"id": [r["id"] for r in rows],
                          "vector": pa.array([list(map(float, v)) for v in vecs], type=vector_type)})
-        store.commit(lambda d=data: table.merge_insert("id").when_matched_update_all().execute(d))
+        store.merge_rows(table, data)
         embedded = {r["id"]: r[key] for r in rows}
         now = store.rows(table, _in(embedded), ["id", key], None)
         # A row edited between the read and the merge got a vector of its old text: embed it again.

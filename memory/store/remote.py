@@ -1217,9 +1217,11 @@ class Remotes:
         if ob.count_rows():
             # Writes still queued (the remote was down): found by their vector, in their newest version.
             pred = "outbox_op = 'put'" + (f" AND ({where})" if where else "")
-            got = (ob.search(vector, vector_column_name="vector").distance_type("cosine").where(pred, prefilter=True)
-                   .select([*dict.fromkeys([*cols, "id", "outbox_seq"]), "_distance"]).limit(limit * 4)
-                   .to_arrow().to_pylist())
+            # The outbox is a table of this data folder: sealed, its vectors turned (memory/store/sealer.py).
+            got = self.store.sealer.open_arrow(OUTBOX, (
+                ob.search(self.store.sealer.query_vector(vector), vector_column_name="vector").distance_type("cosine")
+                .where(pred, prefilter=True).select([*dict.fromkeys([*cols, "id", "outbox_seq"]), "_distance"])
+                .limit(limit * 4).to_arrow())).to_pylist()
             newest: dict[str, dict[str, Any]] = {}
             for r in sorted(got, key=lambda r: r["outbox_seq"]):
                 newest[r["id"]] = {k: r[k] for k in (*cols, "_distance")}

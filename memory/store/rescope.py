@@ -22,7 +22,7 @@ from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.store.filters import and_
 from memory.store.lifecycle import memory_rescoped
-from memory.store.rows import PREFIX, sql_id_list, to_arrow
+from memory.store.rows import PREFIX, sql_id_list
 from memory.types import Status
 
 EVIDENCE_COLS = ["id", "scope", "app", "window", "text", "source", "captured_at"]
@@ -200,9 +200,7 @@ def _rewrite_memories(store, rows: list[dict], actor: str, now, scope: str | Non
                                 {k: v for k, v in after.items() if before[k] != after[k]}))
     changed = [r for r in full if r["updated_at"] == now]
     if changed:
-        data = to_arrow(changed, store.memories.schema)
-        store.commit(lambda: store.memories.merge_insert("id").when_matched_update_all()
-                     .when_not_matched_insert_all().execute(data))
+        store.merge_rows(store.memories, changed, insert=True)
         store.write_audit(audits)
     return len(changed)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 REFRESH_S = 300.0  # other processes' new speakers are picked up this late; a miss only keeps a name
 
@@ -17,7 +18,8 @@ class SpeakerNames:
     """A process-local set, loaded by one column scan (not one per query) and kept current by this
     process's own writes, rescanned when older than REFRESH_S."""
 
-    def __init__(self) -> None:
+    def __init__(self, sealer: Any = None) -> None:
+        self._sealer = sealer  # speakers are stored sealed (memory/store/sealer.py): opened here
         self._names: set[str] | None = None
         self._loaded = 0.0
         self._lock = threading.Lock()
@@ -26,7 +28,10 @@ class SpeakerNames:
         with self._lock:
             if self._names is None or time.monotonic() - self._loaded > REFRESH_S:
                 col = table.search().select(["speaker"]).limit(None).to_arrow()["speaker"]
-                self._names = _first_names(col.unique().to_pylist())
+                values = col.unique().to_pylist()  # equal speakers seal equally: few to open
+                if self._sealer is not None:
+                    values = self._sealer.open_values(table.name, "speaker", values)
+                self._names = _first_names(values)
                 self._loaded = time.monotonic()
             return self._names
 

@@ -17,6 +17,8 @@ PROPOSALS = "proposals"
 RELATIONS = "relations"
 USAGE = "memory_usage"
 REEMBED_STAGING = "reembed_staging"  # new vectors while `mirador reembed` runs (memory/store/reembed.py)
+OUTBOX = "remote_outbox"  # writes of shared scopes waiting to be sent (memory/store/remote.py)
+EV_OUTBOX = "remote_evidence_outbox"  # evidence copies of shared scopes waiting to be sent (remote_evidence.py)
 
 
 def evidence_schema(dim: int) -> pa.Schema:

@@ -140,13 +140,15 @@ def _legacy_store(mirador_home):
 
     from memory.store.core import Store
     from memory.store.keys import SEALED_PREFIX
+    from tests.memory.legacy import older_version
 
-    store = Store(mirador_home)
-    row = store.add_memory("Old token", type="vault", value="placeholder")
-    legacy = Fernet.generate_key()
-    (mirador_home / LEGACY_KEY_FILE).write_bytes(legacy)
-    store.reseal_vault_value(row["id"], Fernet(legacy).encrypt(SECRET.encode()).decode())
-    assert not store.rows(store.vault, None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
+    with older_version():  # labels in the clear, as that version stored them
+        store = Store(mirador_home)
+        row = store.add_memory("Old token", type="vault", value="placeholder")
+        legacy = Fernet.generate_key()
+        (mirador_home / LEGACY_KEY_FILE).write_bytes(legacy)
+        store.reseal_vault_value(row["id"], Fernet(legacy).encrypt(SECRET.encode()).decode())
+        assert not store.rows(store.vault, None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
     return row, legacy
 
 
@@ -222,8 +224,9 @@ def test_a_locked_store_refuses_every_mcp_call(store):
     results = call(store, who, steps)
     assert all(r.isError and "Mirador is locked" in r.content[0].text for r in results)
     assert "Deploys" not in " ".join(r.content[0].text for r in results)
-    assert [r["text"] for r in store.rows(store.memories, None, ["text"])] == ["Deploys happen on Tuesdays"]
+    assert store.memories.count_rows() == 1  # nothing was written (counting needs no key)
     store.keys.unlock()
+    assert [r["text"] for r in store.rows(store.memories, None, ["text"])] == ["Deploys happen on Tuesdays"]
     after = call(store, who, lambda c: c.call_tool("memory_get", {"id": mid}))
     assert not after.isError and "Tuesdays" in after.content[0].text
 

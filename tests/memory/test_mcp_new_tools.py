@@ -61,7 +61,7 @@ def test_evidence_add_redacts_secrets_before_they_reach_the_store(store):
     assert len(rows) == 1
     assert AWS_KEY not in json.dumps(rows) and "hunter2hunter2" not in json.dumps(rows)
     assert "[REDACTED:aws_key]" in rows[0]["text"] and rows[0]["source"] == "mcp" and rows[0]["redactions"] == 2
-    assert AWS_KEY not in json.dumps(store.audit.to_arrow().to_pylist(), default=str)
+    assert AWS_KEY not in json.dumps(store.rows(store.audit, None, store.audit.schema.names), default=str)
     audit = store.rows(store.audit, "entity_kind = 'evidence'", ["actor", "action"], None)
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
 

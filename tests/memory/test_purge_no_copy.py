@@ -20,6 +20,7 @@ from memory.store.core import Store
 from memory.store.erasure import forget, purge
 from memory.store.fingerprint import fingerprint
 from memory.store.indexes import maintain
+from tests.conftest import files_containing
 from tests.memory import seaweed as sw_fixtures
 from tests.memory import test_remote
 from tests.memory.test_remote import SHARED, open_home
@@ -48,9 +49,9 @@ KEEP = "keepbn3307zl"  # an untouched memory: must stay
 
 
 def holders(root: Path, needle: str) -> list[str]:
-    """Every file under root (all of it: tables, versions, indexes, side files) whose raw bytes hold needle."""
-    data = needle.encode("utf-8")
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and data in p.read_bytes())
+    """Every file under root (all of it: tables, versions, indexes, side files) whose raw bytes hold needle, or
+    its keyed search term (the text is sealed at rest; the row's index terms go wherever its data goes)."""
+    return sorted(str(p.relative_to(root)) for p in files_containing(root, needle))
 
 
 def table_of(path: str) -> str:
@@ -138,7 +139,8 @@ def test_purge_leaves_no_old_or_forgotten_text_or_id_in_any_file(store, mirador_
     assert reinforcement.usage_of(store, [kept["id"]])[0]["uses"] == 1
 
     # Everything stays audited: each row keeps who, when and which fields changed; the old text is a fingerprint.
-    audit = Store(mirador_home).audit.to_arrow().to_pylist()
+    again = Store(mirador_home)
+    audit = again.rows(again.audit, None, again.audit.schema.names)
     mine = [a for a in audit if a["entity_id"] == edited["id"]]
     assert [a["action"] for a in mine] == ["create", "update"]
     update = mine[1]
@@ -155,11 +157,11 @@ def test_a_second_purge_keeps_the_current_text_and_changes_nothing(store, mirado
     row = store.add_memory(f"The office wifi is {OLD}", scope="work")
     store.update_memory(row["id"], text=f"The office wifi is {NEW}")
     purge(store)
-    first = json.loads(store.audit.search().where(f"entity_id = '{row['id']}' AND action = 'update'")
-                       .limit(1).to_list()[0]["before"])
+    first = json.loads(store.rows(store.audit, f"entity_id = '{row['id']}' AND action = 'update'",
+                                   ["before"], 1)[0]["before"])
     purge(store)
-    again = json.loads(store.audit.search().where(f"entity_id = '{row['id']}' AND action = 'update'")
-                       .limit(1).to_list()[0]["before"])
+    again = json.loads(store.rows(store.audit, f"entity_id = '{row['id']}' AND action = 'update'",
+                                   ["before"], 1)[0]["before"])
     assert first == again == {"text": {"fingerprint": fingerprint(f"The office wifi is {OLD}")}} | {
         k: v for k, v in first.items() if k != "text"}
     assert holders(mirador_home, OLD) == []
@@ -178,11 +180,12 @@ def test_forgetting_a_shared_memory_leaves_no_copy_in_the_bucket_or_the_outbox(t
     b = open_home(tmp_path, "b", seaweed, prefix, embedder=a.embedder)
     b.update_memory(shared["id"], text=f"The acme vendor contract code is still {GONE}")
     assert b.remotes.flush()["pending"] == 0
-    assert {table_of(p) for p in holders(b.home, GONE)} >= {"remote_outbox"}, "precondition"
+    # (The outbox holds the text sealed, with no search terms: its old versions are found by the memory's id.)
+    assert {table_of(p) for p in holders(b.home, shared["id"])} >= {"remote_outbox"}, "precondition"
     assert seaweed.holding(GONE, prefix) and seaweed.holding(OLD, prefix), "precondition: the bucket holds both"
     assert a.remotes.outbox().count_rows() == 0, "precondition: every queued write was sent"
-    assert {table_of(p) for p in holders(a.home, GONE)} >= {"remote_outbox"}, \
-        "precondition: the outbox's old versions still hold the text it sent"
+    assert {table_of(p) for p in holders(a.home, shared["id"])} >= {"remote_outbox"}, \
+        "precondition: the outbox's old versions still hold the row it sent"
 
     forget(a, [shared["id"]])
 
@@ -204,7 +207,8 @@ def test_forgetting_a_shared_memory_leaves_no_copy_in_the_bucket_or_the_outbox(t
     # (the audit log's create row, the outbox's old versions).
     a.update_memory(stays["id"], text=f"The acme wiki moved to {EVD}")
     assert a.remotes.flush()["pending"] == 0
-    assert seaweed.holding(KEEP, prefix) and holders(a.home, KEEP), "precondition: old versions hold the old text"
+    # (This device holds the old text only sealed — its audit's create row, the outbox's old versions.)
+    assert seaweed.holding(KEEP, prefix), "precondition: the bucket's old versions hold the old text"
     code, out, err = cli(monkeypatch, capsys, a.home, "purge")
     assert code == 0 and "purged the shared scope work/acme's bucket" in out, out + err
     assert seaweed.holding(KEEP, prefix) == [] and holders(a.home, KEEP) == []

@@ -97,7 +97,7 @@ def test_ranking_legs_ask_lancedb_for_scores_only_and_rank_as_before(store, monk
     cached = _results(store)
     ranking = [leg for leg in asked if leg.table != T.VAULT and (leg.vector is not None or leg.text is not None)]
     assert ranking and all(set(leg.cols) <= {"_distance", "_score"} for leg in ranking)
-    store.reader = Reader(store.home / "lancedb", row_cache=False)
+    store.reader = Reader(store.home / "lancedb", row_cache=False, sealer=store.sealer)
     assert cached == _results(store) and cached[0]
 
 
@@ -147,12 +147,13 @@ def test_a_row_deleted_between_its_leg_and_the_fill_is_dropped(store):
     where = store.where("evidence", scopes=["work"])
     leg = Leg(T.EVIDENCE, where, ("id", "speaker", "_distance"), 10,
               vector=store.embedder.embed_query("lighthouse"), row_ids=True)
-    rows = Reader(store.home / "lancedb", row_cache=False).run(leg)[0]  # ids and addresses, as a leg saw them
+    rows = Reader(store.home / "lancedb", row_cache=False, sealer=store.sealer).run(leg)[0]  # ids and addresses, as a leg saw them
     store.commit(lambda: store.evidence.delete(f"id = '{ids[0]}'"))
     reader, out = store.reader, [[{k: r[k] for k in ("_rowid", "_distance")} for r in rows]]
     cache = reader._caches[T.EVIDENCE]
     asyncio.run_coroutine_threadsafe(reader._fill([leg], [cache], out), _event_loop()).result()
     assert {r["id"] for r in out[0]} == set(ids[1:])
+    store.sealer.open_rows(T.EVIDENCE, out[0])  # the fill brings columns as stored; Reader.run opens them
     assert all(r["speaker"] in ("Sam", "Priya") for r in out[0])
 
 
@@ -210,7 +211,7 @@ def test_memory_hits_with_cached_columns_need_no_fetch_and_match_the_table(store
     cached = hits()
     mem_legs = [leg for leg in asked if leg.table == T.MEMORIES]
     assert mem_legs and all(set(leg.cols) <= {"_distance", "_score"} and leg.take is None for leg in mem_legs)
-    store.reader = Reader(store.home / "lancedb", row_cache=False)
+    store.reader = Reader(store.home / "lancedb", row_cache=False, sealer=store.sealer)
     assert cached == hits() and cached[0][0][2]["title"].startswith("bolts")
 
 
@@ -246,7 +247,7 @@ def test_a_memory_table_too_large_for_the_cache_is_read_from_the_table(store, mo
     else:  # 5 rows of ~600 characters each: over 2 kB; the estimate from 2 rows, or the whole scan, says so
         monkeypatch.setattr("memory.store.reads.BASE_MAX_BYTES", 2_000)
         monkeypatch.setattr("memory.store.reads.SIZE_SAMPLE_ROWS", 2 if limit == "bytes, sampled" else 1_000)
-    store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
+    store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES, sealer=store.sealer)
     assert store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # not known before the first build
     store.reader.warm(T.MEMORIES)
     assert not store.reader.covers(T.MEMORIES, MEMORY_BRIEF_COLS)  # over the limit: no text kept in memory
@@ -278,7 +279,7 @@ def test_memory_vector_legs_come_from_kept_vectors_and_match_lancedb(store, monk
            for i, (side, scope, kind) in enumerate([("north", "work", "semantic"), ("south", "work/acme", "semantic"),
                                                     ("east", "work/acme", "episodic"), ("west", "home", "semantic")])]
     store.set_status(ids[0], "rejected")
-    plain = Reader(store.home / "lancedb", row_cache=False)  # every leg asked of LanceDB
+    plain = Reader(store.home / "lancedb", row_cache=False, sealer=store.sealer)  # every leg asked of LanceDB
     asked = _asked(monkeypatch)
     legs = _memory_vector_legs(store)
     mine = [store.reader.run(leg)[0] for leg in legs]
@@ -325,7 +326,7 @@ def test_a_table_too_large_or_indexed_is_searched_by_lancedb(store, monkeypatch,
         store.add_memory(f"Ferry timetable {i}: the boat leaves from pier {i}.", scope="work")
     if why == "too many rows":
         monkeypatch.setattr("memory.store.reads.FLAT_TABLES", {T.MEMORIES: 5})
-        store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES)
+        store.reader = Reader(store.home / "lancedb", forgets=T.TOMBSTONES, sealer=store.sealer)
     else:
         assert indexes.ensure_vector_index(store.memories, min_rows=1, force=True)
     asked = _asked(monkeypatch)
