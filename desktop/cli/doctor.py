@@ -139,7 +139,6 @@ def check_reranker():
 
 def check_store():
     from memory.store.core import Store
-
     from memory.store.seal_migration import plain_rows, sealed_already
 
     s = Store()

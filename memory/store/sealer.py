@@ -263,7 +263,7 @@ class Sealer:
                 self.active if marker is None else r[marker] is None or is_sealed(r[marker]))
             for c in cols:
                 v = r.get(c)
-                if is_sealed(v):
+                if isinstance(v, str) and is_sealed(v):
                     m = m or self.material()
                     r[c] = m.open(c, v)
             if turned:
