@@ -40,6 +40,11 @@ class StopAfter:
         return self.seen > self.n
 
 
+def memory_texts(store, where: str | None = None) -> list[str]:
+    """The text of every memory row (sealed at rest: read through the store, which opens it)."""
+    return [r["text"] for r in store.rows(store.memories, where, ["text"], None)]
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     """Every file under root whose bytes contain needle (UTF-8), or the keyed search terms a sealed store
     indexes for its words (memory/store/sealer.py): the text itself never reaches the disk, but the row that

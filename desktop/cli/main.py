@@ -185,6 +185,8 @@ def _one_shot() -> None:
 
 # Commands that run until stopped: they take the passphrase from MIRADOR_PASSPHRASE or the tray, never a prompt.
 LONG_RUNNING = {"app", "serve", "service", "mcp", "capture"}
+# Commands whose process lends its data key to the others (and so never borrows one).
+LENDERS = {"app", "serve", "service", "capture"}
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -205,12 +207,19 @@ def _dispatch(argv: list[str] | None) -> int:
         _one_shot()
     else:
         gc.enable()
+    from memory.store.keys import DataKeys
+
     if getattr(args, "_command", None) not in LONG_RUNNING:
         # A command a person typed may ask for the passphrase in the terminal; the tray, the service and the
         # MCP server never read a terminal from a background thread (memory/store/keys.py).
-        from memory.store.keys import DataKeys
-
         DataKeys.terminal_prompt = True
+    if getattr(args, "_command", None) not in LENDERS:
+        # Without a keyring or a passphrase of its own, a process borrows the key of the running, unlocked
+        # Mirador of its data dir (an assistant's stdio MCP server, a hook): desktop/cli/via_service.py.
+        from desktop.cli.via_service import borrow_key
+
+        if borrow_key not in DataKeys.lenders:
+            DataKeys.lenders.append(borrow_key)
     from desktop.cli.common import run_command
 
     def first(a):  # commands a running service can answer go there first (desktop/cli/via_service.py)

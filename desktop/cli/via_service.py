@@ -199,6 +199,8 @@ def serve_request(store: Any, req: dict) -> tuple[int, dict]:
     from desktop.cli.common import bound_store, run_command
 
     name = req.get("command")
+    if name == KEY_LOAN:
+        return lend_key(store, req)
     if name not in COMMANDS or not isinstance(req.get("args"), dict):
         return 400, {"error": f"not a command the service runs: {name!r}"}
     if not _same_place(str(req.get("home") or ""), store.home):
@@ -217,6 +219,60 @@ def serve_request(store: Any, req: dict) -> tuple[int, dict]:
     with _capture(out, err), bound_store(store):
         code = run_command(args)
     return 200, {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+
+
+# ---- the data key, lent to this data dir's other processes ------------------------------------------------
+
+KEY_LOAN = "data-key"
+
+
+def lend_key(store: Any, req: dict) -> tuple[int, dict]:
+    """The service's data key, for another Mirador process of the same data dir that cannot unwrap it itself
+    (no OS keyring, no passphrase in its environment: an assistant's stdio MCP server, a hook). Whoever can
+    read the endpoint file's secret is this data dir's owner, who can unlock it anyway: the loan spares them
+    the passphrase in every process, as the OS keyring would. Never while Mirador is locked."""
+    from memory.errors import MiradorError
+
+    if not _same_place(str(req.get("home") or ""), store.home):
+        return 409, {"error": "this service serves another data dir"}
+    if store.keys.locked:
+        return 423, {"error": "Mirador is locked"}
+    from memory.store.keys import PASSPHRASE_ENV, os_keyring
+
+    quietly = store.keys.held or os.environ.get(PASSPHRASE_ENV) or (
+        store.keys.method() == "keyring" and os_keyring() is not None)
+    try:
+        key = store.keys.key() if quietly else None
+    except MiradorError as e:
+        return 409, {"error": str(e)}
+    if key is None:
+        return 409, {"error": "this service has not unlocked the data key yet"}
+    import base64
+
+    log.info("lent the data key to another process of this data dir")
+    return 200, {"key": base64.b64encode(key).decode("ascii")}
+
+
+def borrow_key(home: Path) -> bytes | None:
+    """The data key from a running, unlocked service of this data dir (memory.store.keys.DataKeys.lenders)."""
+    if os.environ.get(NO_SERVICE_ENV):
+        return None
+    from desktop.runtime.local_endpoint import Unanswered, call, read_endpoint
+
+    ep = read_endpoint(Path(home))
+    if ep is None or ep.pid == os.getpid():  # no service, or this very process: nothing to borrow
+        return None
+
+    try:
+        answer = call(Path(home), {"command": KEY_LOAN, "home": str(home)}, READ_TIMEOUT_S)
+    except Unanswered:
+        return None
+    if not answer or not isinstance(answer.get("key"), str):
+        return None
+    import base64
+
+    log.info("borrowed the data key from the running Mirador service")
+    return base64.b64decode(answer["key"])
 
 
 def install() -> None:

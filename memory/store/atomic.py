@@ -38,6 +38,29 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
         raise
 
 
+def create_exclusive(path: str | os.PathLike[str], data: str | bytes, mode: int = PRIVATE_FILE_MODE) -> bool:
+    """Write `path` whole (fsynced) only if it does not exist yet; False when another writer made it first.
+
+    The file appears complete or not at all: written under a temporary name, then hard-linked to `path`, which
+    fails if `path` exists (two processes making a file that must be made once: the first one wins)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    target = Path(path)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".new")
+    try:
+        os.fchmod(fd, mode) if hasattr(os, "fchmod") else os.chmod(name, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(name, target)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes, mode: int = PRIVATE_FILE_MODE,
                  fsync: bool = False) -> None:
     """Write text (UTF-8) or bytes to `path` atomically. mode: the file's permission bits (default 0o600:

@@ -85,6 +85,7 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 KINDS = ("memory", "evidence", "vault")
 ID_CHUNK = 500  # ids per `id IN (...)` query: a bounded predicate, never a scan of the whole table
+OPEN_LOCK = ".store-open.lock"
 
 
 def _is_conflict(exc: Exception) -> bool:
@@ -124,7 +125,14 @@ class Store:
         self.speakers = SpeakerNames(self.sealer)
         # search reads (memory/store/reads.py)
         self.reader = Reader(self.home / "lancedb", forgets=T.TOMBSTONES, sealer=self.sealer)
-        self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
+        from filelock import FileLock
+
+        # One process at a time creates, migrates or seals a store: the app and an assistant's server opening a
+        # new folder together would both create its tables (one fails), and two sealings of an older store would
+        # turn vectors twice. Held only while the store opens; an opened store is not locked.
+        self.open_lock = FileLock(self.home / OPEN_LOCK, mode=0o600)  # reentrant: seal_migration takes it too
+        with self.open_lock:
+            self.migrations_applied = apply_migrations(self.db, self.embedder.dim)
         self.reopen_tables()
         self._check_dim()
         if legacy_pending(self.home):  # an older version's vault.key beside the vault: reseal, then erase it
@@ -132,7 +140,8 @@ class Store:
         # Shared scopes (config remote.bindings): their memories live on S3-compatible storage.
         self.remotes = Remotes(self, evidence=EvidenceMirror)
         self.keys.sealed_data = self._holds_sealed_data
-        seal_at_open(self)  # what an older version stored in the clear (memory/store/seal_migration.py)
+        with self.open_lock:
+            seal_at_open(self)  # what an older version stored in the clear (memory/store/seal_migration.py)
 
     def _holds_sealed_data(self) -> bool:
         return sealed_already(self) and any(

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from memory.errors import ConfigError, MiradorError
-from memory.store.atomic import write_atomic
+from memory.store.atomic import create_exclusive, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,10 @@ class DataKeys:
 
     # Set by the CLI for commands a person typed: only then is a passphrase asked in the terminal.
     terminal_prompt = False
+    # Where a process that cannot unwrap the key itself (no keyring, no passphrase in its environment) may
+    # borrow it: the running, unlocked Mirador of the same data folder (desktop/cli/via_service.py registers
+    # it). Each is called with the data folder and returns the key or None.
+    lenders: list[Callable[[Path], bytes | None]] = []
 
     def __init__(self, home: Path, key_store: str = "auto") -> None:
         self.home = home
@@ -190,6 +194,16 @@ class DataKeys:
                     "restore that file from your backup (with the OS keyring entry or passphrase that opened "
                     "it) — a new key would not open what is there, so Mirador makes none")
             return self._create(passphrase)
+        if passphrase is None and not os.environ.get(PASSPHRASE_ENV) and (
+                rec["kek"] == "passphrase" or os_keyring() is None):
+            for lend in DataKeys.lenders:
+                try:
+                    lent = lend(self.home)
+                except Exception as e:  # a lender that fails is one that has nothing to lend
+                    log.info("could not borrow the data key: %s", e)
+                    lent = None
+                if lent:
+                    return lent
         kek = self._kek(rec, passphrase, creating=False)
         from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -213,13 +227,54 @@ class DataKeys:
         rec: dict[str, Any] = {"version": 1, "kek": self.method(), "cipher": "AES-256-GCM"}
         if rec["kek"] == "passphrase":
             rec["kdf"] = {"name": "argon2id", "salt": _b64(secrets.token_bytes(16)), **ARGON2}
-        kek = self._kek(rec, passphrase, creating=True)
+        # A keyring KEK is stored only once this process's key file is the folder's (below): two processes making
+        # the key at once must not leave the keyring holding the loser's KEK.
+        kek, new_entry = self._keyring_kek_for_new() if rec["kek"] == "keyring" else (
+            self._kek(rec, passphrase, creating=True), None)
         nonce = secrets.token_bytes(12)
         rec["wrapped"] = _b64(nonce + AESGCM(kek).encrypt(nonce, dk, b"mirador data key v1"))
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only even before a store opened it
-        write_atomic(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600, fsync=True)
+        if not create_exclusive(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600):
+            # Another process of this folder (the app and an assistant's server starting together) made its key
+            # first: that one is the folder's key, and rows sealed under two keys would be half unreadable.
+            log.info("another process made this data folder's key first: using it")
+            return self._obtain_made_elsewhere(passphrase)
+        if new_entry is not None:
+            try:
+                new_entry()
+            except Exception:
+                self.path.unlink(missing_ok=True)  # a key file no keyring entry opens would open nothing
+                raise
         log.info("made this data folder's key, wrapped by the %s", rec["kek"])
         return dk
+
+    def _obtain_made_elsewhere(self, passphrase: str | None) -> bytes:
+        """The key another process has just made: its keyring entry may follow its key file by a moment."""
+        import time
+
+        for _ in range(50):
+            try:
+                return self._obtain(passphrase, allow_locked=False)
+            except KeyUnavailableError:
+                if self.record() is None or self.record().get("kek") != "keyring":
+                    raise
+                time.sleep(0.05)
+        return self._obtain(passphrase, allow_locked=False)
+
+    def _keyring_kek_for_new(self) -> tuple[bytes, Callable[[], None] | None]:
+        """A KEK for a new key file: the folder's keyring entry if one is left (a folder made again at the same
+        path), else a fresh one and what stores it."""
+        backend = os_keyring()
+        if backend is None:
+            raise KeyUnavailableError(
+                "the OS keyring is not available now: start your desktop's keyring (GNOME Keyring, KWallet, "
+                "Keychain) and try again, or set vault.key_store = \"passphrase\"")
+        user = keyring_user(self.home)
+        value = backend.get_password(KEYRING_SERVICE, user)
+        if value is not None:
+            return _unb64(value), None
+        fresh = _b64(secrets.token_bytes(32))
+        return _unb64(fresh), lambda: backend.set_password(KEYRING_SERVICE, user, fresh)
 
     def _kek(self, rec: dict[str, Any], passphrase: str | None, creating: bool) -> bytes:
         if rec["kek"] == "keyring":
@@ -251,8 +306,9 @@ class DataKeys:
             if phrase:
                 return phrase
         raise KeyUnavailableError(
-            "no OS keyring here and no passphrase given: run the command in a terminal to be asked, unlock "
-            f"the tray app, or set {PASSPHRASE_ENV} for a headless service")
+            "no OS keyring here and no passphrase given: start Mirador (the tray app, or `mirador service`) and "
+            "unlock it — its other processes borrow its key — or run the command in a terminal to be asked, or "
+            f"set {PASSPHRASE_ENV} for a headless service")
 
     def _keyring_kek(self, creating: bool) -> bytes:
         backend = os_keyring()

@@ -115,6 +115,11 @@ def _log_progress(table: str, done: int, total: int) -> None:
 def seal_existing(store: Any, progress: Progress | None = None) -> int:
     """Seal every row still in the clear, drop the plaintext indexes, purge old versions; returns rows sealed.
     progress(table, done, total) after each chunk. Raises LockedError / KeyUnavailableError without the key."""
+    with store.open_lock:  # one sealing at a time, in any process (memory/store/core.py OPEN_LOCK)
+        return _seal_existing(store, progress)
+
+
+def _seal_existing(store: Any, progress: Progress | None) -> int:
     from memory.store.erasure import purge
     from memory.store.indexes import ensure_fts
 

@@ -137,20 +137,24 @@ def test_thumbnails_are_sealed_and_open_only_with_the_key(capture, store, displa
         image = Image.open(BytesIO(store.frame_bytes(r["frame_path"])))
         assert image.format == "WEBP" and image.width > 0
     # Another folder's key (data-key.json replaced) opens nothing: a clear error, not garbage.
-    (mirador_home / "data-key.json").rename(mirador_home / "data-key.json.bak")
+    elsewhere = Store(mirador_home.parent / "elsewhere")
+    elsewhere.keys.key()  # made there, wrapped by the same passphrase
+    (mirador_home / "data-key.json").write_bytes((mirador_home.parent / "elsewhere" / "data-key.json").read_bytes())
     other = Store(mirador_home)
-    other.keys.key()
     with pytest.raises(KeyUnavailableError, match="does not open"):
         other.frame_bytes(rows[0]["frame_path"])
 
 
-def test_locked_capture_keeps_text_and_no_thumbnail(capture, store, display, mirador_home):
+def test_locked_capture_grabs_nothing_until_unlocked(capture, store, display, mirador_home):
+    # What capture stores is sealed with the data key: while Mirador is locked it sees and writes nothing.
     store.keys.lock()
     text = sentence()
     display.window("while locked", text)
+    assert capture.run_cycles(3) == ["paused"] * 3
+    assert store.evidence.count_rows() == 0
+    assert frame_files(mirador_home) == set()
+    assert capture.health.snapshot()["state"] == "locked" and capture.health.snapshot()["frames_grabbed"] == 0
+    store.keys.unlock()
     capture.run_cycles(3)
     rows = [r for r in evidence(store) if norm(text) in norm(r["text"])]
-    assert len(rows) == 1 and rows[0]["frame_path"] is None
-    assert frame_files(mirador_home) == set()
-    health = capture.health.snapshot()
-    assert health["thumbnails_skipped"] >= 1 and any("locked" in e for e in health["recent_errors"])
+    assert len(rows) == 1 and rows[0]["frame_path"] and frame_files(mirador_home)

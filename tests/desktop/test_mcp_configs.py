@@ -15,7 +15,7 @@ from mcp.client.stdio import stdio_client
 
 from desktop.cli.main import main
 from memory.mcp.auth import TokenStore
-from tests.memory.mcp_support import ROOT, env_for, free_port
+from tests.memory.mcp_support import ROOT, env_for, free_port, start_server, stop_server
 
 # The SDK is imported here, at collection, not inside a test: stdio_client's default errlog is the
 # sys.stderr of the moment `mcp` is first imported, and under capsys that is a stream without a file
@@ -55,7 +55,16 @@ def test_claude_desktop_entry_works_in_the_bare_environment_the_client_gives(cap
                 await s.initialize()
                 return await s.call_tool("memory_search", {"query": "where is the bike key"})
 
+    # This machine has no OS keyring, and the bare environment holds no passphrase: with no Mirador running the
+    # server cannot open the data, and says what to do.
     result = anyio.run(call)
+    assert result.isError and "start Mirador" in result.content[0].text and "unlock" in result.content[0].text
+    # With Mirador running and unlocked (here `mirador serve`, given the passphrase), it borrows its key.
+    service = start_server(mirador_home, free_port(), tmp_path / "serve.log")
+    try:
+        result = anyio.run(call)
+    finally:
+        stop_server(service)
     assert not result.isError, result.content[0].text + log.read_text()
     assert "spare bike key" in result.content[0].text
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from memory.store.keys import KEY_FILE, LEGACY_KEY_FILE, DataKeys, KeyUnavailabl
 from tests.conftest import files_containing
 
 SECRET = "vault-secret-7f3a9c1e55"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class MemoryKeyring:
@@ -261,3 +263,18 @@ def test_plain_frames_of_an_older_version_are_sealed_in_place_with_progress(stor
         assert Image.open(BytesIO(store.frame_bytes(rel))).format == "WEBP"
     assert (mirador_home / rel).stat().st_mtime == old_mtime  # retention still sees the frame's age
     assert main(["unlock"]) == 0 and "sealed" not in capsys.readouterr().out  # nothing left to do
+
+
+def test_processes_that_make_the_key_at_once_agree_on_one(mirador_home):
+    """The app and an assistant's server starting on a new folder together: one key, every row readable."""
+    probe = ("import sys; from memory.store.core import Store; "
+             "s = Store(sys.argv[1]); s.add_memory('made by process ' + sys.argv[2], scope='work')")
+    procs = [subprocess.Popen([sys.executable, "-c", probe, str(mirador_home), str(i)], cwd=str(ROOT),
+                              stderr=subprocess.PIPE, text=True) for i in range(4)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    from memory.store.core import Store
+
+    store = Store(mirador_home)
+    assert sorted(r["text"] for r in store.rows(store.memories, None, ["text"])) == [
+        f"made by process {i}" for i in range(4)]

@@ -26,7 +26,8 @@ print(json.dumps({"at_open": loaded_at_open, "after_use": loaded_after_use, "fou
 def test_store_works_without_loading_the_rest_client_which_stays_available():
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT),
-                              "HOME": str(Path.home())})
+                              "HOME": str(Path.home()), "MIRADOR_PASSPHRASE": "a passphrase for the probe",
+                              "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"at_open": False, "after_use": False, "found": "We deploy on Tuesdays", "client": True}

@@ -160,7 +160,8 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
         assert not r.isError, f"{name}: {r.content[0].text}"
     assert store.get(seeded["a"])["text"] == "The billing service retries webhooks five times"
     assert store.memories.count_rows(f"id = '{seeded['c']}'") == 0
-    assert store.memories.count_rows("text = 'Billing alerts go to #billing-oncall' AND scope = 'work'") == 1
+    assert [r["text"] for r in store.rows(store.memories, "scope = 'work'", ["text"], None)].count(
+        "Billing alerts go to #billing-oncall") == 1
     actors = {r["actor"] for r in store.rows(store.audit, "actor LIKE 'mcp:%'", ["actor"], None)}
     assert actors == {"mcp:writer"}
     assert store.evidence.count_rows(f"id = '{seeded['evd']}'") == 0  # evidence_forget app=kitty

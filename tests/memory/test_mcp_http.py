@@ -12,6 +12,7 @@ import pytest
 
 from memory.mcp.auth import TokenStore
 from memory.mcp.server import PROFILE_URI
+from tests.conftest import memory_texts
 from tests.memory.mcp_support import INIT, free_port, http_session, start_server, stop_server
 
 MARK = "zanzibarquokka"  # appears only in personal rows: any response containing it is a leak
@@ -108,7 +109,7 @@ def test_read_only_token_cannot_write(server):
         assert r.isError and "read-only" in r.content[0].text
     assert not search.isError and server["ids"]["work"] in search.content[0].text
     store = server["store"]
-    assert store.memories.count_rows("text = 'reader was here'") == 0
+    assert memory_texts(store).count("reader was here") == 0
     assert store.get(server["ids"]["work"])["text"].startswith("The billing service")
 
 
@@ -164,7 +165,7 @@ def test_work_token_never_sees_personal(server):
     assert MARK not in profile and "I write Go at work" in profile
     store = server["store"]
     assert store.get(ids["personal"])["text"].startswith(f"My {MARK}")  # untouched by the refused writes
-    assert store.memories.count_rows("text = 'sneaky'") == 0
+    assert memory_texts(store).count("sneaky") == 0
 
 
 def test_mcp_inspector_cli_lists_tools_and_searches(server):

@@ -9,6 +9,7 @@ import pytest
 from memory.mcp.auth import make_principal
 from memory.mcp.server import PROFILE_URI
 from memory.store.rows import iso
+from tests.conftest import memory_texts
 from tests.memory.mcp_support import call
 
 TOOLS = {"memory_search", "memory_recall", "memory_get", "memory_add", "memory_update", "memory_forget",
@@ -193,7 +194,7 @@ def test_forgotten_content_is_not_re_added(store, seeded):
 
     r = call(store, WORK, steps)
     assert r.isError and "deleted" in text(r)
-    assert store.memories.count_rows("text = 'Alice prefers tabs over spaces in Go code'") == 0
+    assert memory_texts(store).count("Alice prefers tabs over spaces in Go code") == 0
 
 
 def test_evidence_search_get_and_timeline(store, seeded):
@@ -323,7 +324,7 @@ def test_empty_scope_and_unknown_arguments_are_refused(store, seeded):
                 await c.call_tool("status", {"verbose": True})]
 
     add, search, typo, status = call(store, WORK, steps)
-    assert add.isError and "'scope'" in text(add) and store.memories.count_rows("text = 'empty scope'") == 0
+    assert add.isError and "'scope'" in text(add) and memory_texts(store).count("empty scope") == 0
     assert search.isError and "'scope'" in text(search)
     assert typo.isError and "unknown argument 'scopes'" in text(typo) and "scope" in text(typo)
     assert status.isError and "unknown argument 'verbose'" in text(status)
@@ -357,7 +358,7 @@ def test_adding_the_same_text_twice_keeps_one_memory(store, seeded):
     first, again = call(store, WORK, steps)
     assert again["created"] is None and again["existing"]["id"] == first["created"]["id"]
     assert "already remembered" in again["hint"]
-    assert store.memories.count_rows("text = 'The CI runner is ci-7'") == 1
+    assert memory_texts(store).count("The CI runner is ci-7") == 1
 
 
 def test_search_has_a_relevance_floor(store, seeded):

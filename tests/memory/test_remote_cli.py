@@ -68,7 +68,9 @@ def test_remote_commands_round_trip(capsys, monkeypatch, mirador_home, seaweed, 
     assert [b.name for b in load_config(mirador_home).remote.bindings] == ["team"]
     code, out, err = run(capsys, monkeypatch, "remote", "remove", "team", "--yes")
     assert code == 0, err
-    assert not load_config(mirador_home).remote.bindings and not memory_keyring.items
+    assert not load_config(mirador_home).remote.bindings
+    # The binding's credentials are gone from the keyring; what is left there is the data folder's own key.
+    assert {service for service, _ in memory_keyring.items} <= {"mirador-data-key"}
     assert seaweed.holding("acme retro is on Fridays", url.split("/", 3)[3])  # the remote data stays
 
 

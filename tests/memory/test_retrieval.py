@@ -106,9 +106,10 @@ def test_stored_text_is_exactly_what_was_captured(store):
     assert hits[0].id == row["id"] and hits[0].text == text
 
 
-def test_migration_adds_indexed_search_text(store):
+def test_migration_adds_search_text_indexed_by_its_keyed_terms_never_its_words(store):
     assert "search_text" in store.evidence.schema.names
-    assert any("search_text" in ix.columns for ix in store.evidence.list_indices())
+    indexed = {c for ix in store.evidence.list_indices() for c in ix.columns}
+    assert "fts_terms" in indexed and not indexed & {"text", "search_text"}
 
 
 def test_index_texts_resolve_dates_speakers_and_neighbours():
