@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from memory.errors import MiradorError
 from memory.mcp import tools as T
 from memory.mcp.auth import Principal
+from memory.mcp.limits import Refusal, screen
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,7 @@ class ServerState:
     _store: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _limiter: Any = None
+    schemas: dict[str, dict] = field(default_factory=dict)  # each tool's input schema, as clients see it
 
     def limiter(self, fn: Callable) -> Any:
         """The worker threads a tool body waits for (None: anyio's default pool)."""
@@ -129,6 +131,15 @@ class ServerState:
             if self._store is None:
                 self._store = self.open_store()
             return self._store
+
+    def expect(self, tool: str, argument: str) -> str | None:
+        """What a tool's argument takes, in words (None: no such tool or argument)."""
+        prop = self.schemas.get(tool, {}).get("properties", {}).get(argument)
+        return None if prop is None else _expected(prop)
+
+    def screen(self, raw: bytes | str) -> Refusal | None:
+        """memory/mcp/limits.py's check of one raw message, its refusals worded with these tools' arguments."""
+        return screen(raw, self.expect)
 
 
 def principal_of(ctx: Context, state: ServerState) -> Principal:
@@ -189,6 +200,7 @@ def build_server(open_store: Callable[[], Any], principal: Principal | None = No
     for tool in mcp._tool_manager.list_tools():  # docstrings carry code indentation; models get clean text
         tool.description = inspect.cleandoc(tool.description or "")
         _strict_arguments(tool)
+        state.schemas[tool.name] = tool.parameters
     mcp.state = state  # type: ignore[attr-defined]  # the app reaches the shared store through it
     return mcp
 
@@ -738,7 +750,7 @@ def run_stdio(principal: Principal, home: Path | None = None) -> None:
     import sys
     from io import TextIOWrapper
 
-    from mcp.server.stdio import stdio_server
+    from memory.mcp.transport import stdio_streams
 
     # The protocol owns a private copy of fd 1; fd 1 itself now points at stderr, so a print or a
     # native library writing to stdout cannot corrupt the JSON-RPC stream.
@@ -746,10 +758,12 @@ def run_stdio(principal: Principal, home: Path | None = None) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     proto_out = anyio.wrap_file(TextIOWrapper(os.fdopen(proto_fd, "wb"), encoding="utf-8"))
+    # stdin as the SDK's stdio transport reads it: UTF-8, undecodable bytes replaced
+    proto_in = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
     mcp = build_server(open_store_at(home), principal)
 
     async def main() -> None:
-        async with stdio_server(stdout=proto_out) as (read, write):
+        async with stdio_streams(proto_in, proto_out, mcp.state.screen) as (read, write):
             server = mcp._mcp_server
             await server.run(read, write, server.create_initialization_options())
 
@@ -786,11 +800,13 @@ def quiet_disconnects() -> None:
 
 def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
              extra_origins: list[str] | tuple = ()):
-    """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → bearer auth → MCP endpoint."""
+    """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → message limits → bearer auth → MCP
+    endpoint."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from memory.config import data_dir
     from memory.mcp.auth import HostOriginGuard, MiradorTokenVerifier, TokenStore
+    from memory.mcp.transport import MessageLimits
 
     quiet_disconnects()
     home = Path(home) if home else data_dir()
@@ -800,7 +816,9 @@ def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[]
     mcp.settings.transport_security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + list(extra_origins))
-    return HostOriginGuard(mcp.streamable_http_app(), port, extra_origins), mcp
+    # Host/Origin first, then the message limits (before the SDK's json.loads), then the SDK: auth, the endpoint.
+    app = MessageLimits(mcp.streamable_http_app(), mcp.state.screen, verifier)
+    return HostOriginGuard(app, port, extra_origins), mcp
 
 
 class HttpServer:
