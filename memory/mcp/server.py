@@ -25,11 +25,12 @@ from mcp.server.fastmcp import Context, FastMCP
 from mcp.server.fastmcp.exceptions import ToolError
 from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 
 from memory.errors import MiradorError
 from memory.mcp import tools as T
 from memory.mcp.auth import Principal
+from memory.mcp.limits import Refusal, screen
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,11 @@ INSTRUCTIONS = (
 MemType = Literal["episodic", "semantic", "procedural", "resource", "core", "vault"]
 AddType = Literal["episodic", "semantic", "procedural", "resource", "core"]
 Source = Literal["screen", "audio", "manual", "import", "mcp"]
-SearchTypes = Annotated[list[MemType] | None, Field(description="only these memory types (vault: secret labels); "
-                                                    "omit for all")]
+SearchTypes = Annotated[list[MemType] | None, Field(max_length=6, description="only these memory types (vault: "
+                                                    "secret labels); omit for all")]
 # recall never hands out vault entries, so its schema does not offer them (memory_search finds them)
-RecallTypes = Annotated[list[AddType] | None, Field(description="only these memory types; omit for all but vault")]
+RecallTypes = Annotated[list[AddType] | None, Field(max_length=5, description="only these memory types; omit for all "
+                                                    "but vault")]
 Query = Annotated[str, Field(min_length=1, max_length=2000, description="words or a question to search for")]
 
 def _id(description: str) -> Any:
@@ -77,10 +79,15 @@ Until = Annotated[str | None, Field(max_length=40, description="only items befor
                                     "2024-05-08T18:00 (local if no zone); omit for no upper bound")]
 Names = Annotated[list[Annotated[str, Field(max_length=200)]] | None,
                   Field(max_length=20, description="only these app names, e.g. [\"kitty\", \"firefox\"]; omit for all")]
-Details = Annotated[dict[str, Any] | None, Field(description="type-specific fields, e.g. {\"steps\": [...]} for procedural")]
-Limit = Annotated[int, Field(ge=1, le=50, description="at most this many results")]
-Inactive = Annotated[bool, Field(description="also return superseded and rejected memories")]
-Confidence = Annotated[float, Field(ge=0, le=1, description="how sure you are, 0 to 1")]
+Details = Annotated[dict[str, Any] | None, Field(max_length=50, description="type-specific fields, e.g. "
+                                                 "{\"steps\": [...]} for procedural")]
+# Booleans and numbers are pydantic's strict types (StrictBool, StrictInt, StrictFloat): JSON true/false only,
+# never "yes", "true" or 1; integers only as JSON integers (not "5" or 5.0); numbers not as strings. In lax
+# mode "yes" was true, and evidence_forget {"confirm": "yes"} erased for real.
+# tests/memory/test_mcp_strict_input.py walks every tool's arguments.
+Limit = Annotated[StrictInt, Field(ge=1, le=50, description="at most this many results")]
+Inactive = Annotated[StrictBool, Field(description="also return superseded and rejected memories")]
+Confidence = Annotated[StrictFloat, Field(ge=0, le=1, description="how sure you are, 0 to 1")]
 Title = Annotated[str | None, Field(max_length=200, description="a short title; optional")]
 
 # Tool bodies run in this many worker threads at once; more calls wait their turn. Python runs one
@@ -107,6 +114,7 @@ class ServerState:
     _store: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _limiter: Any = None
+    schemas: dict[str, dict] = field(default_factory=dict)  # each tool's input schema, as clients see it
 
     def limiter(self, fn: Callable) -> Any:
         """The worker threads a tool body waits for (None: anyio's default pool)."""
@@ -123,6 +131,15 @@ class ServerState:
             if self._store is None:
                 self._store = self.open_store()
             return self._store
+
+    def expect(self, tool: str, argument: str) -> str | None:
+        """What a tool's argument takes, in words (None: no such tool or argument)."""
+        prop = self.schemas.get(tool, {}).get("properties", {}).get(argument)
+        return None if prop is None else _expected(prop)
+
+    def screen(self, raw: bytes | str) -> Refusal | None:
+        """memory/mcp/limits.py's check of one raw message, its refusals worded with these tools' arguments."""
+        return screen(raw, self.expect)
 
 
 def principal_of(ctx: Context, state: ServerState) -> Principal:
@@ -183,6 +200,7 @@ def build_server(open_store: Callable[[], Any], principal: Principal | None = No
     for tool in mcp._tool_manager.list_tools():  # docstrings carry code indentation; models get clean text
         tool.description = inspect.cleandoc(tool.description or "")
         _strict_arguments(tool)
+        state.schemas[tool.name] = tool.parameters
     mcp.state = state  # type: ignore[attr-defined]  # the app reaches the shared store through it
     return mcp
 
@@ -204,7 +222,14 @@ class _StrictMetadata(FuncMetadata):
 
     async def call_fn_with_arg_validation(self, fn, fn_is_async, arguments_to_validate, arguments_to_pass_directly):
         try:
-            parsed = self.arg_model.model_validate(self.pre_parse_json(arguments_to_validate))
+            arguments = self.pre_parse_json(arguments_to_validate)
+        except (RecursionError, ValueError):
+            # A string argument holding JSON too deep or a number too long to read (the SDK's pre-parse, for
+            # clients that send a list as a JSON string, catches only syntax errors): validate it as sent,
+            # and the strict types refuse the string with the usual one line.
+            arguments = arguments_to_validate
+        try:
+            parsed = self.arg_model.model_validate(arguments)
         except ValidationError as e:
             raise ToolError(argument_error(e, self.arg_model.model_json_schema())) from None
         kwargs = parsed.model_dump_one_level() | (arguments_to_pass_directly or {})
@@ -295,6 +320,11 @@ def _expected(prop: dict) -> str:
         elif k.get("type") == "array":
             n = k.get("maxItems")
             parts.append("a list" + (f" of at most {n} items" if n else ""))
+        elif k.get("type") == "boolean":
+            parts.append("true or false")
+        elif k.get("type") == "object":
+            n = k.get("maxProperties")
+            parts.append("an object" + (f" of at most {n} fields" if n else ""))
     what = " or ".join(dict.fromkeys(parts)) or "a valid value"
     return f"{what} ({desc})" if desc else what
 
@@ -323,10 +353,10 @@ def _register_memory_reads(mcp: FastMCP) -> None:
 
     @mcp.tool(annotations=READ)
     async def memory_recall(ctx: Context, query: Query,
-                            budget_tokens: Annotated[int, Field(ge=50, le=8000, description="the most tokens the "
+                            budget_tokens: Annotated[StrictInt, Field(ge=50, le=8000, description="the most tokens the "
                                                                 "returned text may use")] = 1000,
                             types: RecallTypes = None, scope: ScopeArg = None,
-                            include_evidence: Annotated[bool, Field(description="also include captured evidence, "
+                            include_evidence: Annotated[StrictBool, Field(description="also include captured evidence, "
                                                                     "not only memories")] = True) -> dict[str, Any]:
         """Get ready-to-use context for a task: the most relevant memories (and evidence) within a token budget.
 
@@ -373,8 +403,9 @@ def _register_memory_writes(mcp: FastMCP) -> None:
                             title: Annotated[str | None, Field(max_length=200, description="a new title; omit to "
                                                                "keep it")] = None,
                             details: Details = None,
-                            confidence: Annotated[float | None, Field(ge=0, le=1, description="a new confidence, 0 "
-                                                                      "to 1; omit to keep it")] = None,
+                            confidence: Annotated[StrictFloat | None, Field(ge=0, le=1, description="a new "
+                                                                            "confidence, 0 to 1; omit to keep it")
+                                                  ] = None,
                             status: Annotated[Literal["active", "candidate", "rejected", "superseded"] | None,
                                               Field(description="a new status; omit to keep it")] = None
                             ) -> dict[str, Any]:
@@ -402,8 +433,9 @@ def _register_memory_writes(mcp: FastMCP) -> None:
                                                                "evidence captured from this app (as timeline "
                                                                "names it); omit for every app")] = None,
                               since: Since = None, until: Until = None, scope: WriteScopeArg = None,
-                              confirm: Annotated[bool, Field(description="false (default): only return what would "
-                                                             "be erased, with counts; true: erase it")] = False
+                              confirm: Annotated[StrictBool, Field(description="false (default): only return what "
+                                                                   "would be erased, with counts; true: erase it")
+                                                 ] = False
                               ) -> dict[str, Any]:
         """Erase captured evidence by app and/or time range, for good (no undo), with the memories derived only
         from it. Only when the person explicitly asks, e.g. "delete everything from Slack" or "the last hour".
@@ -433,8 +465,8 @@ def _register_memory_writes(mcp: FastMCP) -> None:
 def _register_evidence_tools(mcp: FastMCP) -> None:
     @mcp.tool(annotations=READ)
     async def evidence_search(ctx: Context, query: Query, apps: Names = None,
-                              sources: Annotated[list[Source] | None, Field(description="only these capture "
-                                                                            "sources; omit for all")] = None,
+                              sources: Annotated[list[Source] | None, Field(max_length=5, description="only these "
+                                                                            "capture sources; omit for all")] = None,
                               scope: ScopeArg = None, since: Since = None, until: Until = None,
                               limit: Limit = 10) -> dict[str, Any]:
         """Search raw captured evidence: screen text (OCR), meeting transcripts, notes — exact words and meaning.
@@ -447,7 +479,7 @@ def _register_evidence_tools(mcp: FastMCP) -> None:
 
     @mcp.tool(annotations=READ)
     async def evidence_get(ctx: Context, id: EvdId,
-                           max_chars: Annotated[int, Field(ge=100, le=100_000, description="cut the text to this "
+                           max_chars: Annotated[StrictInt, Field(ge=100, le=100_000, description="cut the text to this "
                                                            "many characters")] = 20_000
                            ) -> dict[str, Any]:
         """Read one captured evidence row (evd_…) in full: text, app, window, time, source."""
@@ -461,7 +493,7 @@ def _register_evidence_tools(mcp: FastMCP) -> None:
                        until: Annotated[str | None, Field(max_length=40, description="end, ISO 8601; omit for "
                                                           "now")] = None,
                        scope: ScopeArg = None, apps: Names = None,
-                       samples_per_app: Annotated[int, Field(ge=0, le=20, description="sample evidence ids per "
+                       samples_per_app: Annotated[StrictInt, Field(ge=0, le=20, description="sample evidence ids per "
                                                              "app")] = 5) -> dict[str, Any]:
         """What happened between two times (ISO; since defaults to 24 hours before until, until to now).
 
@@ -493,7 +525,8 @@ def _register_relation_tools(mcp: FastMCP) -> None:
                              direction: Annotated[Literal["out", "in", "both"], Field(description="out: edges from "
                                                   "this memory; in: edges to it")] = "both",
                              scope: ScopeArg = None, include_inactive: Inactive = False,
-                             limit: Annotated[int, Field(ge=1, le=100, description="at most this many edges")] = 20
+                             limit: Annotated[StrictInt, Field(ge=1, le=100, description="at most this many "
+                                                         "edges")] = 20
                              ) -> dict[str, Any]:
         """List a memory's neighbours by relation: why it holds (BECAUSE), what it triggered, fixed or replaced.
 
@@ -508,7 +541,7 @@ def _register_relation_tools(mcp: FastMCP) -> None:
     async def memory_chain(ctx: Context, id: MemId,
                            direction: Annotated[Literal["causes", "consequences"], Field(description="causes: why; "
                                                 "consequences: what followed")] = "causes",
-                           depth: Annotated[int, Field(ge=1, le=6, description="how many hops to follow")] = 3,
+                           depth: Annotated[StrictInt, Field(ge=1, le=6, description="how many hops to follow")] = 3,
                            relations: Relations = None, scope: ScopeArg = None,
                            include_inactive: Inactive = False) -> dict[str, Any]:
         """Follow a memory's causes ("why was this decided?") or consequences ("what followed?") up to depth hops.
@@ -643,7 +676,7 @@ def _register_peer_tools(mcp: FastMCP) -> None:
                           status: Annotated[list[Literal["active", "candidate", "superseded", "rejected"]] | None,
                                             Field(max_length=4, description="only memories with these statuses; "
                                                   "omit for active and candidate")] = None,
-                          limit: Annotated[int, Field(ge=1, le=100, description="at most this many memories per "
+                          limit: Annotated[StrictInt, Field(ge=1, le=100, description="at most this many memories per "
                                                       "page")] = 20,
                           cursor: Annotated[str | None, Field(min_length=1, max_length=500, description="next_cursor "
                                                               "from the previous page (same filters); omit for the "
@@ -667,9 +700,9 @@ def _register_peer_tools(mcp: FastMCP) -> None:
 
     @mcp.tool(annotations=WRITE)
     async def consolidate(ctx: Context,
-                          dry_run: Annotated[bool, Field(description="true: only return the plan (any token); "
+                          dry_run: Annotated[StrictBool, Field(description="true: only return the plan (any token); "
                                                          "false: run it (needs a write scope)")] = True,
-                          limit: Annotated[int, Field(ge=1, le=T.CONSOLIDATE_MAX_EVIDENCE, description="at most "
+                          limit: Annotated[StrictInt, Field(ge=1, le=T.CONSOLIDATE_MAX_EVIDENCE, description="at most "
                                                       "this many pending evidence rows to extract in this call")] = 20,
                           scope: Annotated[str | None, Field(min_length=1, max_length=200, description="dry run: "
                                                              "narrow the plan to one scope you may read; run: your "
@@ -717,7 +750,7 @@ def run_stdio(principal: Principal, home: Path | None = None) -> None:
     import sys
     from io import TextIOWrapper
 
-    from mcp.server.stdio import stdio_server
+    from memory.mcp.transport import stdio_streams
 
     # The protocol owns a private copy of fd 1; fd 1 itself now points at stderr, so a print or a
     # native library writing to stdout cannot corrupt the JSON-RPC stream.
@@ -725,10 +758,12 @@ def run_stdio(principal: Principal, home: Path | None = None) -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     proto_out = anyio.wrap_file(TextIOWrapper(os.fdopen(proto_fd, "wb"), encoding="utf-8"))
+    # stdin as the SDK's stdio transport reads it: UTF-8, undecodable bytes replaced
+    proto_in = anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
     mcp = build_server(open_store_at(home), principal)
 
     async def main() -> None:
-        async with stdio_server(stdout=proto_out) as (read, write):
+        async with stdio_streams(proto_in, proto_out, mcp.state.screen) as (read, write):
             server = mcp._mcp_server
             await server.run(read, write, server.create_initialization_options())
 
@@ -765,11 +800,13 @@ def quiet_disconnects() -> None:
 
 def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
              extra_origins: list[str] | tuple = ()):
-    """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → bearer auth → MCP endpoint."""
+    """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → message limits → bearer auth → MCP
+    endpoint."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from memory.config import data_dir
     from memory.mcp.auth import HostOriginGuard, MiradorTokenVerifier, TokenStore
+    from memory.mcp.transport import MessageLimits
 
     quiet_disconnects()
     home = Path(home) if home else data_dir()
@@ -779,7 +816,9 @@ def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[]
     mcp.settings.transport_security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts,
         allowed_origins=[f"http://{h}" for h in hosts] + list(extra_origins))
-    return HostOriginGuard(mcp.streamable_http_app(), port, extra_origins), mcp
+    # Host/Origin first, then the message limits (before the SDK's json.loads), then the SDK: auth, the endpoint.
+    app = MessageLimits(mcp.streamable_http_app(), mcp.state.screen, verifier)
+    return HostOriginGuard(app, port, extra_origins), mcp
 
 
 class HttpServer:

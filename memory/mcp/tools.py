@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 
 SNIPPET_CHARS = 400
 MAX_DETAILS_CHARS = 10_000
+MAX_DETAILS_DEPTH = 8  # type-specific fields are a level or two (steps: [...]); more is a mistake or an attack
 TIMELINE_MAX_ROWS = 20_000
 SEARCH_HINT = "call memory_search to find a valid id"
 EVIDENCE_HINT = "call evidence_search or timeline to find a valid evidence id"
@@ -572,8 +573,26 @@ def _kind(id_: str, hint: str) -> str:
 
 
 def _check_details(details: dict | None) -> None:
+    if details is not None and _nesting(details, MAX_DETAILS_DEPTH) > MAX_DETAILS_DEPTH:  # before json.dumps recurses
+        raise InputError(f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it: a few fields whose "
+                         "values are text, numbers or lists of text, e.g. {\"steps\": [\"build\", \"deploy\"]}")
     if details is not None and len(json.dumps(details, default=str)) > MAX_DETAILS_CHARS:
         raise InputError(f"details is larger than {MAX_DETAILS_CHARS:,} characters as JSON; keep it to a few fields")
+
+
+def _nesting(value: Any, limit: int) -> int:
+    """How many levels of objects and lists `value` nests, counted without recursion; stops past `limit`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        if deepest > limit:
+            break
+        stack.extend((c, depth + 1) for c in children)
+    return deepest
 
 
 # ---- what peers' servers offer too: adding evidence, paging memories, removing an edge, consolidating ----------
