@@ -80,8 +80,40 @@ def test_sway_window_becomes_evidence_with_app_and_title(capture, store, wayland
     assert grim_calls(wayland) == ["-t ppm -g 0,0 1280x800 -"] * 3
 
 
+def test_status_and_doctor_name_the_session_grabber_and_probe(capture, wayland, mirador_home, capsys):
+    from types import SimpleNamespace
+
+    from desktop.cli.capture import cmd_status
+    from desktop.cli.doctor import check_screen
+
+    wayland.window("Doctor check", sentence())
+    capture.run_cycles(1)
+    capture.health.save(mirador_home)
+    cmd_status(SimpleNamespace(json=False))
+    assert "screen on (wayland (sway), pixels by grim (wlroots screencopy)) · audio off · window probe sway (IPC)" in (
+        capsys.readouterr().out)
+    status, detail, _ = check_screen()
+    assert status == "ok", detail
+    assert detail == ("wayland (sway): pixels by grim (wlroots screencopy) (1 output(s)); focused window by sway (IPC) "
+                      "(now: scribbler — 'Doctor check')")
+
+
+def test_doctor_warns_where_no_probe_can_tell_the_window(wayland, monkeypatch):
+    from desktop.cli.doctor import check_screen
+
+    monkeypatch.delenv("SWAYSOCK")
+    monkeypatch.setenv("XDG_CURRENT_DESKTOP", "river")
+    status, detail, fix = check_screen()
+    assert status == "WARN" and "tells no program which window has focus" in detail and "nothing is grabbed" in detail
+    assert "docs/capture-and-privacy.md" in fix
+    monkeypatch.setenv("PATH", "/nonexistent")  # and without grim
+    status, detail, _ = check_screen()
+    assert status == "WARN" and "apt-get install grim" in detail
+
+
 @pytest.mark.parametrize("title,app_id", [
     ("Vault", "bitwarden"),  # excluded by its Wayland app_id
+    ("Passwords", "org.keepassxc.KeePassXC"),  # by a part of a reverse-DNS app_id
     ("KeePassXC - Passwords.kdbx", "scribbler"),  # by the title pattern
     ("New Private Browsing - Mozilla Firefox", "firefox"),
 ])
@@ -101,6 +133,38 @@ def test_excluded_window_on_sway_is_never_grabbed(capture, store, wayland, mirad
     assert not any(norm(secret) in norm(r["text"]) for r in evidence(store))
     for word in SECRET_WORDS:
         assert not files_containing(mirador_home, word), f"{word!r} from the excluded window is in a file"
+
+
+QT_WINDOW = """
+import sys
+from PySide6.QtWidgets import QLabel
+from desktop.ui.app import new_qapp
+app = new_qapp()
+w = QLabel(sys.argv[1])
+w.setWindowTitle("Edit memory")  # one of Mirador's windows whose title does not say Mirador
+w.show()
+app.exec()
+"""
+
+
+def test_miradors_own_qt_window_on_wayland_is_never_grabbed(capture, store, wayland, mirador_home):
+    import subprocess
+    import sys
+
+    wayland.window("Ordinary editor", sentence())
+    capture.run_cycles(1)
+    calls_before = len(grim_calls(wayland))
+    secret = sentence(words=SECRET_WORDS)
+    env = dict(wayland.env, QT_QPA_PLATFORM="wayland", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    qt = subprocess.Popen([sys.executable, "-c", QT_WINDOW, secret], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+    wayland.windows.append(qt)
+    w = wait_for(lambda: (w := wayland.focused()) is not None and w.title == "Edit memory" and w, 60,
+                 what="the Qt window to take focus")
+    assert w.app == "mirador"  # the Wayland app id Qt took from new_qapp()'s desktop file name
+    assert capture.run_cycles(3) == ["excluded"] * 3
+    assert len(grim_calls(wayland)) == calls_before
+    assert not any(norm(secret) in norm(r["text"]) for r in evidence(store))
 
 
 def test_unreachable_sway_ipc_means_nothing_is_grabbed(store, ocr, wayland, monkeypatch, tmp_path):
