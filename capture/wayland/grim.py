@@ -1,8 +1,9 @@
 """Pixels on wlroots compositors (sway, Hyprland, river, Wayfire) through `grim` (wlr-screencopy).
 
-One short `grim` process per grab, writing uncompressed PPM to a pipe: about 20 ms for a 1280x800
-window on headless sway (bench/wayland_grab.py), nothing written to disk, no permission prompt —
-wlroots lets any client of the session copy the screen, as X11 did.
+One short `grim` process per grab, writing uncompressed PPM to a pipe: 17-20 ms CPU for a 1280x800
+window on headless sway (60 ms wall on a loaded 2-core machine; bench/wayland_grab.py, bench/RESULTS.md),
+nothing written to disk, no permission prompt — wlroots lets any client of the session copy the
+screen, as X11 did.
 """
 
 from __future__ import annotations
