@@ -16,7 +16,6 @@ from jeepney import HeaderFields, MessageType, new_error, new_method_return
 from jeepney.bus_messages import message_bus
 from jeepney.io.blocking import open_dbus_connection
 
-
 # No service directories: nothing installed on the machine (a real xdg-desktop-portal, say) may be
 # started by D-Bus activation and take a name a stand-in is meant to own.
 BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
