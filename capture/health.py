@@ -27,7 +27,9 @@ class Health:
     pid: int = 0
     screen: str = "off"  # on | off | unavailable: reason
     audio: str = "off"
-    window_probe: str = "none"
+    session: str = ""  # x11, wayland (sway), wayland (gnome), windows, macos, none
+    screen_backend: str = "none"  # what reads the pixels: mss (X11), grim (wlroots screencopy), the portal
+    window_probe: str = "none"  # what tells the focused window; "none: why" means nothing is grabbed
     window_probe_failures: int = 0  # active-window calls that failed (app/title unknown for that frame)
     started_at: float | None = None  # unix seconds
     updated_at: float | None = None

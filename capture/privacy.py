@@ -24,11 +24,26 @@ class PrivacyFilter:
         """The reason this window must not be captured, or None if it may be."""
         if win is None:
             return None
-        names = {n.lower() for n in (win.app, win.wm_class, win.process) if n}
-        hit = names & self.apps
+        hit = app_names(win) & self.apps
         if hit:
             return f"app {sorted(hit)[0]}"
         for p in self.patterns:
             if win.title and p.search(win.title):
                 return f"title matches {p.pattern}"
         return None
+
+
+def app_names(win: WindowInfo) -> set[str]:
+    """The lower-case names an exclusion may match: app, class, executable, and the parts of a dotted id.
+
+    Wayland app ids are often reverse-DNS (`org.keepassxc.KeePassXC`, Flatpak's `com.bitwarden.desktop`):
+    excluding "KeePassXC" must catch those too. A part matching by accident only excludes more.
+    """
+    names = set()
+    for n in (win.app, win.wm_class, win.process):
+        if n:
+            n = n.lower()
+            names.add(n)
+            if "." in n:
+                names.update(p for p in n.split(".") if p)
+    return names

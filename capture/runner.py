@@ -405,6 +405,8 @@ class Capture:
 
     def _apply_screen(self, config) -> list[str]:
         s, c = self.screen, config.capture
+        if getattr(s.cfg, "screen_backend", "auto") != c.screen_backend:
+            s.reopen_grabber()
         s.cfg = c  # monitors, prefer_active_window, thumbnails and thumbnail_width are read from it per frame
         s.privacy = PrivacyFilter.from_config(config.privacy)  # one reference swap: the next cycle uses it
         s.redactor = self.redactor

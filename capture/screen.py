@@ -1,4 +1,4 @@
-"""Screen source: privacy check → grab (mss) → cheap change detection → OCR worker → redact → dedupe → writer.
+"""Screen source: privacy check → grab (mss, grim or the portal) → cheap change detection → OCR worker → redact → dedupe → writer.
 
 An idle screen costs one window probe, one grab and one downscaled comparison per cycle; OCR,
 thumbnails and writes happen only for frames that changed, and text already stored for the same
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from capture.frames import save_thumbnail
+from capture.grab import GrabUnavailable, open_grabber
 from capture.health import Health
 from capture.privacy import PrivacyFilter
 from capture.queues import DropOldestQueue
@@ -241,7 +242,7 @@ class ScreenSource:
     """One capture cycle per `step()`; changed frames go to `queue`, `handle()` turns them into evidence."""
 
     def __init__(self, home: Path, cfg, privacy: PrivacyFilter, redactor: Redactor, writer, health: Health,
-                 ocr, scope: str | None = None, probe: WindowProbe | None = None, keys=None) -> None:
+                 ocr, scope: str | None = None, probe: WindowProbe | None = None, keys=None, session=None) -> None:
         self.home = Path(home)
         self.keys = keys  # memory.store.keys.DataKeys: thumbnails are sealed with the data key
         self.cfg = cfg
@@ -254,30 +255,52 @@ class ScreenSource:
         self.scope_rules: ScopeRules | None = None  # capture.scope_rules; the runner sets and updates it
         self._probe = probe
         self._probe_failures = 0
-        self._mss = None
+        self._grab = None  # capture.grab grabber: mss, grim or the Screenshot portal
+        self._unavailable = ""  # why no grabber could be opened (reported once per new reason)
+        self._no_probe_reported = False
+        self._reopen = False
+        self.session = session  # capture.wayland.session.Session; None = detect from the environment
         self.detector = ChangeDetector(cfg.min_changed_fraction)
         self.dedupe = TextDedupe()
         self.queue = DropOldestQueue(cfg.ocr_queue_size, "ocr")
 
     def _grabber(self):
-        # mss and the X connection belong to the thread that first calls step().
-        if self._mss is None:
-            import mss
-
-            self._mss = (getattr(mss, "MSS", None) or mss.mss)()
+        # The grabber, the window probe and their connections belong to the thread that first calls step().
+        # The probe comes first: on sway and Hyprland it also lists the outputs grim grabs from.
+        if self._reopen and self._grab is not None:  # capture.screen_backend changed while running
+            self._grab.close()
+            self._grab, self._reopen = None, False
         if self._probe is None:
-            self._probe = default_probe()
-            self.health.set(window_probe=self._probe.name)
-        return self._mss
+            from capture.wayland.session import detect
+
+            self.session = self.session or detect()
+            self._probe = default_probe(self.session)
+            self.health.set(window_probe=self._probe.name, session=self.session.label)
+        if self._grab is None:
+            try:
+                self._grab = open_grabber(getattr(self.cfg, "screen_backend", "auto"), self.session,
+                                          outputs=getattr(self._probe, "outputs", None))
+            except GrabUnavailable as e:
+                if str(e) != self._unavailable:  # once per reason, not every 2 s
+                    self._unavailable = str(e)
+                    self.health.set(screen=f"unavailable: {e}", screen_backend="none")
+                    self.health.error(f"screen: {e}")
+                return None
+            self._unavailable = ""
+            self.health.set(screen_backend=self._grab.name, screen="on")
+        return self._grab
 
     def step(self) -> str:
-        """Run one cycle: 'excluded', 'unchanged', 'queued' or 'error' (see Health for counts)."""
+        """Run one cycle: 'excluded', 'unchanged', 'queued', 'unavailable' or 'error' (see Health for counts)."""
         now = time.time()
         self.health.set(last_cycle_at=now)
         try:
             sct = self._grabber()
-            win = self._probe.active()
-            reason = self._probe_failed() or self.privacy.excluded(win)
+            if sct is None:
+                return "unavailable"  # health says why and what to install; retried each cycle
+            reason = self._no_probe()
+            win = None if reason else self._probe.active()
+            reason = reason or self._probe_failed() or self.privacy.excluded(win)
             if reason:
                 # Checked before any pixel is read: an excluded window is never grabbed.
                 self.health.bump("frames_excluded")
@@ -305,6 +328,21 @@ class ScreenSource:
             log.exception("screen capture cycle failed")
             self.health.error(f"screen: {type(e).__name__}: {e}")
             return "error"
+
+    def reopen_grabber(self) -> None:
+        """Open the grabber again at the next cycle (on the capture thread, which owns it)."""
+        self._reopen = True
+
+    def _no_probe(self) -> str | None:
+        """If no probe can tell the focused window here: report it once and say why to skip."""
+        if self._probe.available:
+            return None
+        if not self._no_probe_reported:
+            self._no_probe_reported = True
+            self.health.error(f"window probe: {self._probe.reason}; nothing is grabbed until the focused "
+                              "window can be known (an excluded app could be on screen)")
+        # Fail closed: an unknown window might be an excluded one.
+        return "active window unknown (no window probe on this desktop)"
 
     def _probe_failed(self) -> str | None:
         """If the window probe failed this cycle: report it (first time, then every 100th) and say why to skip."""
@@ -418,9 +456,9 @@ class ScreenSource:
 
     def close(self) -> None:
         """Release the grabber and the window probe."""
-        if self._mss is not None:
-            self._mss.close()
-            self._mss = None
+        if self._grab is not None:
+            self._grab.close()
+            self._grab = None
         if self._probe is not None:
             self._probe.close()
 

@@ -1,8 +1,11 @@
-"""Which window is active: one small interface, one implementation per OS (import-guarded).
+"""Which window is active: one small interface, one implementation per OS and desktop (import-guarded).
 
 Linux/X11 reads EWMH `_NET_ACTIVE_WINDOW` through libX11 with ctypes (no extra dependency and no
-process spawn per frame), falling back to `xprop`. Windows uses user32 via ctypes; macOS asks
-System Events through `osascript`.
+process spawn per frame), falling back to `xprop`. Wayland has no common way: each desktop has its
+own probe in capture/wayland/ (sway and Hyprland IPC, a KWin script, a GNOME Shell extension).
+Windows uses user32 via ctypes; macOS asks System Events through `osascript`. Where no probe can
+work, `NoWindowProbe` says why, and the screen source grabs nothing (an unknown window might be an
+excluded one).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,8 @@ class WindowProbe:
     """
 
     name = "none"
+    available = True  # False: this probe can never tell (NoWindowProbe), so nothing may be grabbed
+    reason = ""
     failures = 0
     last_error = ""
 
@@ -71,6 +75,20 @@ class WindowProbe:
 
     def close(self) -> None:
         """Release OS handles."""
+
+
+class NoWindowProbe(WindowProbe):
+    """No way to learn the focused window here; `reason` says why and what would fix it.
+
+    The screen source grabs nothing while this is the probe: with the window unknown, any frame
+    could show an excluded app (fail closed, docs/architecture.md invariant 4).
+    """
+
+    available = False
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.name = f"none: {reason}"
 
 
 # ---- X11 ------------------------------------------------------------------------------------------
@@ -153,7 +171,7 @@ class X11Probe(WindowProbe):
         pid_raw = self._prop(wid, "_NET_WM_PID", _XA_CARDINAL)
         geo = self._geometry(wid)
         return WindowInfo(app=klass, title=(name or b"").decode("utf-8", "replace"), wm_class=instance,
-                          process=_proc_name(ctypes.c_ulong.from_buffer_copy(pid_raw[:8]).value) if pid_raw else "",
+                          process=proc_name(ctypes.c_ulong.from_buffer_copy(pid_raw[:8]).value) if pid_raw else "",
                           id=wid, **(dict(zip(("left", "top", "width", "height"), geo, strict=True)) if geo else {}))
 
     def close(self) -> None:
@@ -163,7 +181,8 @@ class X11Probe(WindowProbe):
             self._dpy = None
 
 
-def _proc_name(pid: int) -> str:
+def proc_name(pid: int) -> str:
+    """The executable name of a process (/proc/PID/comm), or "" when it is gone."""
     try:
         with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
             return f.read().strip()
@@ -325,20 +344,53 @@ def parse_osascript(out: str) -> WindowInfo | None:
     return WindowInfo(app=app, title=lines[1], process=app, **geo)
 
 
-def default_probe() -> WindowProbe:
-    """The best probe for this OS and session; a null probe (app unknown) if none works."""
+def default_probe(session=None) -> WindowProbe:
+    """The best probe for this OS and session; a NoWindowProbe (saying why) where none can work.
+
+    session: a capture.wayland.session.Session (default: detected from the environment).
+    """
+    from capture.wayland.session import detect
+
+    s = session or detect()
     try:
-        if sys.platform.startswith("win"):
+        if s.kind == "windows":
             return Win32Probe()
-        if sys.platform == "darwin":
-            return MacProbe() if shutil.which("osascript") else WindowProbe()
-        if os.environ.get("DISPLAY"):
+        if s.kind == "macos":
+            return MacProbe() if shutil.which("osascript") else NoWindowProbe("osascript is missing")
+        if s.kind == "wayland":
+            return wayland_probe(s.desktop)
+        if s.kind == "x11":
             try:
                 return X11Probe()
             except OSError as e:
                 log.info("libX11 probe unavailable (%s); trying xprop", e)
                 if shutil.which("xprop"):
                     return XpropProbe()
-    except Exception as e:  # a broken probe must not stop capture; the app/title just stay unknown
+                return NoWindowProbe(f"libX11 cannot be loaded ({e}) and xprop is missing: "
+                                     "sudo apt-get install x11-utils")
+        return NoWindowProbe("no display (neither WAYLAND_DISPLAY nor DISPLAY is set)")
+    except Exception as e:  # a broken probe must not stop capture; the screen source reports why it grabs nothing
         log.warning("no active-window probe: %s", e)
-    return WindowProbe()
+        return NoWindowProbe(f"{type(e).__name__}: {e}")
+
+
+def wayland_probe(desktop: str) -> WindowProbe:
+    """The focused-window probe of a Wayland desktop (capture/wayland/); NoWindowProbe where there is none."""
+    if desktop == "sway":
+        from capture.wayland.sway import SwayProbe
+
+        return SwayProbe()
+    if desktop == "hyprland":
+        from capture.wayland.hyprland import HyprlandProbe
+
+        return HyprlandProbe()
+    if desktop == "kde":
+        from capture.wayland.kwin import KWinProbe
+
+        return KWinProbe()
+    if desktop == "gnome":
+        from capture.wayland.gnome import GnomeProbe
+
+        return GnomeProbe()
+    return NoWindowProbe(f"this Wayland desktop ({desktop}) tells no program which window has focus; Mirador "
+                         "knows sway, Hyprland, KDE Plasma and GNOME (with the Window Calls extension)")

@@ -125,6 +125,10 @@ class CaptureConfig(_Section):
     enabled: bool = Field(True, description="the service starts capture when it starts")
     screen: bool = Field(True, description="capture screen text (OCR of what changed)")
     interval_seconds: float = Field(2.0, ge=0.25, le=3600, description="seconds between screen checks")
+    screen_backend: Literal["auto", "x11", "grim", "portal"] = Field(
+        "auto", description="what reads the screen: `auto` picks by session (X11, Windows, macOS: mss; sway, "
+                            "Hyprland and other wlroots compositors: grim; GNOME, KDE: the Screenshot portal), "
+                            "or force `x11` (mss, also XWayland), `grim` or `portal` (docs/capture-and-privacy.md)")
     monitors: list[int] = Field(default_factory=list, description="mss monitor numbers (1 = first); empty = all")
     prefer_active_window: bool = Field(True, description="grab and OCR only the active window when it is known")
     min_changed_fraction: float = Field(0.0005, ge=0, le=1, description="share of screen cells that must change")

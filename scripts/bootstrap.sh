@@ -10,10 +10,14 @@ STAMP="$VENV/.mirador-deps"
 
 # System packages: tesseract for OCR, portaudio for the microphone, espeak-ng to make speech in
 # tests, and the virtual display + window manager + tray host that the desktop tests run under.
+# Wayland capture (capture/wayland/): grim reads wlroots screens; the tests run a headless sway with
+# foot windows, and the Screenshot portal on it (xdg-desktop-portal + its wlr backend, PipeWire, and
+# the gtk backend for the Access dialog portal 1.16 requires) on a private dbus-daemon.
 APT_PKGS=(tesseract-ocr tesseract-ocr-eng libportaudio2 espeak-ng sox xvfb openbox trayer xdotool
           x11-utils libgl1 libegl1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
           libxcb-shape0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0
-          libdbus-1-3 libfontconfig1 fonts-dejavu-core cmake build-essential)
+          libdbus-1-3 libfontconfig1 fonts-dejavu-core cmake build-essential
+          grim sway foot dbus-daemon pipewire xdg-desktop-portal xdg-desktop-portal-wlr xdg-desktop-portal-gtk)
 
 install_system() {
   case "$(uname -s)" in

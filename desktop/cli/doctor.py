@@ -16,7 +16,7 @@ OK, WARN, FAIL = "ok", "WARN", "FAIL"
 
 def register(cmd, as_json, scope) -> None:
     """Add `doctor` to the `mirador` parser."""
-    sp = cmd("doctor", cmd_doctor, "check data dir, models, tesseract and audio, and say how to fix each")
+    sp = cmd("doctor", cmd_doctor, "check data dir, models, tesseract, screen and audio, and say how to fix each")
     as_json(sp)
 
 
@@ -193,6 +193,44 @@ def check_tesseract():
     return OK, first.strip(), None
 
 
+DESKTOPS_DOC = "what each desktop needs: docs/capture-and-privacy.md, “Which desktops work”"
+
+
+def check_screen():
+    """What reads the screen and the focused window in this session, and what is missing (capture/grab.py)."""
+    from capture.grab import GrabUnavailable, open_grabber
+    from capture.wayland.session import detect
+    from capture.window import default_probe
+    from memory.config import load_config
+
+    session = detect()
+    if session.kind == "none":
+        return WARN, "no display (neither WAYLAND_DISPLAY nor DISPLAY is set): screen capture stays off", (
+            "run Mirador inside your desktop session to capture the screen")
+    probe = default_probe(session)
+    try:
+        try:
+            grabber = open_grabber(load_config().capture.screen_backend, session,
+                                   outputs=getattr(probe, "outputs", None))
+        except GrabUnavailable as e:
+            return WARN, f"{session.label}: {e}", DESKTOPS_DOC
+        try:
+            monitors = len(grabber.monitors) - 1 if grabber.name.startswith(("grim", "mss")) else None
+        finally:
+            grabber.close()
+        where = f"{session.label}: pixels by {grabber.name}" + (f" ({monitors} output(s))" if monitors else "")
+        if not probe.available:
+            return (WARN, f"{where}, but {probe.reason}: nothing is grabbed, since an excluded app could be on screen",
+                    DESKTOPS_DOC)
+        win = probe.active()
+        if probe.failures:
+            return WARN, f"{where}; the window probe {probe.name} failed: {probe.last_error}", DESKTOPS_DOC
+        now = f"{win.app or '?'} — {win.title!r}" if win else "no window has focus"
+        return OK, f"{where}; focused window by {probe.name} (now: {now})", None
+    finally:
+        probe.close()
+
+
 def check_audio():
     fix = _fix("sudo apt-get install libportaudio2", "brew install portaudio", "reinstall Mirador (PortAudio ships with it)")
     try:
@@ -239,6 +277,7 @@ CHECKS = [
     ("store", check_store),
     ("llm", check_llm),
     ("tesseract", check_tesseract),
+    ("screen", check_screen),
     ("audio", check_audio),
     ("keyring", check_keyring),
 ]

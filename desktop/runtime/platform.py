@@ -3,9 +3,10 @@
 Two display checks on purpose, because the two consumers need different things:
 - `can_show_windows()`: the Qt tray and windows run on Windows, macOS, and Linux under X11 or
   Wayland. `mirador app` uses it to choose between the tray app and the headless service.
-- `can_grab_screen()`: screen capture goes through mss, which on Linux reads the X11 display
-  (DISPLAY; XWayland provides one under most Wayland sessions). A Wayland-only session can show the
-  tray yet has nothing to grab from, so capture leaves the screen off there rather than failing.
+- `can_grab_screen()`: whether there is a screen session at all. On X11 mss reads the display; on
+  Wayland capture picks grim (wlroots) or the Screenshot portal (GNOME, KDE) and a window probe per
+  desktop (capture/grab.py, capture/wayland/). Where a Wayland desktop lacks what it needs, the screen
+  source still starts and says in `mirador status` what is missing, rather than staying off silently.
 Both the tray app and the headless service decide capture sources through these (runtime/services.py).
 """
 
@@ -25,8 +26,8 @@ def can_show_windows() -> bool:
 
 
 def can_grab_screen() -> bool:
-    """True where screen capture can read pixels: Windows, macOS, or an X11 display (mss reads X11)."""
-    return _desktop_os() or bool(os.environ.get("DISPLAY"))
+    """True where there is a screen to capture: Windows, macOS, an X11 display or a Wayland session."""
+    return _desktop_os() or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def has_microphone(device=None) -> bool:

@@ -27,6 +27,19 @@ from desktop.runtime.services import Services
 log = logging.getLogger(__name__)
 
 
+def new_qapp() -> QApplication:
+    """The QApplication, named so that capture knows Mirador's own windows from any session.
+
+    On Wayland a window's app id is the desktop file name; unset, Qt uses the program's name, which is
+    `python3` in a source checkout, so "Edit memory" would not be excluded as Mirador's. "mirador" is
+    an excluded app by default (and the X11 class follows the application name).
+    """
+    qapp = QApplication.instance() or QApplication(sys.argv[:1])
+    qapp.setApplicationName("Mirador")
+    qapp.setDesktopFileName("mirador")
+    return qapp
+
+
 def run_app(home: Path | None = None) -> int:
     """Run the tray app until Quit, then end the process; without a display run the headless service (exit code)."""
     if not can_show_windows():
@@ -36,8 +49,7 @@ def run_app(home: Path | None = None) -> int:
         return run_service()
     from PySide6.QtCore import QTimer
 
-    qapp = QApplication.instance() or QApplication(sys.argv[:1])
-    qapp.setApplicationName("Mirador")
+    qapp = new_qapp()
     qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running with every window closed
     shell = MiradorShell(lambda: Services.start(home))
     shell.start()

@@ -41,7 +41,8 @@ for f in NOTICE LICENSE; do [ -f "$ROOT/$f" ] && cp "$ROOT/$f" "$pkg/usr/share/d
 chmod -R u+rwX,go+rX,go-w "$pkg"
 
 # Depends: what the bundled Qt (xcb platform plugin, OpenGL, fonts, D-Bus for the tray) loads from the
-# system; Recommends: OCR (tesseract with English) and the microphone (PortAudio), which doctor checks.
+# system; Recommends: OCR (tesseract with English) and the microphone (PortAudio), which doctor checks;
+# Suggests: grim, how screen capture reads wlroots Wayland compositors (sway, Hyprland).
 cat > "$pkg/DEBIAN/control" <<EOF
 Package: mirador
 Version: $VERSION
@@ -50,6 +51,7 @@ Maintainer: Mirador developers <mirador@localhost>
 Installed-Size: $(du -sk --exclude=DEBIAN "$pkg" | cut -f1)
 Depends: libc6, libgl1, libegl1, libfontconfig1, libdbus-1-3, libxkbcommon-x11-0, libxcb-cursor0, libxcb-icccm4, libxcb-keysyms1, libxcb-shape0, libxcb-randr0, libxcb-render-util0, libxcb-image0, libxcb-xinerama0
 Recommends: tesseract-ocr, tesseract-ocr-eng, libportaudio2
+Suggests: grim
 Section: utils
 Priority: optional
 Description: local-first memory for you and your AI assistants

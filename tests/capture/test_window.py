@@ -228,7 +228,7 @@ def test_screen_source_skips_the_frame_and_reports_when_the_probe_fails(store):
     health, probe, grabber = Health(), FlakyProbe(), FakeGrabber()
     src = ScreenSource(store.home, CaptureConfig(prefer_active_window=False), privacy(), Redactor(), None, health,
                        ocr=None, probe=probe)
-    src._mss = grabber
+    src._grab = grabber
     # Fail closed: the window is unknown because a call failed, so it might be an excluded one.
     assert [src.step() for _ in range(3)] == ["excluded"] * 3
     h = health.snapshot()

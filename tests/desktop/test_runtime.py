@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("env, windows, screen", [
     ({"DISPLAY": ":0"}, True, True),  # X11 (or XWayland): both
-    ({"WAYLAND_DISPLAY": "wayland-0"}, True, False),  # Wayland only: the tray shows, mss has nothing to grab
+    ({"WAYLAND_DISPLAY": "wayland-0"}, True, True),  # Wayland only: grim or the portal (capture/grab.py)
     ({"DISPLAY": ":0", "WAYLAND_DISPLAY": "wayland-0"}, True, True),
     ({}, False, False),  # a server: headless service, no screen capture
 ])
