@@ -256,7 +256,8 @@ class DataKeys:
             try:
                 return self._obtain(passphrase, allow_locked=False)
             except KeyUnavailableError:
-                if self.record() is None or self.record().get("kek") != "keyring":
+                rec = self.record()
+                if rec is None or rec.get("kek") != "keyring":
                     raise
                 time.sleep(0.05)
         return self._obtain(passphrase, allow_locked=False)
