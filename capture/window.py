@@ -17,78 +17,12 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass
+
+from capture.window_info import NoWindowProbe, WindowInfo, WindowProbe, proc_name
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class WindowInfo:
-    """The active window: app name, title and its rectangle on the virtual screen (if known)."""
-
-    app: str
-    title: str
-    left: int | None = None
-    top: int | None = None
-    width: int | None = None
-    height: int | None = None
-    wm_class: str = ""  # X11 instance name, e.g. "keepassxc"
-    process: str = ""  # executable name when known
-    id: int = 0
-
-    @property
-    def region(self) -> dict | None:
-        """mss-style region dict, or None when the geometry is unknown."""
-        if None in (self.left, self.top, self.width, self.height) or not self.width or not self.height:
-            return None
-        return {"left": self.left, "top": self.top, "width": self.width, "height": self.height}
-
-
-class WindowProbe:
-    """Interface: `active()` returns the active window or None when it cannot tell.
-
-    Subclasses implement `_active()`; an OS call that fails there is logged and counted in
-    `failures` / `last_error` (the screen source copies them into health) and reads as "unknown"
-    instead of stopping capture.
-    """
-
-    name = "none"
-    available = True  # False: this probe can never tell (NoWindowProbe), so nothing may be grabbed
-    reason = ""
-    failures = 0
-    last_error = ""
-
-    def active(self) -> WindowInfo | None:
-        """The currently focused window, or None when unknown (including when the OS call failed)."""
-        try:
-            return self._active()
-        except Exception as e:  # noqa: BLE001 - any OS/binding failure means "unknown", never a crash
-            self.failures += 1
-            self.last_error = f"{type(e).__name__}: {e}"
-            # Once, then every 100th: a probe failing every 2 s must not flood the log.
-            if self.failures == 1 or self.failures % 100 == 0:
-                log.warning("%s window probe failed (%d so far): %s", self.name, self.failures, self.last_error)
-            return None
-
-    def _active(self) -> WindowInfo | None:
-        return None
-
-    def close(self) -> None:
-        """Release OS handles."""
-
-
-class NoWindowProbe(WindowProbe):
-    """No way to learn the focused window here; `reason` says why and what would fix it.
-
-    The screen source grabs nothing while this is the probe: with the window unknown, any frame
-    could show an excluded app (fail closed, docs/architecture.md invariant 4).
-    """
-
-    available = False
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        self.name = f"none: {reason}"
+__all__ = ["NoWindowProbe", "WindowInfo", "WindowProbe", "default_probe", "proc_name", "wayland_probe"]
 
 
 # ---- X11 ------------------------------------------------------------------------------------------
@@ -179,15 +113,6 @@ class X11Probe(WindowProbe):
         if self._dpy:
             self._x.XCloseDisplay(self._dpy)
             self._dpy = None
-
-
-def proc_name(pid: int) -> str:
-    """The executable name of a process (/proc/PID/comm), or "" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 class XpropProbe(WindowProbe):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 from capture.wayland.dbus import call, session_bus
-from capture.window import WindowInfo, WindowProbe, proc_name
+from capture.window_info import WindowInfo, WindowProbe, proc_name
 
 SHELL = "org.gnome.Shell"
 OBJECT = "/org/gnome/Shell/Extensions/Windows"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from capture.grab import GrabError, GrabUnavailable, Shot
+from capture.shot import GrabError, GrabUnavailable, Shot
 
 _PPM_HEADER = re.compile(rb"\AP6\s+(?:#[^\n]*\n\s*)*(\d+)\s+(\d+)\s+(\d+)\s")
 OUTPUTS_TTL = 10.0  # seconds a list of outputs is trusted; a monitor plugged in shows within this

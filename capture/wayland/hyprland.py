@@ -13,7 +13,7 @@ import os
 import socket
 from pathlib import Path
 
-from capture.window import WindowInfo, WindowProbe, proc_name
+from capture.window_info import WindowInfo, WindowProbe, proc_name
 
 
 def socket_path(env=None) -> str:

@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from capture.wayland.dbus import call, session_bus
-from capture.window import WindowInfo, WindowProbe, proc_name
+from capture.window_info import WindowInfo, WindowProbe, proc_name
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from capture.grab import GrabError, GrabUnavailable, Shot
+from capture.shot import GrabError, GrabUnavailable, Shot
 from capture.wayland.dbus import call, session_bus
 
 DESKTOP = "org.freedesktop.portal.Desktop"

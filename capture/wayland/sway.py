@@ -12,7 +12,7 @@ import os
 import socket
 import struct
 
-from capture.window import WindowInfo, WindowProbe, proc_name
+from capture.window_info import WindowInfo, WindowProbe, proc_name
 
 MAGIC = b"i3-ipc"
 GET_OUTPUTS, GET_TREE = 3, 4
