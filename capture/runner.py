@@ -122,7 +122,8 @@ class Capture:
 
             vad = Vad()
         v = VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
-                        self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock, keys=self.store.keys)
+                        self.cfg.scope, paused=lambda: self.paused or self.held is not None,
+                        model_lock=self.model_lock, keys=self.store.keys)
         v.scope_rules = ScopeRules.from_config(self.cfg)
         return v
 
@@ -134,6 +135,14 @@ class Capture:
         if self._paused_until is not None and time.time() >= self._paused_until:
             self.resume()
         return self._paused
+
+    @property
+    def held(self) -> str | None:
+        """Why capture pauses by itself (the writer's disk is full or cannot be written), or None.
+
+        Nothing is grabbed or heard meanwhile, so the writer's queue, which keeps every row not yet written,
+        stops growing; capture resumes by itself once the writer commits again (capture/writer.py)."""
+        return self.writer.held
 
     def pause(self, minutes: float | None = None) -> None:
         """Stop grabbing and listening, for N minutes or until resume()."""
@@ -170,10 +179,15 @@ class Capture:
     # ---- deterministic driving (tests, benches) ----------------------------------------------------
 
     def step(self) -> str:
-        """One screen cycle now, on the calling thread: 'paused', 'excluded', 'unchanged', 'queued' or 'error'."""
+        """One screen cycle now, on the calling thread: 'paused', 'held' (the disk refuses rows), 'excluded',
+        'unchanged', 'queued' or 'error'."""
         self._check_control()
         if self.paused:
             return "paused"
+        if self.held is not None:
+            if self.screen:
+                self.screen.detector.forget()  # the first frame after the hold is read whole
+            return "held"
         return self.screen.step() if self.screen and self._screen_on else "off"
 
     def run_cycles(self, n: int, drain: bool = True) -> list[str]:
@@ -297,8 +311,9 @@ class Capture:
     def _health_loop(self) -> None:
         while not self._stop.wait(1.0):
             self._refresh_health()
-            if not self._paused and self.health.state != "capturing":
-                self.health.set(state="capturing")
+            state = "paused" if self._paused or self.held is not None else "capturing"
+            if self.health.state != state:
+                self.health.set(state=state)
             self.health.save(self.home)
             if self.cfg.thumbnails and time.time() - self._last_purge > 3600:
                 self._last_purge = time.time()
