@@ -122,6 +122,9 @@ class EvidenceWriter(threading.Thread):
                 stopping = self._stopping
             if stopping:
                 self.flush()  # one last attempt; rows still pending after it are reported by health
+                if self._pending:
+                    log.error("capture stopped with %d row(s) not written%s", len(self._pending),
+                              f" ({self.held})" if self.held else "")
                 return
             if self._due():
                 self.flush()
