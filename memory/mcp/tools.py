@@ -259,7 +259,7 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
         write()
         return out
     first, replayed = add_once(store, "memory", p.actor, idempotency_key,
-                               dict(store.memory_row(MemorySpec(text=text, **fields))), write)
+                               dict(store.memory_row(MemorySpec(text=text, **fields))), write, scopes=list(p.read))
     return _memory_added(p, first, secrets, replayed=True) if replayed else out
 
 
@@ -651,7 +651,8 @@ def evidence_add(store, p: Principal, text: str, scope: str | None = None, app: 
         row = write()
     else:
         row, replayed = add_once(store, "evidence", p.actor, idempotency_key,
-                                 dict(store.evidence_row(EvidenceSpec(text=red.text, **fields))), write)
+                                 dict(store.evidence_row(EvidenceSpec(text=red.text, **fields))), write,
+                                 scopes=list(p.read))
     out = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
            "hint": "extraction turns it into memories later (consolidate runs it now); evidence_get reads it back"}
     if red.total:

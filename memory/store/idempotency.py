@@ -17,11 +17,11 @@ Rules a caller can rely on:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from memory.errors import InputError
-from memory.scopes import sql_literal
+from memory.scopes import in_scopes, sql_literal
 from memory.store.rows import PREFIX
 
 KEY_MAX_CHARS = 200
@@ -46,23 +46,29 @@ def keyed_id(kind: str, actor: str, key: str) -> str:
 
 
 def add_once(store: Any, kind: str, actor: str, key: str, row: dict[str, Any],
-             write: Callable[[str], dict[str, Any]]) -> tuple[dict[str, Any], bool]:
+             write: Callable[[str], dict[str, Any]], scopes: Iterable[str] | None = None) -> tuple[dict[str, Any], bool]:
     """(the row, replayed): the row an earlier add with this key stored, or write(id) now.
 
     row: what this call would store (the store's row builders make it, text redacted), compared with the earlier
-    row; write(id): stores it under that id and returns its public row."""
+    row; write(id): stores it under that id and returns its public row. scopes: what the caller may read (an MCP
+    client's); an earlier row moved out of them since is not handed back (principle 5)."""
     id_ = keyed_id(kind, actor, key)
     with store.write_lock:  # a retry arriving while its first call commits waits here, then finds the row
-        first = earlier(store, kind, id_, key, row)
+        first = earlier(store, kind, id_, key, row, scopes)
         if first is not None:
             return first, True
         return write(id_), False
 
 
-def earlier(store: Any, kind: str, id_: str, key: str, row: dict[str, Any]) -> dict[str, Any] | None:
+def earlier(store: Any, kind: str, id_: str, key: str, row: dict[str, Any],
+            scopes: Iterable[str] | None = None) -> dict[str, Any] | None:
     """The public row stored under id_ by an earlier call with key; None when there is none."""
     cols = ["id", "scope", *_SAME[kind]] + (["created_at", "updated_at"] if kind == "memory" else [])
     got = store.get_many(kind, [id_], cols).get(id_)
+    if got is not None and scopes is not None and not in_scopes(got["scope"], list(scopes)):
+        # Its own earlier write, moved to a scope this caller may not read: say only that it exists.
+        raise InputError(f"what an earlier call with idempotency key {key!r} stored ({id_}) was moved out of your "
+                         "scopes since; nothing was stored")
     if got is None:
         if store.tombstones.count_rows(f"id = {sql_literal(id_)}") > 0:
             raise InputError(f"what an earlier call with idempotency key {key!r} stored ({id_}) was erased since; "
@@ -73,4 +79,4 @@ def earlier(store: Any, kind: str, id_: str, key: str, row: dict[str, Any]) -> d
     if not same and not edited:
         raise InputError(f"idempotency key {key!r} was used for a different {kind} ({id_}); nothing was stored — "
                          "a key names one write: send a new key with new content")
-    return dict(store.get(id_))
+    return dict(store.get(id_, scopes=scopes))

@@ -16,6 +16,7 @@ import uuid
 import pytest
 
 from memory.errors import DiskFullError, InputError, StorageError
+from memory.mcp import tools as T
 from memory.mcp.auth import make_principal
 from memory.store import audit_hold, io_faults
 from memory.store.idempotency import keyed_id
@@ -139,11 +140,16 @@ def test_a_key_names_one_write(small):
 
     forget(small, [json.loads(a.content[0].text)["created"]["id"]])
     with pytest.raises(InputError, match="was erased since"):
-        from memory.mcp import tools as T
-
         T.evidence_add(small, WORK, "first text", idempotency_key="k-1")  # an erased row never comes back
     with pytest.raises(InputError, match="1 to 200 printable"):
         keyed_id("evidence", "person", " ")
+
+    # A memory the key made and the person moved to a scope this client cannot read is not handed back.
+    made = T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1")["created"]
+    small.update_memory(made["id"], scope="personal")
+    with pytest.raises(InputError, match="moved out of your scopes"):
+        T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1")
+    assert small.memories.count_rows() == 1
 
 
 def test_a_commit_that_went_through_before_its_error_is_reported_ok(small):
