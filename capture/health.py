@@ -34,6 +34,7 @@ class Health:
     started_at: float | None = None  # unix seconds
     updated_at: float | None = None
     paused_until: float | None = None
+    held: str | None = None  # why capture is paused by itself ("disk full: capture paused until space is freed — …")
     last_cycle_at: float | None = None
     last_frame_at: float | None = None
     last_change_at: float | None = None
@@ -107,13 +108,34 @@ class Health:
         return d
 
     def save(self, home: Path) -> None:
-        """Write the snapshot atomically to <home>/capture_health.json (read by another process)."""
+        """Write the snapshot atomically to <home>/capture_health.json (read by another process).
+
+        On a full disk the atomic write (a new file, then a rename) fails; the snapshot then goes over the old
+        file in place, in the blocks it already has, so `mirador status` still learns why capture paused."""
         self.set(updated_at=time.time())
         path = home / HEALTH_FILE
+        doc = json.dumps(self.snapshot())
         try:
-            write_atomic(path, json.dumps(self.snapshot()))
+            write_atomic(path, doc)
         except OSError as e:
-            log.warning("could not write %s: %s", path, e)
+            if not _overwrite(path, doc.encode("utf-8")):
+                log.warning("could not write %s: %s", path, e)
+
+
+def _overwrite(path: Path, data: bytes) -> bool:
+    """Write data over the file in place, padded with spaces (JSON ignores them) to the file's allocated size,
+    so no new block is needed; False when it does not fit or cannot be written."""
+    try:
+        with open(path, "r+b") as f:
+            st = os.fstat(f.fileno())
+            allocated = max(st.st_size, getattr(st, "st_blocks", 0) * 512)
+            if len(data) > allocated:
+                return False
+            f.write(data + b" " * (max(st.st_size, len(data)) - len(data)))
+            f.flush()
+        return True
+    except OSError:
+        return False
 
 
 def stall_reason(d: dict, now: float) -> str | None:

@@ -122,7 +122,8 @@ class Capture:
 
             vad = Vad()
         v = VoiceSource(self.home, self.cfg, self.redactor, self.writer, self.health, asr, vad,
-                        self.cfg.scope, paused=lambda: self.paused, model_lock=self.model_lock, keys=self.store.keys)
+                        self.cfg.scope, paused=lambda: self.paused or self.held is not None,
+                        model_lock=self.model_lock, keys=self.store.keys)
         v.scope_rules = ScopeRules.from_config(self.cfg)
         return v
 
@@ -145,6 +146,14 @@ class Capture:
         if self.health.state == "locked":
             self.health.set(state="capturing")
         return False
+
+    @property
+    def held(self) -> str | None:
+        """Why capture pauses by itself (the writer's disk is full or cannot be written), or None.
+
+        Nothing is grabbed or heard meanwhile, so the writer's queue, which keeps every row not yet written,
+        stops growing; capture resumes by itself once the writer commits again (capture/writer.py)."""
+        return self.writer.held
 
     def pause(self, minutes: float | None = None) -> None:
         """Stop grabbing and listening, for N minutes or until resume()."""
@@ -181,10 +190,15 @@ class Capture:
     # ---- deterministic driving (tests, benches) ----------------------------------------------------
 
     def step(self) -> str:
-        """One screen cycle now, on the calling thread: 'paused', 'excluded', 'unchanged', 'queued' or 'error'."""
+        """One screen cycle now, on the calling thread: 'paused', 'held' (the disk refuses rows), 'excluded',
+        'unchanged', 'queued' or 'error'."""
         self._check_control()
         if self.paused:
             return "paused"
+        if self.held is not None:
+            if self.screen:
+                self.screen.detector.forget()  # the first frame after the hold is read whole
+            return "held"
         return self.screen.step() if self.screen and self._screen_on else "off"
 
     def run_cycles(self, n: int, drain: bool = True) -> list[str]:
@@ -308,8 +322,15 @@ class Capture:
     def _health_loop(self) -> None:
         while not self._stop.wait(1.0):
             self._refresh_health()
-            if not self.paused and self.health.state != "capturing":
-                self.health.set(state="capturing")
+            # Paused by the person or held by a full disk; locked until `mirador unlock`; capturing otherwise.
+            if self._paused or self.held is not None:
+                state = "paused"
+            elif self.store.keys.locked:
+                state = "locked"
+            else:
+                state = "capturing"
+            if self.health.state != state:
+                self.health.set(state=state)
             self.health.save(self.home)
             if self.cfg.thumbnails and time.time() - self._last_purge > 3600:
                 self._last_purge = time.time()

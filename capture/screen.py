@@ -32,6 +32,7 @@ from capture.window import WindowInfo, WindowProbe, default_probe
 from memory.errors import MiradorError
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
+from memory.store.io_faults import storage_error
 from memory.store.rows import new_id, ts_literal
 
 log = logging.getLogger(__name__)
@@ -404,6 +405,12 @@ class ScreenSource:
             except MiradorError as e:  # locked, or no key: the text is kept, the image is not (never in the clear)
                 self.health.bump("thumbnails_skipped")
                 self.health.error(f"thumbnail not kept: {e}")
+            except OSError as e:  # a full or failing disk: the text is kept (the writer holds it until there is room)
+                fault = storage_error(e, self.home)
+                if fault is None:
+                    raise
+                self.health.bump("thumbnails_skipped")
+                self.health.error(f"thumbnail not kept: {fault}")
         count = red.total + (title.total if title else 0)
         meta = {"ocr_confidence": round(res.confidence, 1), "ocr_ms": round(res.ms, 1), "region": frame.region}
         if frame.monitor is not None:

@@ -26,6 +26,7 @@ from memory.errors import MiradorError
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
+from memory.store.io_faults import storage_error
 from memory.store.rows import new_id
 from models.asr import SAMPLE_RATE, VAD_WINDOW
 
@@ -208,6 +209,11 @@ class VoiceSource:
                 meta["audio_path"] = self._keep(utt, eid)
             except MiradorError as e:  # locked, or no key: the transcript is kept, the recording is not
                 self.health.error(f"recording not kept: {e}")
+            except OSError as e:  # a full or failing disk: the transcript is kept (the writer holds it), not the WAV
+                fault = storage_error(e, self.home)
+                if fault is None:
+                    raise
+                self.health.error(f"recording not kept: {fault}")
         app, window = ("microphone", "") if utt.origin == "microphone" else ("audio file", utt.origin)
         # No window is recorded for speech: only a rule naming "microphone" or "audio file" routes it.
         i = self.scope_rules.match(app, window) if self.scope_rules is not None else None

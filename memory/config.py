@@ -73,11 +73,24 @@ class StoreConfig(_Section):
 
     default_scope: str = Field("personal", description="scope of what is added without one (lower-case, `/` nests)")
     optimize_after_writes: int = Field(50, ge=1, description="optimize() after this many write batches")
+    # `mirador doctor` on the data folder's disk. Compaction and index rebuilds write a table's new files before
+    # the old ones go, so a store needs room beside it; below the fail level writes start failing soon.
+    disk_warn_mb: int = Field(1024, ge=0, description="`mirador doctor` warns when the data folder's disk has less "
+                                                      "free space than this (MB)")
+    disk_fail_mb: int = Field(100, ge=0, description="`mirador doctor` fails when the data folder's disk has less "
+                                                     "free space than this (MB); a full disk always fails")
 
     @field_validator("default_scope")
     @classmethod
     def _scope(cls, v: str) -> str:
         return scope_field(v)
+
+    @model_validator(mode="after")
+    def _disk_levels(self) -> StoreConfig:
+        if self.disk_fail_mb > self.disk_warn_mb:
+            raise ValueError(f"disk_fail_mb ({self.disk_fail_mb}) is above disk_warn_mb ({self.disk_warn_mb}): "
+                             "the fail level must be the lower one")
+        return self
 
 
 class VaultConfig(_Section):

@@ -94,10 +94,14 @@ def cmd_status(a) -> int:
     from memory.config import data_dir
 
     h = read_health(data_dir())
+    # Held: paused by itself because the disk refuses rows (capture/writer.py); as much a problem as a stall.
+    held = h.get("held") if h.get("state") not in ("stopped", "not running") else None
     if a.json:
         emit_json(h)
-        return 2 if h.get("stalled") else 0
+        return 2 if h.get("stalled") or held else 0
     print(f"capture: {h['state']}" + (f" — {h['hint']}" if h.get("hint") else ""))
+    if held:
+        print(f"WARNING: {held}")
     if h.get("stalled"):
         print(f"WARNING: capture is stalled: {h['stall_reason']}")
     if "pid" not in h:
@@ -120,7 +124,7 @@ def cmd_status(a) -> int:
     print(f"errors: {h['errors']}")
     for e in h.get("recent_errors") or []:
         print(f"  {e}")
-    return 2 if h.get("stalled") else 0
+    return 2 if h.get("stalled") or held else 0
 
 
 def cmd_pause(a) -> int:

@@ -71,11 +71,25 @@ def run_command(args, first: Callable | None = None) -> int:
         if isinstance(e, ModelNotFound):
             print(f"error: {e}", file=sys.stderr)
             return 3
+        fault = _disk_fault(e)
+        if fault is not None:  # a full or failing disk outside a store write (opening it, a read): say so plainly
+            log.debug("disk fault", exc_info=True)
+            print(f"error: {fault}", file=sys.stderr)
+            return fault.exit_code
         log.debug("unexpected error", exc_info=True)
         print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
         if getattr(args, "verbose", False):
             raise
         return 1
+
+
+def _disk_fault(e: BaseException):
+    """The StorageError that words e, when e is a full, read-only or failing disk (memory/store/io_faults.py)."""
+    from memory.config import data_dir
+    from memory.store.io_faults import storage_error
+
+    store = getattr(_bound, "store", None)
+    return storage_error(e, store.home if store is not None else data_dir())
 
 
 def _stdout_gone() -> bool:

@@ -16,7 +16,8 @@ OK, WARN, FAIL = "ok", "WARN", "FAIL"
 
 def register(cmd, as_json, scope) -> None:
     """Add `doctor` to the `mirador` parser."""
-    sp = cmd("doctor", cmd_doctor, "check data dir, models, tesseract, screen and audio, and say how to fix each")
+    sp = cmd("doctor", cmd_doctor,
+             "check data dir and its free disk space, models, tesseract, screen and audio, and say how to fix each")
     as_json(sp)
 
 
@@ -39,8 +40,19 @@ def _check(name: str, fn) -> dict:
     try:
         status, detail, fix = fn()
     except Exception as e:  # a check must report, never crash the doctor
-        status, detail, fix = FAIL, f"{type(e).__name__}: {e}", "run `mirador -v doctor` and report the error"
+        fault = _disk_fault(e)
+        if fault is not None:  # a full or failing disk: what to do is known, nothing to report
+            status, detail, fix = FAIL, str(fault), None
+        else:
+            status, detail, fix = FAIL, f"{type(e).__name__}: {e}", "run `mirador -v doctor` and report the error"
     return {"name": name, "status": status, "detail": detail, "fix": fix}
+
+
+def _disk_fault(e: Exception):
+    from memory.config import data_dir
+    from memory.store.io_faults import storage_error
+
+    return storage_error(e, data_dir())
 
 
 SHOWN_PATHS = 3  # loose paths named in the report; the rest are counted
@@ -69,6 +81,42 @@ def check_data_dir():
                 "then `mirador doctor` again")
     return (WARN, f"{len(loose)} path(s) in {home} could be read by other users ({_first(loose, home)}): "
                   "fixed now, they are owner-only (folders 0700, files 0600)", None)
+
+
+def check_disk():
+    # Compaction and index rebuilds write a table's new files before they delete the old ones, so a store that
+    # fits may still fail to write; at 0 bytes free every write fails (memory/store/io_faults.py says so then).
+    import os
+
+    from memory.config import data_dir, load_config
+    from memory.errors import ConfigError
+    from memory.store.io_faults import MOVE, PURGE, free_bytes, room, size
+
+    home = data_dir()
+    try:
+        levels = load_config().store
+        warn_mb, fail_mb = levels.disk_warn_mb, levels.disk_fail_mb
+    except ConfigError:  # the config check says what is wrong with it; judge by the defaults meanwhile
+        from memory.config import StoreConfig
+
+        warn_mb, fail_mb = StoreConfig().disk_warn_mb, StoreConfig().disk_fail_mb
+    free = free_bytes(home)
+    if free is None:
+        return WARN, f"the free space of the disk holding {home} could not be read", None
+    fix = f"free space on that disk ({PURGE}), {MOVE}"
+    try:
+        st = os.statvfs(home) if hasattr(os, "statvfs") else None
+    except OSError:
+        st = None
+    if free == 0 or (st is not None and st.f_files and st.f_favail == 0):
+        return FAIL, f"the disk holding {home} is full ({room(home)}): every write fails", fix
+    if free < fail_mb * 1_000_000:
+        return (FAIL, f"{size(free)} free on the disk holding {home}, under {fail_mb} MB (store.disk_fail_mb): "
+                      "writes and compaction will soon fail", fix)
+    if free < warn_mb * 1_000_000:
+        return (WARN, f"{size(free)} free on the disk holding {home}, under {warn_mb} MB (store.disk_warn_mb): "
+                      "compaction needs room beside the tables", fix)
+    return OK, f"{size(free)} free on the disk holding {home}", None
 
 
 def _first(paths: list[str], home: Path) -> str:
@@ -271,6 +319,7 @@ def check_keyring():
 
 CHECKS = [
     ("data dir", check_data_dir),
+    ("disk space", check_disk),
     ("config", check_config),
     ("embedder", check_embedder),
     ("reranker", check_reranker),

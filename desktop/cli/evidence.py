@@ -3,6 +3,8 @@ captured rows (and the memories drawn from them) to another scope (memory/store/
 
 from __future__ import annotations
 
+import sys
+
 from desktop.cli.common import open_store, read_text
 from desktop.cli.output import emit_json
 from memory.errors import InputError
@@ -21,6 +23,9 @@ def register(cmd, as_json, scope) -> None:
     ep.add_argument("--speaker")
     ep.add_argument("--at", help="capture time, ISO (local if no zone); default now")
     ep.add_argument("--scope")
+    ep.add_argument("--idempotency-key", metavar="KEY",
+                    help="a key made once for this row (e.g. a UUID) and given again on every retry: a retry prints "
+                         "the first row's id and stores nothing twice")
     as_json(ep)
 
     rp = esub.add_parser("rescope", help="move captured rows to another scope; the memories drawn only from them "
@@ -51,9 +56,22 @@ def cmd_evidence_add(a) -> int:
     """Add one evidence row; print its id, or the row with --json."""
     from memory.store.rows import parse_time
 
-    row = open_store().add_evidence(read_text(a.text), actor="person", source=a.source, app=a.app or "",
-                                    window=a.window or "", speaker=a.speaker or "", scope=a.scope,
-                                    captured_at=parse_time(a.at, "--at"))
+    store = open_store()
+    fields = dict(source=a.source, app=a.app or "", window=a.window or "", speaker=a.speaker or "", scope=a.scope,
+                  captured_at=parse_time(a.at, "--at"))
+    text = read_text(a.text)
+    if a.idempotency_key is None:
+        row = store.add_evidence(text, actor="person", **fields)
+    else:
+        from memory.store.idempotency import add_once
+        from memory.store.specs import EvidenceSpec
+
+        row, replayed = add_once(store, "evidence", "person", a.idempotency_key,
+                                 dict(store.evidence_row(EvidenceSpec(text=text, **fields))),
+                                 lambda id_: store.add_evidence(text, actor="person", id=id_, **fields))
+        if replayed:
+            print(f"{row['id']} was stored by an earlier call with this key; nothing was stored again",
+                  file=sys.stderr)
     emit_json(row) if a.json else print(row["id"])
     return 0
 

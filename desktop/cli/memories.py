@@ -23,6 +23,9 @@ def register(cmd, as_json, scope) -> None:
     sp.add_argument("--confidence", type=float, default=1.0)
     sp.add_argument("--pin", action="store_true", help="pinned memories are never changed by automated passes")
     sp.add_argument("--value-stdin", action="store_true", help="vault: read the secret value from stdin")
+    sp.add_argument("--idempotency-key", metavar="KEY",
+                    help="a key made once for this memory (e.g. a UUID) and given again on every retry: a retry "
+                         "prints the first memory's id and stores nothing twice (not for vault entries)")
     as_json(sp)
 
     sp = cmd("search", cmd_search, "hybrid search over memories (or --evidence)")
@@ -99,15 +102,33 @@ def cmd_add(a) -> int:
     kw = dict(scope=a.scope, title=a.title, details=_details(a.details), status=a.status,
               confidence=a.confidence, pinned=a.pin)
     if mtype == MemoryType.VAULT:
+        if a.idempotency_key is not None:
+            raise InputError("--idempotency-key is for memories and evidence; a vault entry is added once, by hand")
         value = sys.stdin.read().rstrip("\n") if a.value_stdin else None
         kw["details"] = {"label": read_text(a.text)}
         row = store.add_memory(read_text(a.text), type="vault", value=value, **kw)
+    elif a.idempotency_key is not None:
+        if a.value_stdin:
+            raise InputError("--value-stdin is only for --type vault")
+        row = _add_once(store, read_text(a.text), a.idempotency_key, type=mtype.value, **kw)
     else:
         if a.value_stdin:
             raise InputError("--value-stdin is only for --type vault")
         row = store.add_memory(read_text(a.text), type=mtype.value, **kw)
     emit_json(row) if a.json else print(row["id"])
     return 0
+
+
+def _add_once(store, text: str, key: str, **kw) -> dict:
+    """add with --idempotency-key: the memory an earlier call with the key stored, else a new one under the key."""
+    from memory.store.idempotency import add_once
+    from memory.store.specs import MemorySpec
+
+    row, replayed = add_once(store, "memory", "person", key, dict(store.memory_row(MemorySpec(text=text, **kw))),
+                             lambda id_: store.add_memory(text, id=id_, **kw))
+    if replayed:
+        print(f"{row['id']} was stored by an earlier call with this key; nothing was stored again", file=sys.stderr)
+    return row
 
 
 def cmd_search(a) -> int:

@@ -82,7 +82,10 @@ def read_health(raw: Any) -> HealthView:
         errors = errors[-1] if errors else None
     failed = state in ("error", "problem", "stalled")
     problem = None
-    if stalled:
+    held = _get(raw, "held")  # capture paused by itself: the disk refuses rows (capture/writer.py)
+    if held and state not in ("stopped", "not running"):
+        problem = str(held)
+    elif stalled:
         problem = str(_get(raw, "stall_reason") or "capture stalled: nothing written for too long")
     elif failed or _get(raw, "last_error"):
         problem = str(errors or "capture stopped with an error")

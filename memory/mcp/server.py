@@ -27,10 +27,11 @@ from mcp.server.fastmcp.utilities.func_metadata import FuncMetadata
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, ValidationError
 
-from memory.errors import MiradorError
+from memory.errors import MiradorError, StorageError
 from memory.mcp import tools as T
 from memory.mcp.auth import Principal
 from memory.mcp.limits import Refusal, screen
+from memory.store.io_faults import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,10 @@ Limit = Annotated[StrictInt, Field(ge=1, le=50, description="at most this many r
 Inactive = Annotated[StrictBool, Field(description="also return superseded and rejected memories")]
 Confidence = Annotated[StrictFloat, Field(ge=0, le=1, description="how sure you are, 0 to 1")]
 Title = Annotated[str | None, Field(max_length=200, description="a short title; optional")]
+IdempotencyKey = Annotated[str | None, Field(min_length=1, max_length=200, description="a key you make once for "
+                                             "this write (e.g. a UUID) and send again with every retry of it: a "
+                                             "retry returns the first call's result and stores nothing twice; "
+                                             "optional")]
 
 # Tool bodies run in this many worker threads at once; more calls wait their turn. Python runs one
 # thread at a time (the GIL), so on a small machine many runnable threads mostly take turns, every
@@ -164,12 +169,24 @@ async def _call(ctx: Context, fn: Callable, **kw) -> Any:
                         "the tray; until then no memory can be read or written — tell the person")
     try:
         return await anyio.to_thread.run_sync(lambda: fn(state.store, p, **kw), limiter=state.limiter(fn))
+    except StorageError as e:
+        raise ToolError(_disk_fault(e)) from None
     except MiradorError as e:
         raise ToolError(T.for_model(str(e))) from None
     except Exception as e:  # nothing a client sends may take the server down; say what to do instead
+        fault = storage_error(e, state.store.home)  # a disk fault outside a store write (a read, a lock file)
+        if fault is not None:
+            log.warning("tool %s: %s", fn.__name__, fault)
+            raise ToolError(_disk_fault(fault)) from None
         log.exception("tool %s failed", fn.__name__)
         raise ToolError(f"internal error in {fn.__name__} ({type(e).__name__}); it is logged on the server — "
                         "retry once, then call status and tell the person") from None
+
+
+def _disk_fault(e: StorageError) -> str:
+    # The store raises it for a write that did not commit; one that went through is kept and reported as made.
+    return (f"{e} — tell the person; retry once it is fixed (with the same idempotency_key, if you sent one, so "
+            "nothing is stored twice)")
 
 
 def build_server(open_store: Callable[[], Any], principal: Principal | None = None, *, http: bool = False,
@@ -385,16 +402,17 @@ def _register_memory_writes(mcp: FastMCP) -> None:
                          title: Title = None, details: Details = None, scope: WriteScopeArg = None,
                          status: Annotated[Literal["active", "candidate"], Field(description="candidate if the person "
                                                                                  "has not confirmed it")] = "active",
-                         confidence: Confidence = 0.8) -> dict[str, Any]:
+                         confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
         """Remember something durable the person told you or that you learned: one fact, preference or procedure.
 
         Use when the person says "remember…", states a preference, or you learn a stable fact about their
         work. Keep text short and self-contained. Types: semantic (fact), procedural (how to do something;
         details.steps), episodic (an event), resource (a document/link; details.uri), core (profile).
-        Search first to avoid duplicates; to change an existing memory use memory_update.
+        Search first to avoid duplicates; to change an existing memory use memory_update. If a call fails or
+        times out, retry it with the same idempotency_key: it is then stored once.
         """
         return await _call(ctx, T.memory_add, text=text, type=type, title=title, details=details, scope=scope,
-                           status=status, confidence=confidence)
+                           status=status, confidence=confidence, idempotency_key=idempotency_key)
 
     @mcp.tool(annotations=WRITE)
     async def memory_update(ctx: Context, id: MemId,
@@ -557,7 +575,7 @@ def _register_relation_tools(mcp: FastMCP) -> None:
                             relation: Relation, dst: DstId,
                             evidence: Annotated[list[EvdId] | None, Field(max_length=20, description="evd_ ids the "
                                                                           "edge rests on")] = None,
-                            confidence: Confidence = 0.8) -> dict[str, Any]:
+                            confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
         """Record how two memories relate, as "src RELATION dst" (e.g. a decision BECAUSE its reason).
 
         src must be in your write scope and dst readable by you. Adding the same edge again only merges its
@@ -589,6 +607,8 @@ class EvidenceAdded(_Out):
     redactions: dict[str, int] = Field(description="secrets replaced before storing, per kind (e.g. aws_key)")
     actor: str = Field(description="who the audit trail records as the writer")
     hint: str
+    replayed: bool = Field(False, description="true when an earlier call with this idempotency_key stored it: "
+                                              "created is that row, and nothing was stored again")
 
 
 class MemoryBrief(_Out):
@@ -659,17 +679,19 @@ def _register_peer_tools(mcp: FastMCP) -> None:
                                                                "channel title; optional")] = None,
                            captured_at: Annotated[str | None, Field(max_length=40, description="when it was seen or "
                                                                     "said, ISO 8601 (local if no zone); omit for "
-                                                                    "now")] = None) -> EvidenceAdded:
+                                                                    "now")] = None,
+                           idempotency_key: IdempotencyKey = None) -> EvidenceAdded:
         """Keep raw text as evidence (source "mcp"), like captured screen text: searchable at once, and turned
         into memories by extraction later.
 
         Use for material the person shares that is not one distilled fact (a meeting's notes, a pasted thread);
         for a single durable fact use memory_add. Secrets (keys, tokens, passwords, card numbers) are replaced
         by [REDACTED:kind] before anything is stored. Needs a token with a write scope; stored in that scope
-        or the one you name below it.
+        or the one you name below it. If a call fails or times out, retry it with the same idempotency_key: it
+        is then stored once.
         """
         return await _call(ctx, T.evidence_add, text=text, scope=scope, app=app, window=window,
-                           captured_at=captured_at)
+                           captured_at=captured_at, idempotency_key=idempotency_key)
 
     @mcp.tool(annotations=READ)
     async def memory_list(ctx: Context, scope: ScopeArg = None, types: RecallTypes = None,

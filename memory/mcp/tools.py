@@ -232,14 +232,40 @@ def memory_get(store, p: Principal, id: str) -> dict:
 
 def memory_add(store, p: Principal, text: str, type: str = "semantic", title: str | None = None,
                details: dict | None = None, scope: str | None = None, status: str = "active",
-               confidence: float = 0.8) -> dict:
-    """Create a memory in the client's write scope, recorded with the client's name."""
+               confidence: float = 0.8, idempotency_key: str | None = None) -> dict:
+    """Create a memory in the client's write scope, recorded with the client's name.
+
+    idempotency_key: a retry with the same key returns the first call's memory and stores nothing
+    (memory/store/idempotency.py)."""
+    from memory.store.idempotency import add_once, keyed_id
+    from memory.store.specs import MemorySpec
+
     ws = write_scope(p, scope)
     if type == "vault":
         raise InputError("secrets are added by the person only (`mirador add --type vault`), never over MCP")
     _check_details(details)
+    if idempotency_key is not None:
+        keyed_id("memory", p.actor, idempotency_key)  # a bad key is refused before anything is looked at
     # Redacted first, as the store will write it: the tombstone and same-text checks compare what is stored.
     text, secrets = store.scrubber.text(text)
+    fields = dict(type=type, scope=ws, title=title, details=details, status=status, confidence=confidence,
+                  origin=p.actor)
+    out: dict = {}
+
+    def write(id_: str | None = None) -> dict:
+        out.update(_add_checked(store, p, text, fields, secrets, id_))
+        return out.get("created") or out["existing"]
+
+    if idempotency_key is None:
+        write()
+        return out
+    first, replayed = add_once(store, "memory", p.actor, idempotency_key,
+                               dict(store.memory_row(MemorySpec(text=text, **fields))), write, scopes=list(p.read))
+    return _memory_added(p, first, secrets, replayed=True) if replayed else out
+
+
+def _add_checked(store, p: Principal, text: str, fields: dict, secrets: Any, id_: str | None) -> dict:
+    """Store the memory unless the person erased this text, or the scope holds it already (then say which)."""
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
     fp = sql_literal(fingerprint(text))
@@ -248,19 +274,26 @@ def memory_add(store, p: Principal, text: str, type: str = "semantic", title: st
         raise InputError("the person deleted a memory with this content earlier; do not store it again "
                          "unless the person asks you to in this conversation and adds it themselves")
     # The same text in the same scope is one memory: a retried or repeated add returns the first.
-    same = store.rows(store.memories, f"fingerprint = {fp} AND type = {sql_literal(type)} AND "
-                      f"{store.where('memory', scopes=[ws], statuses=['active', 'candidate'])}",
+    same = store.rows(store.memories, f"fingerprint = {fp} AND type = {sql_literal(fields['type'])} AND "
+                      f"{store.where('memory', scopes=[fields['scope']], statuses=['active', 'candidate'])}",
                       MEMORY_BRIEF_COLS, 1)
     if same:
         return {"created": None, "existing": _memory_brief(same[0]), "actor": p.actor,
                 "hint": f"this text is already remembered as {same[0]['id']}; nothing was added — "
                         "call memory_update with that id to change it"}
-    row = store.add_memory(text, type=type, actor=p.actor, scope=ws, title=title, details=details, status=status,
-                           confidence=confidence, origin=p.actor)
-    out = {"created": _memory_brief(row), "actor": p.actor}
+    row = store.add_memory(text, actor=p.actor, id=id_, **fields)
+    return _memory_added(p, row, secrets)
+
+
+def _memory_added(p: Principal, row: dict, secrets: Any, replayed: bool = False) -> dict:
+    out: dict = {"created": _memory_brief(row), "actor": p.actor}
     if secrets or "[REDACTED:" in row["text"] + row["title"]:
         out["hint"] = ("secrets in the text were replaced by [REDACTED:kind] before anything was stored; a secret "
                        "the person wants kept belongs in the vault, which only they add to (`mirador add --type vault`)")
+    if replayed:
+        out["replayed"] = True
+        out["hint"] = ("an earlier call with this idempotency_key stored it (this is that memory, as it is now); "
+                       "nothing was stored again")
     return out
 
 
@@ -604,9 +637,15 @@ PLAN_MAX_STEPS = 100  # steps a consolidate result lists (counts cover them all)
 
 
 def evidence_add(store, p: Principal, text: str, scope: str | None = None, app: str | None = None,
-                 window: str | None = None, captured_at: str | None = None) -> dict:
-    """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does."""
+                 window: str | None = None, captured_at: str | None = None,
+                 idempotency_key: str | None = None) -> dict:
+    """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does.
+
+    idempotency_key: a retry with the same key returns the first call's row and stores nothing
+    (memory/store/idempotency.py)."""
     from memory.redaction import Redactor
+    from memory.store.idempotency import add_once
+    from memory.store.specs import EvidenceSpec
 
     ws = write_scope(p, scope)
     if not text.strip():
@@ -621,13 +660,27 @@ def evidence_add(store, p: Principal, text: str, scope: str | None = None, app: 
     # A title or app name can quote a secret too (a window titled with a token); capture redacts both.
     app_text = redactor.redact(app).text if app else p.name
     window_text = redactor.redact(window).text if window else ""
-    row = store.add_evidence(red.text, actor=p.actor, source="mcp", app=app_text, window=window_text, scope=ws,
-                             captured_at=at, redactions=red.total)
+    fields = dict(source="mcp", app=app_text, window=window_text, scope=ws, captured_at=at, redactions=red.total)
+
+    def write(id_: str | None = None) -> dict:
+        return store.add_evidence(red.text, actor=p.actor, id=id_, **fields)
+
+    replayed = False
+    if idempotency_key is None:
+        row = write()
+    else:
+        row, replayed = add_once(store, "evidence", p.actor, idempotency_key,
+                                 dict(store.evidence_row(EvidenceSpec(text=red.text, **fields))), write,
+                                 scopes=list(p.read))
     out = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
            "hint": "extraction turns it into memories later (consolidate runs it now); evidence_get reads it back"}
     if red.total:
         out["hint"] = (f"{red.total} secret(s) were replaced by [REDACTED:kind] markers before storing; "
                        "secrets belong in the vault, which the person fills (`mirador add --type vault`)")
+    if replayed:
+        out["replayed"] = True
+        out["hint"] = ("an earlier call with this idempotency_key stored it (this is its row); nothing was stored "
+                       "again")
     return out
 
 

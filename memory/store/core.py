@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from memory.config import Config, data_dir, load_config
-from memory.errors import InputError, MiradorError, NotFoundError, SharedOfflineError
+from memory.errors import InputError, MiradorError, NotFoundError, SharedOfflineError, StorageError
 from memory.scopes import scope_filter, sql_literal, validate_scope
-from memory.store import builders, permissions
+from memory.store import audit_hold, builders, io_faults, permissions
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, diff
 from memory.store.embedder_record import (  # noqa: F401  (re-exported: callers import them from here)
@@ -329,15 +329,26 @@ class Store:
 
     # ---- write plumbing -------------------------------------------------------------------
 
-    def commit(self, fn: Callable[..., Any], attempts: int = 6) -> Any:
+    def commit(self, fn: Callable[..., Any], attempts: int = 6, landed: Callable[[], bool] | None = None) -> Any:
         """Run a write under write_lock, retrying when another writer (e.g. the MCP stdio process)
-        committed first; other errors propagate at once."""
+        committed first; other errors propagate at once.
+
+        A full, read-only or failing disk raises a StorageError that says what to do (memory/store/io_faults.py),
+        never LanceDB's text. landed: whether the write is in the table after all; asked when fn raised, since
+        a commit can go through before an error, and a write reported failed is retried into a duplicate."""
         delay = 0.05
         for i in range(attempts):
             try:
                 with self.write_lock:
                     return fn()
             except Exception as e:  # lance raises plain RuntimeError/OSError for commit conflicts
+                if landed is not None and landed():
+                    log.warning("a write raised after its commit went through; it is kept as written (%s)",
+                                str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+                    return None
+                fault = io_faults.storage_error(e, self.home)
+                if fault is not None:
+                    raise fault from e
                 if i == attempts - 1 or not _is_conflict(e):
                     raise
                 log.info("commit conflict, retrying (%s)", e)
@@ -351,7 +362,16 @@ class Store:
         if rows:
             data = self.sealer.seal_arrow(table.name, to_arrow(rows, schema if schema is not None else table.schema),
                                           table.schema)
-            self.commit(lambda: table.add(data))
+            # Tables whose appended rows always carry new ids: there, every id present after a failed add means it
+            # went through (an outbox or staging row may repeat an id, so the check would not prove anything there).
+            fresh = getattr(table, "name", None) in (T.EVIDENCE, T.MEMORIES, T.VAULT, T.AUDIT)
+            ids = [r["id"] for r in rows if r.get("id")] if fresh and "id" in data.schema.names else []
+            before = table.version if ids else None
+
+            def landed() -> bool:  # a new version holding every row: the add committed before it raised
+                return table.version != before and io_faults.all_landed(table, ids)
+
+            self.commit(lambda: table.add(data), landed=landed if ids else None)
 
     def merge_rows(self, table: Any, data: pa.Table | list[dict[str, Any]], insert: bool = False,
                    on: str = "id") -> None:
@@ -376,8 +396,9 @@ class Store:
         return self.sealer.equal_value(table if isinstance(table, str) else table.name, column, value)
 
     def write_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Append audit rows (memory/store/audit.py audit_row builds them)."""
-        self.append(self.audit, rows, T.audit_schema())
+        """Append audit rows (memory/store/audit.py audit_row builds them). When the disk refuses them, the change
+        they record was saved already: they wait in memory and go in with the next audit write (audit_hold.py)."""
+        audit_hold.write(self, rows, lambda batch: self.append(self.audit, batch, T.audit_schema()))
 
     def _upsert(self, table: Any, row: dict[str, Any], actor: str = "person",
                 old: dict[str, Any] | None = None) -> None:
@@ -394,7 +415,10 @@ class Store:
             from memory.store.indexes import maintain
 
             with self.write_lock:
-                maintain(self, train=False)
+                try:
+                    maintain(self, train=False, wait=0)  # skipped while another process maintains the store
+                except StorageError as e:  # the rows are written: a full disk must not report them failed
+                    log.warning("compaction after a write batch skipped: %s", e)
                 self._batches_since_optimize = 0
 
     def optimize(self, stop: threading.Event | None = None) -> dict[str, Any]:

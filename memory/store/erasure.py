@@ -17,7 +17,9 @@ from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.store.fingerprint import fingerprint
 from memory.store.indexes import ensure_fts
+from memory.store.leftovers import swept
 from memory.store.lifecycle import memories_forgotten
+from memory.store.maintenance_lock import maintenance_lock
 from memory.store.rows import PREFIX, kind_of, sql_id_list, to_arrow
 from memory.types import Status
 
@@ -616,6 +618,11 @@ def _purge_table(store, table) -> None:
     store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
 
+def _drop_old_versions(store, table) -> None:
+    """Delete every old version's files (what no version but the newest uses); writes nothing."""
+    store.commit(lambda: table.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=False))
+
+
 def purge(store, tables: Iterable[str] | None = None, stop=None,
           progress: Callable[[str, int, int], None] | None = None) -> bool:
     """Physically remove deleted rows and old text: compact, rewrite fragments that still hold deleted rows,
@@ -626,7 +633,7 @@ def purge(store, tables: Iterable[str] | None = None, stop=None,
     stop: a threading.Event; once set, no further table is started (deleted rows of the tables not
     reached stay in their old versions until the next purge). Returns False when it stopped early.
     progress(table, done, total): called before each table (and once at the end, done == total)."""
-    with store.write_lock, warnings.catch_warnings():
+    with store.write_lock, warnings.catch_warnings(), maintenance_lock(store.home) as locked:
         warnings.simplefilter("ignore")
         present = set(store.db.table_names())
         if tables is None:
@@ -637,6 +644,12 @@ def purge(store, tables: Iterable[str] | None = None, stop=None,
         else:
             names = list(dict.fromkeys(tables))
         done = True
+        if not (stop is not None and stop.is_set()):
+            # Dropping old versions only deletes files, so on a full disk it runs first: the space they hold is
+            # what the writes below (the audit scrub, compaction, index rebuilds) need.
+            for name in names:
+                if name in present:
+                    _drop_old_versions(store, store.db.open_table(name))
         if tables is None and not (stop is not None and stop.is_set()):
             scrub_audit_history(store)  # before the audit table's purge below drops the versions with the text
         for i, name in enumerate(names):
@@ -647,7 +660,9 @@ def purge(store, tables: Iterable[str] | None = None, stop=None,
                 progress(name, i, len(names))
             if name not in store.db.table_names():
                 continue  # e.g. a re-embed finished meanwhile and dropped its staging table
-            _purge_table(store, store.db.open_table(name))
+            table = store.db.open_table(name)
+            with swept(store, table, locked):  # a rebuild that fails on a full disk leaves no partial index
+                _purge_table(store, table)
         if done and progress is not None:
             progress("", len(names), len(names))
     store.reopen_tables()

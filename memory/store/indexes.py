@@ -32,6 +32,10 @@ import time
 from collections.abc import Iterable
 from datetime import timedelta
 
+from memory.store import io_faults
+from memory.store.leftovers import swept
+from memory.store.maintenance_lock import WAIT_S, Busy, maintenance_lock
+
 log = logging.getLogger(__name__)
 
 VECTOR_INDEX_MIN_ROWS = 5_000
@@ -185,7 +189,7 @@ def _check(stop) -> None:
 
 
 def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None = None, train: bool = True,
-             stop=None) -> dict:
+             stop=None, wait: float = WAIT_S) -> dict:
     """Bring every index up to date and compact: the store's scheduled maintenance (Store.optimize).
 
     force_vector builds vector indexes even on small tables (tests use it to exercise the indexed path).
@@ -195,44 +199,63 @@ def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None 
     stop: a threading.Event; once set, no further step starts (each step is one commit, so what was
     done stays done) and the report says where it stopped, under "stopped". At quit, a pass that
     would retrain a large index ends within the current step instead of holding the job.
+    wait: seconds to wait while another process maintains the store (memory/store/maintenance_lock.py); with 0
+    the pass is skipped then, and the report says so under "skipped".
+    A full, read-only or failing disk raises a StorageError; what the failed step left is removed
+    (memory/store/leftovers.py), so the next pass, once there is room, starts clean.
     """
     report: dict = {}
     try:
-        _maintain(store, report, force_vector, tables, train, stop)
+        with maintenance_lock(store.home, wait) as locked:
+            _maintain(store, report, force_vector, tables, train, stop, locked)
     except Stopped:
         report["stopped"] = report.pop("_at", "before starting")
         log.info("maintenance stopped (%s): the rest runs at the next pass", report["stopped"])
+    except Busy:
+        if wait:
+            raise
+        report["skipped"] = "another process is maintaining the store"
+    except Exception as e:
+        fault = io_faults.storage_error(e, store.home)
+        if fault is None or fault is e:
+            raise
+        raise fault from e
     report.pop("_at", None)
     return report
 
 
-def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop) -> None:
+def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop, locked: bool) -> None:
     wanted = set(tables) if tables else None
     for name, table in (("memories", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
         if wanted is not None and name not in wanted:
             continue
         report["_at"] = f"before {name}"
         _check(stop)
-        t = time.perf_counter()
-        entry: dict = {"rows": table.count_rows()}
-        report[name] = entry
-        names = set(table.schema.names)
-        for col in FTS_COLUMNS[name]:
-            if col in names:
-                ensure_fts(table, col)
-        if "vector" in names and (train or force_vector):
-            report["_at"] = f"in {name}, before its vector index"
-            _check(stop)
-            entry["vector"] = store.commit(lambda tb=table: ensure_vector_index(tb, force=force_vector))
-        if name in SCALAR_INDEXES and (train or force_vector):
-            report["_at"] = f"in {name}, before its scalar indexes"
-            _check(stop)
-            entry["scalar"] = store.commit(lambda tb=table, n=name: ensure_scalar_indexes(
-                tb, SCALAR_INDEXES[n], force=force_vector))
-        # Compacts fragments and folds rows added since the last build into every index.
-        report["_at"] = f"in {name}, before compaction"
-        entry.update(optimize_table(store, table, stop, mark=lambda at, n=name: report.update(_at=f"in {n}, {at}")))
-        entry["seconds"] = round(time.perf_counter() - t, 2)
+        with swept(store, table, locked):
+            _maintain_table(store, report, name, table, force_vector, train, stop)
+
+
+def _maintain_table(store, report: dict, name: str, table, force_vector: bool, train: bool, stop) -> None:
+    t = time.perf_counter()
+    entry: dict = {"rows": table.count_rows()}
+    report[name] = entry
+    names = set(table.schema.names)
+    for col in FTS_COLUMNS[name]:
+        if col in names:
+            store.commit(lambda c=col: ensure_fts(table, c))
+    if "vector" in names and (train or force_vector):
+        report["_at"] = f"in {name}, before its vector index"
+        _check(stop)
+        entry["vector"] = store.commit(lambda tb=table: ensure_vector_index(tb, force=force_vector))
+    if name in SCALAR_INDEXES and (train or force_vector):
+        report["_at"] = f"in {name}, before its scalar indexes"
+        _check(stop)
+        entry["scalar"] = store.commit(lambda tb=table, n=name: ensure_scalar_indexes(
+            tb, SCALAR_INDEXES[n], force=force_vector))
+    # Compacts fragments and folds rows added since the last build into every index.
+    report["_at"] = f"in {name}, before compaction"
+    entry.update(optimize_table(store, table, stop, mark=lambda at, n=name: report.update(_at=f"in {n}, {at}")))
+    entry["seconds"] = round(time.perf_counter() - t, 2)
 
 
 def _small_fragments(ds) -> tuple[int, bool]:

@@ -295,10 +295,12 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
 def _retrain(store: Store) -> dict:
     """Vector indexes were trained on the old vectors: retrain the ones that exist, then compact."""
     from memory.store.indexes import _vector_stats, ensure_vector_index
+    from memory.store.maintenance_lock import maintenance_lock
 
     out = {}
-    for name, table in (("memories", store.memories), ("evidence", store.evidence)):
-        if _vector_stats(table) is not None:
-            out[name] = store.commit(lambda tb=table: ensure_vector_index(tb, force=True))
+    with store.write_lock, maintenance_lock(store.home):  # an index build: one process at a time (maintenance_lock.py)
+        for name, table in (("memories", store.memories), ("evidence", store.evidence)):
+            if _vector_stats(table) is not None:
+                out[name] = store.commit(lambda tb=table: ensure_vector_index(tb, force=True))
     store.optimize()
     return out
