@@ -234,7 +234,13 @@ class DataKeys:
         nonce = secrets.token_bytes(12)
         rec["wrapped"] = _b64(nonce + AESGCM(kek).encrypt(nonce, dk, b"mirador data key v1"))
         self.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # owner-only even before a store opened it
-        if not create_exclusive(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600):
+        try:
+            made = create_exclusive(self.path, json.dumps(rec, indent=1) + "\n", mode=0o600)
+        except OSError as e:  # a full or read-only disk says so in one line, as every other write does
+            from memory.store.io_faults import storage_error
+
+            raise (storage_error(e, self.home) or e) from e
+        if not made:
             # Another process of this folder (the app and an assistant's server starting together) made its key
             # first: that one is the folder's key, and rows sealed under two keys would be half unreadable.
             log.info("another process made this data folder's key first: using it")

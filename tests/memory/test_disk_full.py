@@ -256,7 +256,7 @@ def test_the_sweep_removes_only_unreferenced_folders_a_failed_step_left(small):
     table = small.evidence
     before = index_dirs(table)
     with pytest.raises(OSError), swept(small, table, locked=True):
-        ensure_fts(table, "text", replace=True)  # committed: its folder is in use and stays
+        ensure_fts(table, "fts_terms", replace=True)  # committed: its folder is in use and stays
         partial = table.uri + "/_indices/" + str(uuid.uuid4())
         os.makedirs(partial)
         with open(partial + "/part_0_invert.lance", "wb") as f:
@@ -265,7 +265,9 @@ def test_the_sweep_removes_only_unreferenced_folders_a_failed_step_left(small):
     assert not os.path.exists(partial)
     new = index_dirs(table) - before
     assert new and new <= {str(ix["uuid"]) for ix in table.to_lance().list_indices()}
-    assert small.evidence.search("indexed", query_type="fts").limit(1).to_list()
+    from memory.retrieval.search import search_evidence
+
+    assert [h.text for h in search_evidence(small, "indexed text")] == ["indexed text"]
 
 
 def _spec(b: int, i: int):
