@@ -22,9 +22,10 @@ same content again, and a flush never sends a queued write of a memory another d
 automated write of content that was forgotten there.
 
 Concurrent edits: a queued edit keeps the shared version it started from (outbox_base) and who made it
-(outbox_actor). A flush that finds the memory changed since settles it (_settle): a person beats an
-automated pass; between people the later edit wins and the earlier stays as a superseded version. The
-bucket's edit log (EDITS: ids, times, actor, device, person; no text) tells who wrote a version.
+(outbox_actor). A flush settles it against the bucket's version and commits it only onto that version
+(memory/store/remote_conflicts.py): a person beats an automated pass; between people the later edit wins and
+the earlier stays as a superseded version, and its maker is told in Review. The bucket's edit log (EDITS:
+ids, times, actor, device, person; no text) tells who wrote a version.
 
 Relations: an edge (memory/graph/relations.py) is shared when both its ends are memories of one binding. An
 edge with an end in a local scope (or in another binding) stays local: sending it would put the id of a
@@ -56,6 +57,8 @@ from memory.errors import InputError, MiradorError
 from memory.scopes import sql_literal
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
+from memory.store.remote_io import fresh
+from memory.store.remote_io import retry as _retry
 from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,7 @@ OUTBOX = "remote_outbox"
 STONES = T.TOMBSTONES  # the bucket's tombstones table, same schema as the local one
 PROBE = "mirador_probe"  # `mirador remote test` writes and deletes one row here
 FLUSH_BATCH = 500  # queued writes sent in one remote commit
+HOME_LOCK_WAIT = 30.0  # seconds a flush waits for another process of this home to finish sending
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
 
 
@@ -189,20 +193,6 @@ def touches(bound: str, scopes: Iterable[str] | None) -> bool:
     if scopes is None:
         return True
     return any(covers(bound, s) or covers(s, bound) for s in scopes)
-
-
-def _retry(fn, attempts: int = 8):
-    delay = 0.05
-    for i in range(attempts):
-        try:
-            return fn()
-        except Exception as e:  # lance raises plain errors for commit conflicts
-            text = str(e).lower()
-            if i == attempts - 1 or not ("conflict" in text or "retryable" in text or "concurrent" in text):
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-    raise AssertionError("unreachable")
 
 
 class Shared:
@@ -559,6 +549,7 @@ class Remotes:
         self.shared = {b.name: Shared(b, store.embedder.dim, cfg.timeout_seconds) for b in cfg.bindings}
         self._outbox: Any = None
         self._flush_lock = threading.Lock()
+        self._flush_file_lock: Any = None
         self._last_failed: float = 0.0
         self._pulled: dict[str, int] = {}  # binding -> version of its bucket's tombstones table last pulled
         self._legs: Any = None  # threads for the shared legs of a search, made on first use
@@ -773,6 +764,14 @@ class Remotes:
 
     # ---- the outbox -----------------------------------------------------------------------
 
+    def _home_lock(self) -> Any:
+        """The file lock that lets one process of this home send at a time (made once per process)."""
+        if self._flush_file_lock is None:
+            from filelock import FileLock
+
+            self._flush_file_lock = FileLock(str(self.store.home / "remote-flush.lock"))
+        return self._flush_file_lock
+
     def outbox(self) -> Any:
         if self._outbox is None:
             db = self.store.db
@@ -866,81 +865,98 @@ class Remotes:
         to a shared scope does not wait on a remote that is down at every call."""
         if not self.shared:
             return {"sent": 0, "pending": 0, "errors": {}}
+        from filelock import Timeout
+
+        from memory.store.remote_conflicts import propose_conflicts
+
         if quiet and self._last_failed and time.monotonic() - self._last_failed < self.flush_interval:
             return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
         sent, errors = 0, {}
         purge: dict[str, set[str]] = {}
-        with self._flush_lock:
-            ob = self.outbox()
-            for name, shared in self.shared.items():
-                if not quiet:
-                    try:
-                        self.pull(shared)
-                    except Exception as e:  # offline: pulled at the next flush
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        continue
-                while True:
-                    where = f"outbox_binding = '{name}'"
-                    if not ob.count_rows(where):
-                        break
-                    table = self.store.scan(ob, where, ob.schema.names)
-                    table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
-                    batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
-                        table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
-                    try:
-                        dropped = self._apply(shared, batch, table)
-                    except Exception as e:  # down, timed out, refused: the batch stays queued
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
-                                    shared.binding.scope, shared.last_error, ob.count_rows(where))
-                        break
-                    shared._ok()
-                    seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
-                    self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
-                    self._audit_dropped(name, dropped)
-                    sent += len(batch) - len(dropped)
-                    ops = {r["op"] for r in batch}
-                    purge.setdefault(name, set()).update(
-                        ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
-                if name not in errors and shared.binding.evidence and self.evidence is not None:
-                    # The evidence copies after the memory ops (remote_evidence.py): tombstones before deletes.
-                    try:
-                        n, dropped, _ = self.evidence.flush(name, shared)
-                    except Exception as e:  # the batch stays queued
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        log.warning("shared scope %s offline: %s (evidence waits in the outbox)",
-                                    shared.binding.scope, shared.last_error)
-                    else:
+        # One flush at a time per home, not only per process: the processes of one home (the app, `mirador
+        # mcp`, a CLI command) share this outbox, and two sending the same queued rows at once would insert
+        # them twice (LanceDB does not see two inserts of one id as a conflict).
+        home_lock = self._home_lock()
+        try:
+            with self._flush_lock, home_lock.acquire(timeout=HOME_LOCK_WAIT):
+                ob = self.outbox()
+                for name, shared in self.shared.items():
+                    if not quiet:
+                        try:
+                            self.pull(shared)
+                            propose_conflicts(self, shared)  # edits of this device's people kept as earlier versions
+                        except Exception as e:  # offline: pulled at the next flush
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            continue
+                    while True:
+                        where = f"outbox_binding = '{name}'"
+                        if not ob.count_rows(where):
+                            break
+                        table = self.store.scan(ob, where, ob.schema.names)
+                        if not table.num_rows:  # another process of this home sent them since the count
+                            break
+                        table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
+                        batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
+                            table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
+                        try:
+                            dropped = self._apply(shared, batch, table)
+                        except Exception as e:  # down, timed out, refused: the batch stays queued
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
+                                        shared.binding.scope, shared.last_error, ob.count_rows(where))
+                            break
                         shared._ok()
-                        sent += n
+                        seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
+                        self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
                         self._audit_dropped(name, dropped)
-            for name, tables in purge.items():
-                if not tables:
-                    continue
-                try:
-                    self.shared[name].purge(sorted(tables))
-                except Exception as e:
-                    errors[name] = str(e)[:300]
-                    log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
-                                "`mirador remote test` retries", self.shared[name].binding.scope, e)
+                        sent += len(batch) - len(dropped)
+                        ops = {r["op"] for r in batch}
+                        purge.setdefault(name, set()).update(
+                            ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
+                    if name not in errors and shared.binding.evidence and self.evidence is not None:
+                        # The evidence copies after the memory ops (remote_evidence.py): tombstones before deletes.
+                        try:
+                            n, dropped, _ = self.evidence.flush(name, shared)
+                        except Exception as e:  # the batch stays queued
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            log.warning("shared scope %s offline: %s (evidence waits in the outbox)",
+                                        shared.binding.scope, shared.last_error)
+                        else:
+                            shared._ok()
+                            sent += n
+                            self._audit_dropped(name, dropped)
+                for name, tables in purge.items():
+                    if not tables:
+                        continue
+                    try:
+                        self.shared[name].purge(sorted(tables))
+                    except Exception as e:
+                        errors[name] = str(e)[:300]
+                        log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
+                                    "`mirador remote test` retries", self.shared[name].binding.scope, e)
+        except Timeout:  # the other process is sending; what it did not take goes at the next flush
+            log.info("another process of this home is sending the shared scopes' outbox; not sent now")
+            return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
     def _apply(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
         """Send one batch (outbox rows) in queue order; returns the queued writes not sent because the bucket
         holds a tombstone for them (another device forgot that memory, or that content if the write is
-        automated). Edits made while another device edited the same memory are settled first (_settle)."""
+        automated). Memory puts are settled against the version they replace and committed only onto it
+        (memory/store/remote_conflicts.py), so an edit racing another device's is kept, never overwritten."""
+        from memory.store.remote_conflicts import EditCommit, Queued
+
         rows = table.select(T.memories_schema(1).names)
         dead = self._stoned(shared, batch, rows)
         dead |= self._stoned_edges(shared, batch, table)
-        lost, copies, notes = self._settle(shared, batch, table, dead)
-        # Consecutive puts (or tombstones) go in one merge; a delete applies after what was queued before it.
+        edits = EditCommit(self, shared)
+        # Consecutive puts (or tombstones) go in one commit; a delete applies after what was queued before it.
         puts: list[int] = []
         stones: list[int] = []
-        sent: dict[str, int] = {}
         # Edge ops likewise: consecutive ones of a kind in one call, in queue order.
         edge_run: tuple[str, list[int]] = ("", [])
 
@@ -964,10 +980,13 @@ class Remotes:
                     "deleted_at": t["created_at"], "scope": t["scope"]}, schema=T.tombstones_schema()))
                 stones.clear()
             if puts:
-                # Several queued versions of one id: the newest wins, as it would have locally.
-                last = {batch[n]["id"]: n for n in puts}
-                shared.put(rows.take(sorted(last.values())))
-                sent.update(last)
+                # Every queued version of an id, in queue order: two processes of one home share this outbox,
+                # so a later version may have started from the same shared version as an earlier one.
+                chains: dict[str, list[Queued]] = {}
+                for n, row in zip(puts, rows.take(puts).to_pylist(), strict=True):
+                    chains.setdefault(row["id"], []).append(Queued(
+                        row, table["outbox_base"][n].as_py(), table["outbox_actor"][n].as_py() or "person"))
+                edits.send(chains)
                 puts.clear()
 
         for r in batch:
@@ -979,7 +998,7 @@ class Remotes:
                     edge_run = (r["op"], edge_run[1])
                 edge_run[1].append(r["row"])
             elif r["op"] == "put":
-                if r["row"] not in dead and r["id"] not in lost:
+                if r["row"] not in dead:
                     puts.append(r["row"])
             elif r["op"] == "stone":
                 if puts:
@@ -990,82 +1009,10 @@ class Remotes:
                 shared.delete([r["id"]])
         send()
         send_edges()
-        if copies:
-            shared.put(pa.Table.from_pylist(copies, schema=rows.schema))
-        now = _now()
-        shared.log_edits(
-            [{"id": i, "updated_at": table["updated_at"][n].as_py(), "actor": table["outbox_actor"][n].as_py()
-              or "person", "device": self.device, "person": self.person, "sent_at": now} for i, n in sent.items()]
-            + [{"id": c["id"], "updated_at": c["updated_at"], "actor": f"shared:{shared.binding.name}",
-                "device": self.device, "person": self.person, "sent_at": now} for c in copies])
+        edits.finish()
         shared.ensure_text_index()
-        if notes:
-            self.store.write_audit(notes)
         return [{**{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")},
                  "kind": "memory" if batch[n]["op"] == "put" else "relation"} for n in sorted(dead)]
-
-    def _settle(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table,
-                dead: set[int]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]]]:
-        """Concurrent edits of one shared memory, settled the same way on every device: a person's edit
-        wins over an automated one; between two people the later edit wins and the earlier is kept as a
-        superseded version (a new memory pointing at the winner). Returns the ids whose queued edit lost
-        (not sent), the superseded copies to send, and the audit rows (with the other device and person)."""
-        from memory.store.audit import audit_row
-        from memory.store.rows import new_id
-
-        first_base: dict[str, Any] = {}  # the shared version this device's queued edits started from
-        newest: dict[str, int] = {}
-        for r in batch:
-            if r["op"] == "put" and r["row"] not in dead:
-                first_base.setdefault(r["id"], table["outbox_base"][r["row"]].as_py())
-                newest[r["id"]] = r["row"]
-        edited = sorted(i for i, b in first_base.items() if b is not None)
-        if not edited:
-            return set(), [], []
-        cols = T.memories_schema(1).names
-        current = {r["id"]: r for r in shared.query(f"id IN {sql_id_list(edited)}", cols, len(edited))}
-        writers = shared.writers(edited)
-        lost: set[str] = set()
-        copies: list[dict[str, Any]] = []
-        notes: list[dict[str, Any]] = []
-        now = _now()
-        for i in edited:
-            n, theirs = newest[i], current.get(i)
-            ours = {k: table[k][n].as_py() for k in cols}
-            scope = ours["scope"]
-            if theirs is None:  # moved out of the shared scope or deleted elsewhere: not re-created
-                lost.add(i)
-                notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
-                                       after={"kept": "nothing", "reason": "no longer in the shared store"}))
-                continue
-            if theirs["updated_at"] == first_base[i]:
-                continue  # nobody else wrote it since this device read it
-            w = writers.get((i, theirs["updated_at"]), {})
-            our_actor = table["outbox_actor"][n].as_py() or "person"
-            # A version with no log entry (written before the log existed) counts as a person's.
-            their_actor = w.get("actor") or "person"
-            other = {"actor": their_actor, "device": w.get("device"), "person": w.get("person"),
-                     "updated_at": theirs["updated_at"].isoformat() if theirs["updated_at"] else None}
-            if _automated(our_actor) and not _automated(their_actor):
-                ours_win = False
-            elif _automated(their_actor) and not _automated(our_actor):
-                ours_win = True
-            else:
-                ours_win = (ours["updated_at"], self.device) > (theirs["updated_at"], w.get("device") or "")
-            loser = theirs if ours_win else ours
-            copy_id = None
-            if not _automated(their_actor if ours_win else our_actor):  # a person's edit is never lost
-                copy_id = new_id("memory")
-                copies.append({**loser, "id": copy_id, "status": "superseded", "superseded_by": i,
-                               "valid_to": loser.get("valid_to") or now, "updated_at": now})
-            if not ours_win:
-                lost.add(i)
-            notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
-                                   before={"other": other},
-                                   after={"kept": "this device's edit" if ours_win else "the other edit",
-                                          "this": {"actor": our_actor, "device": self.device, "person": self.person},
-                                          "earlier_version": copy_id}))
-        return lost, copies, notes
 
     @staticmethod
     def _stoned(shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> set[int]:
@@ -1351,18 +1298,6 @@ def _purge_local(store: Any, table: Any) -> None:
         # keeps with its predicate (the forgotten ids): a config-only version on top makes it an old one.
         store.commit(lambda: table.to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
         store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
-
-
-def fresh(table: Any) -> Any:
-    """The table moved to the newest version in the bucket (one listing of its versions), and returned."""
-    table.checkout_latest()
-    return table
-
-
-def _now():
-    from memory.types import utcnow
-
-    return utcnow()
 
 
 def _device(home: Any) -> str:
