@@ -43,7 +43,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 import warnings
@@ -57,6 +56,7 @@ from memory.errors import InputError, MiradorError
 from memory.scopes import sql_literal
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
+from memory.store.remote_check import PROBE, SETTINGS, Problem, StoreRefused, checked, problem
 from memory.store.remote_io import fresh
 from memory.store.remote_io import retry as _retry
 from memory.store.rows import sql_id_list, ts_literal
@@ -66,7 +66,6 @@ log = logging.getLogger(__name__)
 KEYRING_SERVICE = "mirador-remote"
 OUTBOX = "remote_outbox"
 STONES = T.TOMBSTONES  # the bucket's tombstones table, same schema as the local one
-PROBE = "mirador_probe"  # `mirador remote test` writes and deletes one row here
 FLUSH_BATCH = 500  # queued writes sent in one remote commit
 HOME_LOCK_WAIT = 30.0  # seconds a flush waits for another process of this home to finish sending
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
@@ -123,6 +122,15 @@ def _keyring():
     return keyring
 
 
+def require_keyring(name: str) -> None:
+    """Raise the error save_credentials would (no usable OS keyring) before anything else is done: `remote add`
+    asks this before it contacts the store."""
+    try:
+        _keyring()
+    except Exception as e:  # NoKeyringError, a D-Bus error
+        raise _no_keyring(name, e) from e
+
+
 def save_credentials(name: str, key_id: str, secret: str) -> None:
     """Keep a binding's S3 access key and secret in the OS keyring (never in the config file)."""
     if not key_id or not secret:
@@ -130,12 +138,16 @@ def save_credentials(name: str, key_id: str, secret: str) -> None:
     try:
         _keyring().set_password(KEYRING_SERVICE, name, json.dumps({"key_id": key_id, "secret": secret}))
     except Exception as e:  # NoKeyringError, a locked keyring, a D-Bus error
-        raise MiradorError(
+        raise _no_keyring(name, e) from e
+
+
+def _no_keyring(name: str, e: Exception) -> MiradorError:
+    return MiradorError(
             f"cannot keep the credentials of {name!r} in the OS keyring ({e}) — install and unlock a Secret "
             "Service (GNOME Keyring, KWallet), macOS Keychain or Windows Credential Manager, then run "
             "`mirador remote add` again; on a device without one (a server), give every Mirador process "
             f"{' and '.join(credential_env(name))} and add the binding with --env-credentials. "
-            "Mirador never writes them to a file") from e
+            "Mirador never writes them to a file")
 
 
 def load_credentials(name: str) -> tuple[str, str] | None:
@@ -210,6 +222,7 @@ class Shared:
         self._evidence: Any = None  # the bucket's evidence table, when the binding shares evidence (remote_evidence.py)
         self.last_checked: float | None = None
         self.last_error: str | None = None
+        self.problem: str | None = None  # the kind of the last error (remote_check.HEADLINE)
         self.last_ok: float | None = None
 
     def _connect(self) -> Any:
@@ -218,22 +231,22 @@ class Shared:
 
             creds = load_credentials(self.binding.name)
             if creds is None:
-                raise MiradorError(
+                raise StoreRefused(Problem("credentials",
                     f"no credentials for the shared scope {self.binding.scope!r} (binding {self.binding.name!r}) "
                     f"in the OS keyring or in {' and '.join(credential_env(self.binding.name))} — run "
-                    "`mirador remote add` again with --key-id and the secret, or set those variables")
+                    "`mirador remote add` again with --key-id and the secret, or set those variables"))
             # No automatic version checks: LanceDB would make one per call it makes (several per query);
             # every read below moves its table to the latest version once (fresh) before it queries,
             # so a row another device forgot is never read from an older version.
+            # LanceDB reports a store that refuses or does not answer as ValueError, the type every caller here
+            # reads as "no table yet": the connection raises StoreRefused instead (remote_check.py), so a wrong
+            # secret or a store that is down never looks like an empty shared scope.
             try:
-                self._db = lancedb.connect(self.binding.url, read_consistency_interval=None,
-                                           storage_options=storage_options(self.binding, *creds, self.timeout))
+                self._db = checked(lancedb.connect(self.binding.url, read_consistency_interval=None,
+                                                   storage_options=storage_options(self.binding, *creds,
+                                                                                   self.timeout)), self.binding)
             except ValueError as e:
-                # LanceDB reports an unreachable store as ValueError, the type every caller here reads as "no
-                # table yet": offline must not look like an empty shared scope.
-                why = re.findall(r'message: "([^"]+)"', str(e))  # the OS's words, deep in a Rust error chain
-                raise ConnectionError(f"the shared store at {self.binding.url} does not answer "
-                                      f"({why[-1] if why else str(e).splitlines()[0][:160]})") from e
+                raise StoreRefused(problem(e, self.binding)) from e
         return self._db
 
     def memories(self, create: bool = True) -> Any:
@@ -359,10 +372,12 @@ class Shared:
         return list(q.select(T.tombstones_schema().names).limit(None).to_arrow().to_pylist())
 
     def _ok(self) -> None:
-        self.last_ok, self.last_error = time.time(), None
+        self.last_ok, self.last_error, self.problem = time.time(), None, None
 
     def _failed(self, e: Exception) -> None:
-        self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        # What went wrong and what to do (remote_check.py): "credentials refused" is not "offline".
+        found = problem(e, self.binding)
+        self.last_error, self.problem = found.message[:400], found.kind
         self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
@@ -1237,11 +1252,18 @@ class Remotes:
 
     def health(self) -> list[dict[str, Any]]:
         """Each binding: scope, url, endpoint, whether it shares evidence, queued writes, and the last error or
-        success seen."""
+        success seen. problem: the kind of the last error (remote_check.HEADLINE: "credentials", "bucket", …,
+        "timeout"); settings: whether it is one of the binding's settings (the store answers and refuses, so
+        the writes waiting will not go until the binding changes) rather than the store being away."""
+        from memory.store.remote_check import HEADLINE
+
         pending = self.pending()
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
-                 "evidence": s.binding.evidence, "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
-                 "last_error": s.last_error} for n, s in self.shared.items()]
+                 "evidence": s.binding.evidence, "pending": pending.get(n, 0),
+                 "online": s.last_error is None and s.last_ok is not None, "last_error": s.last_error,
+                 "problem": s.problem if s.last_error else None,
+                 "headline": HEADLINE.get(s.problem or "", "offline") if s.last_error else None,
+                 "settings": bool(s.last_error) and s.problem in SETTINGS} for n, s in self.shared.items()]
 
 
 def _ids_where(t: Any, values: list[str], predicate: str, chunk: int) -> list[str]:
