@@ -67,7 +67,9 @@ KEYRING_SERVICE = "mirador-remote"
 OUTBOX = "remote_outbox"
 STONES = T.TOMBSTONES  # the bucket's tombstones table, same schema as the local one
 FLUSH_BATCH = 500  # queued writes sent in one remote commit
-HOME_LOCK_WAIT = 30.0  # seconds a flush waits for another process of this home to finish sending
+# Seconds a flush waits for another process of this home to finish sending: a write's own (quiet) flush waits
+# less, as the person waits on it; what it does not send goes at the next flush.
+HOME_LOCK_WAIT, HOME_LOCK_WAIT_QUIET = 30.0, 5.0
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
 
 
@@ -893,7 +895,7 @@ class Remotes:
         # them twice (LanceDB does not see two inserts of one id as a conflict).
         home_lock = self._home_lock()
         try:
-            with self._flush_lock, home_lock.acquire(timeout=HOME_LOCK_WAIT):
+            with self._flush_lock, home_lock.acquire(timeout=HOME_LOCK_WAIT_QUIET if quiet else HOME_LOCK_WAIT):
                 ob = self.outbox()
                 for name, shared in self.shared.items():
                     if not quiet:

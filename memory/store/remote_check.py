@@ -31,7 +31,8 @@ PROBE = "mirador_probe"  # `mirador remote add` and `remote test` write and dele
 SETTINGS = ("credentials", "permission", "bucket", "not_s3", "tls")
 HEADLINE = {"credentials": "credentials refused", "permission": "credentials refused", "bucket": "bucket missing",
             "not_s3": "not an S3 endpoint", "tls": "TLS failed", "host": "host not found",
-            "refused": "connection refused", "timeout": "no answer", "other": "store error"}
+            "refused": "connection refused", "timeout": "no answer", "offline": "offline",
+            "other": "store error"}
 
 
 @dataclass
@@ -121,6 +122,10 @@ def classify(error: BaseException | str, binding: Any, adding: bool = False) -> 
     if "timed out" in low or "kind: timeout" in low or "deadline has elapsed" in low:
         return Problem("timeout", f"{ep} did not answer in time — the store or the network is down or slow; "
                                   "writes wait in the outbox until it answers")
+    if "error sending request" in low or "connection reset" in low or "broken pipe" in low \
+            or "connection closed" in low:
+        return Problem("offline", f"{ep} stopped answering (the connection failed) — the store or the network is "
+                                  "down; writes wait in the outbox until it answers")
     if "connect" in low and ("error" in low or "failed" in low) and ("http" in low or "tcp" in low):
         return Problem("refused", f"could not connect to {ep} — check that the store runs and this device reaches "
                                   f"{host}:{port}")
