@@ -15,7 +15,17 @@ size is measured the same way (the remote indexes are brought up to date at each
 Then the write path: the time from `add_memory` on A to the memory appearing in a search on B (a write to
 a shared scope is flushed before add_memory returns when the remote answers), and the outbox's drain rate:
 SeaweedFS is stopped, A queues --outbox memories in one add_memories call, SeaweedFS starts again and
-`remotes.flush()` sends them in batches (FLUSH_BATCH), timed. Prints one JSON object.
+`remotes.flush()` sends them in batches (FLUSH_BATCH), timed.
+
+Then what a team must be able to trust (issue 41):
+- conflict races: real processes (tests/memory/race_worker.py) edit the same --race-memories shared memories in
+  step, one memory every --race-tick seconds, --race-rounds times: two data folders (two devices), then two
+  processes of one data folder. Every edit must afterwards be the current version, a kept (superseded)
+  version, or the version a later edit was made on: "lost" counts those that are none of these (must be 0).
+- forget: device A forgets one shared and one local memory (B has read the shared one); the bytes of their
+  text are looked for in every file of both data folders and every object of the bucket, after the forget and
+  again after `mirador remote maintain` and the local maintenance (must be 0 everywhere).
+Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -65,6 +75,107 @@ def _searches(store, scopes, n: int) -> tuple[dict, float]:
     return _stats(times), round(first * 1000, 1)
 
 
+def _holding(root: Path, text: str) -> list[str]:
+    """The files under root whose bytes hold text."""
+    data = text.encode("utf-8")
+    return [str(f.relative_to(root)) for f in root.rglob("*") if f.is_file() and data in f.read_bytes()]
+
+
+def _forget_everywhere(a_store, b_store, sw, root: Path) -> dict:
+    """Forget one shared and one local memory on A (B searched the shared one first); then count what still
+    holds their text: files of A's and B's data folders, objects of the bucket — after the forget, and after
+    the maintenance passes (the shared store's and the local one)."""
+    from memory.retrieval.search import search_memories
+    from memory.store.erasure import forget
+
+    shared_text = "The zanzibarquokka escrow code for the acme vendor is 7714"
+    local_text = "My marmalade-ostrich locker number is 4419"
+    m = a_store.add_memory(shared_text, scope=SHARED)
+    mine = a_store.add_memory(local_text, scope="personal")
+    assert search_memories(b_store, "zanzibarquokka escrow code", scopes=[SHARED])[0].id == m["id"]
+    homes = [root / "a", root / "b"]
+
+    def count() -> dict:
+        t0 = time.perf_counter()
+        objects = sw.objects("bench")
+        found = {"bucket_objects_holding": sum(1 for b in objects.values() if shared_text.encode() in b),
+                 "local_files_holding": sum(len(_holding(h, t)) for h in homes for t in (shared_text, local_text)),
+                 "bucket_objects_scanned": len(objects),
+                 "bucket_bytes_scanned": sum(len(b) for b in objects.values())}
+        found["scan_seconds"] = round(time.perf_counter() - t0, 1)
+        return found
+
+    before = count()
+    t0 = time.perf_counter()
+    forget(a_store, [m["id"], mine["id"]])
+    took = round(time.perf_counter() - t0, 2)
+    after = count()
+    t0 = time.perf_counter()
+    report = a_store.remotes.maintain("team")["team"]
+    if "error" in report:
+        raise SystemExit(f"maintenance after the forget failed: {report['error']}")
+    a_store.optimize()
+    b_store.optimize()
+    maintained = round(time.perf_counter() - t0, 1)
+    return {"before_forget": before, "forget_seconds": took, "after_forget": after,
+            "maintain_seconds": maintained, "maintain": {k: v for k, v in report.items() if k != "seconds"},
+            "after_maintain": count()}
+
+
+def _races(sw, root: Path, a) -> dict:
+    """Edit races between real processes (module docstring): per setup, edits tried, edits that raced (started
+    from a version another edit also started from), versions kept, edits lost."""
+    import keyring
+    from keyring.backends import fail
+
+    from memory.config import Config, save_config
+    from memory.store.core import Store
+    from memory.store.specs import MemorySpec
+    from tests.memory.race_worker import lost_edits, run_workers
+    from tests.memory.seaweed import BUCKET, KEY_ID, SECRET
+
+    # The race processes have no OS keyring: the binding's credentials come from the environment and each data
+    # folder's key from a passphrase; the seed store here opens the folders the same way.
+    env = dict(os.environ, PYTHON_KEYRING_BACKEND="keyring.backends.fail.Keyring", MIRADOR_NO_SERVICE="1",
+               MIRADOR_REMOTE_TEAM_KEY_ID=KEY_ID, MIRADOR_REMOTE_TEAM_SECRET=SECRET,
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env.setdefault("MIRADOR_PASSPHRASE", "the shared-scope bench's passphrase")
+    env.pop("MIRADOR_HOME", None)
+    before = keyring.get_keyring()
+    saved = {k: os.environ.get(k) for k in ("MIRADOR_PASSPHRASE", "MIRADOR_REMOTE_TEAM_KEY_ID",
+                                            "MIRADOR_REMOTE_TEAM_SECRET")}
+    os.environ.update({k: env[k] for k in saved})
+    keyring.set_keyring(fail.Keyring())
+    setups: dict = {}
+    try:
+        for setup, names in (("two_devices", ["race-a", "race-b"]), ("one_home_two_processes", ["race-c", "race-c"])):
+            prefix = f"race-{setup}"
+            homes = [root / n for n in names]
+            for h in dict.fromkeys(homes):
+                h.mkdir()
+                save_config(Config.model_validate({"remote": {"bindings": [{
+                    "name": "team", "scope": SHARED, "url": f"s3://{BUCKET}/{prefix}", "endpoint": sw.endpoint}],
+                    "timeout_seconds": 10, "flush_interval_seconds": 1}}), h)
+            seed = Store(homes[0])
+            ids = [r["id"] for r in seed.add_memories([MemorySpec(text=f"Race memory {k}: as first written",
+                                                                  scope=SHARED) for k in range(a.race_memories)])]
+            outs = run_workers([(h, f"w{n}") for n, h in enumerate(homes)], ids, root, a.race_rounds, env,
+                               tick=a.race_tick)
+            got = lost_edits(seed.remotes.shared["team"], [r for o in outs for r in o["records"]])
+            setups[setup] = {"tried": got["tried"], "raced": got["raced"], "kept_versions": got["kept_versions"],
+                          "lost": len(got["lost"]), "duplicate_ids": got["duplicates"],
+                          "errors": sum(len(o["errors"]) for o in outs), "late_ticks": sum(o["late"] for o in outs),
+                          "left_queued": sum(o["pending"] for o in outs)}
+    finally:
+        keyring.set_keyring(before)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {**setups, **{k: sum(v[k] for v in setups.values()) for k in ("tried", "raced", "lost")}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
@@ -73,6 +184,9 @@ def main() -> int:
     ap.add_argument("--visibility", type=int, default=10, help="A-write to B-search round trips to time")
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--race-memories", type=int, default=50, help="shared memories edited in each race")
+    ap.add_argument("--race-rounds", type=int, default=2, help="times each race process edits every memory")
+    ap.add_argument("--race-tick", type=float, default=1.0, help="seconds between two edits of a race process")
     a = ap.parse_args()
 
     import keyring
@@ -180,6 +294,8 @@ def main() -> int:
         out["outbox_flush"] = {"sent": flushed["sent"], "seconds": round(took, 2),
                                "rows_per_second": round(flushed["sent"] / took, 1) if took else None,
                                "pending_after": flushed["pending"], "errors": flushed["errors"]}
+        out["forget_bytes_gone"] = _forget_everywhere(a_store, b_store, sw, root)
+        out["conflict_races"] = _races(sw, root, a)
         out["load_average"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         sw.stop()

@@ -8,7 +8,7 @@ import sys
 import time
 
 from desktop.cli.output import emit_json
-from memory.errors import InputError, MiradorError, NotFoundError
+from memory.errors import InputError, NotFoundError
 
 SECRET_ENV = "MIRADOR_REMOTE_SECRET"
 
@@ -36,6 +36,9 @@ def register(cmd, as_json, scope) -> None:
     ap.add_argument("--env-credentials", action="store_true",
                     help="a device without an OS keyring (a server): keep no credentials; every Mirador process "
                          "reads them from MIRADOR_REMOTE_<NAME>_KEY_ID and MIRADOR_REMOTE_<NAME>_SECRET")
+    ap.add_argument("--no-check", action="store_true",
+                    help="bind without asking the store first (setting up offline); by default `add` lists the "
+                         "bucket and writes a probe row, and binds nothing if that fails")
     as_json(ap)
     lp = rsub.add_parser("list", help="the bindings, their queued writes and whether their store answers")
     lp.set_defaults(func=cmd_list)
@@ -95,7 +98,8 @@ def cmd_add(a) -> int:
     from pydantic import ValidationError
 
     from memory.config import Config, RemoteBinding, load_config, save_config
-    from memory.store.remote import credential_env, save_credentials
+    from memory.store.remote import credential_env, require_keyring, save_credentials, storage_options
+    from memory.store.remote_check import check
 
     home = _home()
     cfg = load_config(home)
@@ -120,11 +124,18 @@ def cmd_add(a) -> int:
                              "then add the binding again")
         if os.environ[key_var] != a.key_id:
             raise InputError(f"--key-id {a.key_id!r} differs from ${key_var}: give the same key id")
+        secret = os.environ[secret_var]
         where = f"the environment ({key_var}, {secret_var})"
     else:
+        require_keyring(b.name)  # no keyring: say so (and what works instead) before asking the store
         secret = _secret(a)
-        save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
         where = "the OS keyring"
+    # Ask the store before anything is kept: settings that cannot work (a wrong secret, a missing bucket, the
+    # filer's port, a host that does not exist) are refused here, saying which, instead of failing at every
+    # flush later while writes queue. Raises StoreRefused: nothing below has run.
+    checked = None if a.no_check else check(b, storage_options(b, a.key_id, secret, cfg.remote.timeout_seconds))
+    if not a.env_credentials:
+        save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
     save_config(new, home)
     from desktop.cli.common import open_store
     from memory.scopes import scope_filter
@@ -132,10 +143,14 @@ def cmd_add(a) -> int:
     before = open_store().memories.count_rows(scope_filter([b.scope]))  # made before the binding: not shared
     hint = (f" {before} memory(ies) of {b.scope} made on this device before stay here only: "
             f"`mirador remote push {b.name}` shares them.") if before else ""
-    return _report(a, {"added": b.model_dump(), "credentials": where, "local_memories_of_scope": before},
-            f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
-            + ("; its evidence is shared too (text, no frames)" if b.evidence else "; its evidence stays on this machine")
-            + f"; credentials are in {where}. Check it with `mirador remote test " + b.name + "`." + hint)
+    ok = (f"; the store answered (list {checked['list_ms']} ms, write {checked['write_ms']} ms)" if checked else
+          f"; NOT checked (--no-check): `mirador remote test {b.name}` checks it once the store is reachable")
+    return _report(a, {"added": b.model_dump(), "credentials": where, "local_memories_of_scope": before,
+                       "checked": checked},
+                   f"bound scope {b.scope} to {b.url}" + (f" at {b.endpoint}" if b.endpoint else "")
+                   + ("; its evidence is shared too (text, no frames)" if b.evidence
+                      else "; its evidence stays on this machine")
+                   + f"; credentials are in {where}" + ok + "." + hint)
 
 
 def _health(store, probe: bool) -> list[dict]:
@@ -146,7 +161,11 @@ def _health(store, probe: bool) -> list[dict]:
                 r.update(store.remotes.shared[r["name"]].probe())
                 r["online"], r["last_error"] = True, None
             except Exception as e:
-                r["online"], r["last_error"] = False, str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+                from memory.store.remote_check import HEADLINE, SETTINGS, problem
+
+                found = problem(e, store.remotes.shared[r["name"]].binding)
+                r.update(online=False, last_error=found.message, problem=found.kind, headline=HEADLINE[found.kind],
+                         settings=found.kind in SETTINGS)
     return rows
 
 
@@ -162,7 +181,7 @@ def cmd_list(a) -> int:
         print("no shared scopes: bind one with `mirador remote add NAME --scope S --url s3://bucket/prefix ...`")
         return 0
     for r in rows:
-        state = "online" if r["online"] else f"OFFLINE ({r['last_error']})"
+        state = "online" if r["online"] else f"{(r.get('headline') or 'offline').upper()} ({r['last_error']})"
         print(f"{r['name']}: {r['scope']} -> {r['url']}" + (f" at {r['endpoint']}" if r["endpoint"] else "")
               + f"  {state}; evidence {'shared' if r.get('evidence') else 'kept here'}; {r['pending']} writes queued" + (f"; {r['memories']} memories" if "memories" in r else ""))
     return 0
@@ -178,12 +197,11 @@ def cmd_test(a) -> int:
     t0 = time.perf_counter()
     try:
         probe = shared.probe()
-    except MiradorError:
-        raise
-    except Exception as e:
-        raise MiradorError(f"{shared.binding.url} at {shared.binding.endpoint or 'AWS'} did not answer: "
-                           f"{str(e).splitlines()[0][:300] if str(e) else type(e).__name__} — check the endpoint, "
-                           "the bucket and the key (`mirador remote remove` and `add` again to change them)") from e
+    except Exception as e:  # which it is — credentials, bucket, endpoint, host, port, TLS — and what to do
+        from memory.store.remote_check import HEADLINE, Problem, StoreRefused, problem
+
+        found = problem(e, shared.binding)
+        raise StoreRefused(Problem(found.kind, f"{a.name}: {HEADLINE[found.kind]} — {found.message}")) from e
     flushed = store.remotes.flush()
     derived = {"erased": 0, "reviewed": 0}
     if not flushed["errors"]:

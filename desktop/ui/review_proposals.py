@@ -15,7 +15,8 @@ from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.qt_models import ROW_ROLE, Column, local_time
 from desktop.ui.workers import Jobs
 
-KIND_LABEL = {"merge": "Merge duplicate", "supersede": "Newer version", "archive": "Archive stale candidate"}
+KIND_LABEL = {"merge": "Merge duplicate", "supersede": "Newer version", "archive": "Archive stale candidate",
+              "conflict": "Edited at the same time"}  # a shared memory two people edited at once
 
 
 def load_proposals(store) -> list[dict]:

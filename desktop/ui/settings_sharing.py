@@ -30,6 +30,8 @@ def status_text(h: dict[str, Any]) -> str:
     """A binding's health as a person reads it."""
     if h["online"]:
         return "Online"
+    if h["last_error"] and h.get("settings"):  # the store answered and refused: fix the binding, not the network
+        return f"{h['headline'].capitalize()} — " + h["last_error"][:200]
     if h["last_error"]:
         return "Offline — " + h["last_error"][:120]
     return "Not checked yet"

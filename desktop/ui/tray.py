@@ -193,8 +193,11 @@ class Tray(QObject):
         self._add(m, "Quit Mirador", self.quit_requested.emit)
 
     def offline_lines(self) -> list[str]:
-        """One line per shared scope whose store did not answer: "Shared scope work/acme offline (3 waiting)"."""
-        return [f"Shared scope {h['scope']} offline" + (f" ({h['pending']} waiting)" if h.get("pending") else "")
+        """One line per shared scope that did not work when last asked: "Shared scope work/acme offline (3
+        waiting)", or, when the store answered and refused its settings, what it refused: "Shared scope
+        work/acme: credentials refused (3 waiting)" — those writes will not go until the binding is fixed."""
+        return [f"Shared scope {h['scope']}" + (f": {h['headline']}" if h.get("settings") else " offline")
+                + (f" ({h['pending']} waiting)" if h.get("pending") else "")
                 for h in self.sharing if h.get("last_error")]
 
     def _add(self, menu: QMenu, text: str, slot, enabled: bool = True) -> QAction:

@@ -420,7 +420,8 @@ def list_proposals(store, status: str | None = "open", scopes=None) -> list[dict
 
 
 def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person") -> dict:
-    """Accept (hide the target: superseded, or rejected for archive) or dismiss a proposal. People only."""
+    """Accept (hide the target: superseded, or rejected for archive; for a conflict, make the person's kept edit
+    current again) or dismiss a proposal. People only."""
     from memory.store.audit import ACTORS_AUTOMATED
 
     if actor in ACTORS_AUTOMATED:
@@ -430,7 +431,13 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
     if not rows or rows[0]["status"] != "open":
         raise NotFoundError(f"no open proposal {proposal_id} — list them with `mirador dream --proposals`")
     p = rows[0]
-    if accept:
+    if accept and p["kind"] == "conflict":
+        # Two people edited one shared memory at once (memory/store/remote_conflicts.py): the person's own edit,
+        # kept as an earlier version, becomes the current one again — an edit made now, on top of the winner.
+        mine = store.get(p["other_id"])
+        store.update_memory(p["target_id"], actor=actor, text=mine["text"], title=mine["title"],
+                            details=mine["details"])
+    elif accept:
         store.set_status(p["target_id"], "rejected" if p["kind"] == "archive" else "superseded", actor=actor)
         if p["kind"] != "archive" and p["other_id"]:  # keep the chain: what replaced it
             where = f"id = {sql_literal(p['target_id'])}"

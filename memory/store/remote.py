@@ -22,9 +22,10 @@ same content again, and a flush never sends a queued write of a memory another d
 automated write of content that was forgotten there.
 
 Concurrent edits: a queued edit keeps the shared version it started from (outbox_base) and who made it
-(outbox_actor). A flush that finds the memory changed since settles it (_settle): a person beats an
-automated pass; between people the later edit wins and the earlier stays as a superseded version. The
-bucket's edit log (EDITS: ids, times, actor, device, person; no text) tells who wrote a version.
+(outbox_actor). A flush settles it against the bucket's version and commits it only onto that version
+(memory/store/remote_conflicts.py): a person beats an automated pass; between people the later edit wins and
+the earlier stays as a superseded version, and its maker is told in Review. The bucket's edit log (EDITS:
+ids, times, actor, device, person; no text) tells who wrote a version.
 
 Relations: an edge (memory/graph/relations.py) is shared when both its ends are memories of one binding. An
 edge with an end in a local scope (or in another binding) stays local: sending it would put the id of a
@@ -42,7 +43,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import threading
 import time
 import warnings
@@ -56,6 +56,9 @@ from memory.errors import InputError, MiradorError
 from memory.scopes import sql_literal
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
+from memory.store.remote_check import PROBE, SETTINGS, Problem, StoreRefused, checked, problem
+from memory.store.remote_io import fresh
+from memory.store.remote_io import retry as _retry
 from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
@@ -63,8 +66,10 @@ log = logging.getLogger(__name__)
 KEYRING_SERVICE = "mirador-remote"
 OUTBOX = "remote_outbox"
 STONES = T.TOMBSTONES  # the bucket's tombstones table, same schema as the local one
-PROBE = "mirador_probe"  # `mirador remote test` writes and deletes one row here
 FLUSH_BATCH = 500  # queued writes sent in one remote commit
+# Seconds a flush waits for another process of this home to finish sending: a write's own (quiet) flush waits
+# less, as the person waits on it; what it does not send goes at the next flush.
+HOME_LOCK_WAIT, HOME_LOCK_WAIT_QUIET = 30.0, 5.0
 _ANY_DELETION = 1e-12  # rewrite every fragment that holds a deleted row (as memory/store/erasure.py does)
 
 
@@ -119,6 +124,15 @@ def _keyring():
     return keyring
 
 
+def require_keyring(name: str) -> None:
+    """Raise the error save_credentials would (no usable OS keyring) before anything else is done: `remote add`
+    asks this before it contacts the store."""
+    try:
+        _keyring()
+    except Exception as e:  # NoKeyringError, a D-Bus error
+        raise _no_keyring(name, e) from e
+
+
 def save_credentials(name: str, key_id: str, secret: str) -> None:
     """Keep a binding's S3 access key and secret in the OS keyring (never in the config file)."""
     if not key_id or not secret:
@@ -126,12 +140,16 @@ def save_credentials(name: str, key_id: str, secret: str) -> None:
     try:
         _keyring().set_password(KEYRING_SERVICE, name, json.dumps({"key_id": key_id, "secret": secret}))
     except Exception as e:  # NoKeyringError, a locked keyring, a D-Bus error
-        raise MiradorError(
+        raise _no_keyring(name, e) from e
+
+
+def _no_keyring(name: str, e: Exception) -> MiradorError:
+    return MiradorError(
             f"cannot keep the credentials of {name!r} in the OS keyring ({e}) — install and unlock a Secret "
             "Service (GNOME Keyring, KWallet), macOS Keychain or Windows Credential Manager, then run "
             "`mirador remote add` again; on a device without one (a server), give every Mirador process "
             f"{' and '.join(credential_env(name))} and add the binding with --env-credentials. "
-            "Mirador never writes them to a file") from e
+            "Mirador never writes them to a file")
 
 
 def load_credentials(name: str) -> tuple[str, str] | None:
@@ -191,20 +209,6 @@ def touches(bound: str, scopes: Iterable[str] | None) -> bool:
     return any(covers(bound, s) or covers(s, bound) for s in scopes)
 
 
-def _retry(fn, attempts: int = 8):
-    delay = 0.05
-    for i in range(attempts):
-        try:
-            return fn()
-        except Exception as e:  # lance raises plain errors for commit conflicts
-            text = str(e).lower()
-            if i == attempts - 1 or not ("conflict" in text or "retryable" in text or "concurrent" in text):
-                raise
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
-    raise AssertionError("unreachable")
-
-
 class Shared:
     """One binding's remote LanceDB: a connection and its memories table, opened on first use."""
 
@@ -220,6 +224,7 @@ class Shared:
         self._evidence: Any = None  # the bucket's evidence table, when the binding shares evidence (remote_evidence.py)
         self.last_checked: float | None = None
         self.last_error: str | None = None
+        self.problem: str | None = None  # the kind of the last error (remote_check.HEADLINE)
         self.last_ok: float | None = None
 
     def _connect(self) -> Any:
@@ -228,22 +233,22 @@ class Shared:
 
             creds = load_credentials(self.binding.name)
             if creds is None:
-                raise MiradorError(
+                raise StoreRefused(Problem("credentials",
                     f"no credentials for the shared scope {self.binding.scope!r} (binding {self.binding.name!r}) "
                     f"in the OS keyring or in {' and '.join(credential_env(self.binding.name))} — run "
-                    "`mirador remote add` again with --key-id and the secret, or set those variables")
+                    "`mirador remote add` again with --key-id and the secret, or set those variables"))
             # No automatic version checks: LanceDB would make one per call it makes (several per query);
             # every read below moves its table to the latest version once (fresh) before it queries,
             # so a row another device forgot is never read from an older version.
+            # LanceDB reports a store that refuses or does not answer as ValueError, the type every caller here
+            # reads as "no table yet": the connection raises StoreRefused instead (remote_check.py), so a wrong
+            # secret or a store that is down never looks like an empty shared scope.
             try:
-                self._db = lancedb.connect(self.binding.url, read_consistency_interval=None,
-                                           storage_options=storage_options(self.binding, *creds, self.timeout))
+                self._db = checked(lancedb.connect(self.binding.url, read_consistency_interval=None,
+                                                   storage_options=storage_options(self.binding, *creds,
+                                                                                   self.timeout)), self.binding)
             except ValueError as e:
-                # LanceDB reports an unreachable store as ValueError, the type every caller here reads as "no
-                # table yet": offline must not look like an empty shared scope.
-                why = re.findall(r'message: "([^"]+)"', str(e))  # the OS's words, deep in a Rust error chain
-                raise ConnectionError(f"the shared store at {self.binding.url} does not answer "
-                                      f"({why[-1] if why else str(e).splitlines()[0][:160]})") from e
+                raise StoreRefused(problem(e, self.binding)) from e
         return self._db
 
     def memories(self, create: bool = True) -> Any:
@@ -369,10 +374,12 @@ class Shared:
         return list(q.select(T.tombstones_schema().names).limit(None).to_arrow().to_pylist())
 
     def _ok(self) -> None:
-        self.last_ok, self.last_error = time.time(), None
+        self.last_ok, self.last_error, self.problem = time.time(), None, None
 
     def _failed(self, e: Exception) -> None:
-        self.last_error = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        # What went wrong and what to do (remote_check.py): "credentials refused" is not "offline".
+        found = problem(e, self.binding)
+        self.last_error, self.problem = found.message[:400], found.kind
         self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:
@@ -559,6 +566,7 @@ class Remotes:
         self.shared = {b.name: Shared(b, store.embedder.dim, cfg.timeout_seconds) for b in cfg.bindings}
         self._outbox: Any = None
         self._flush_lock = threading.Lock()
+        self._flush_file_lock: Any = None
         self._last_failed: float = 0.0
         self._pulled: dict[str, int] = {}  # binding -> version of its bucket's tombstones table last pulled
         self._legs: Any = None  # threads for the shared legs of a search, made on first use
@@ -773,6 +781,14 @@ class Remotes:
 
     # ---- the outbox -----------------------------------------------------------------------
 
+    def _home_lock(self) -> Any:
+        """The file lock that lets one process of this home send at a time (made once per process)."""
+        if self._flush_file_lock is None:
+            from filelock import FileLock
+
+            self._flush_file_lock = FileLock(str(self.store.home / "remote-flush.lock"))
+        return self._flush_file_lock
+
     def outbox(self) -> Any:
         if self._outbox is None:
             db = self.store.db
@@ -866,81 +882,98 @@ class Remotes:
         to a shared scope does not wait on a remote that is down at every call."""
         if not self.shared:
             return {"sent": 0, "pending": 0, "errors": {}}
+        from filelock import Timeout
+
+        from memory.store.remote_conflicts import propose_conflicts
+
         if quiet and self._last_failed and time.monotonic() - self._last_failed < self.flush_interval:
             return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
         sent, errors = 0, {}
         purge: dict[str, set[str]] = {}
-        with self._flush_lock:
-            ob = self.outbox()
-            for name, shared in self.shared.items():
-                if not quiet:
-                    try:
-                        self.pull(shared)
-                    except Exception as e:  # offline: pulled at the next flush
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        continue
-                while True:
-                    where = f"outbox_binding = '{name}'"
-                    if not ob.count_rows(where):
-                        break
-                    table = self.store.scan(ob, where, ob.schema.names)
-                    table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
-                    batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
-                        table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
-                    try:
-                        dropped = self._apply(shared, batch, table)
-                    except Exception as e:  # down, timed out, refused: the batch stays queued
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
-                                    shared.binding.scope, shared.last_error, ob.count_rows(where))
-                        break
-                    shared._ok()
-                    seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
-                    self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
-                    self._audit_dropped(name, dropped)
-                    sent += len(batch) - len(dropped)
-                    ops = {r["op"] for r in batch}
-                    purge.setdefault(name, set()).update(
-                        ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
-                if name not in errors and shared.binding.evidence and self.evidence is not None:
-                    # The evidence copies after the memory ops (remote_evidence.py): tombstones before deletes.
-                    try:
-                        n, dropped, _ = self.evidence.flush(name, shared)
-                    except Exception as e:  # the batch stays queued
-                        shared._failed(e)
-                        errors[name] = shared.last_error
-                        log.warning("shared scope %s offline: %s (evidence waits in the outbox)",
-                                    shared.binding.scope, shared.last_error)
-                    else:
+        # One flush at a time per home, not only per process: the processes of one home (the app, `mirador
+        # mcp`, a CLI command) share this outbox, and two sending the same queued rows at once would insert
+        # them twice (LanceDB does not see two inserts of one id as a conflict).
+        home_lock = self._home_lock()
+        try:
+            with self._flush_lock, home_lock.acquire(timeout=HOME_LOCK_WAIT_QUIET if quiet else HOME_LOCK_WAIT):
+                ob = self.outbox()
+                for name, shared in self.shared.items():
+                    if not quiet:
+                        try:
+                            self.pull(shared)
+                            propose_conflicts(self, shared)  # edits of this device's people kept as earlier versions
+                        except Exception as e:  # offline: pulled at the next flush
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            continue
+                    while True:
+                        where = f"outbox_binding = '{name}'"
+                        if not ob.count_rows(where):
+                            break
+                        table = self.store.scan(ob, where, ob.schema.names)
+                        if not table.num_rows:  # another process of this home sent them since the count
+                            break
+                        table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
+                        batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
+                            table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
+                        try:
+                            dropped = self._apply(shared, batch, table)
+                        except Exception as e:  # down, timed out, refused: the batch stays queued
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
+                                        shared.binding.scope, shared.last_error, ob.count_rows(where))
+                            break
                         shared._ok()
-                        sent += n
+                        seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
+                        self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
                         self._audit_dropped(name, dropped)
-            for name, tables in purge.items():
-                if not tables:
-                    continue
-                try:
-                    self.shared[name].purge(sorted(tables))
-                except Exception as e:
-                    errors[name] = str(e)[:300]
-                    log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
-                                "`mirador remote test` retries", self.shared[name].binding.scope, e)
+                        sent += len(batch) - len(dropped)
+                        ops = {r["op"] for r in batch}
+                        purge.setdefault(name, set()).update(
+                            ([T.MEMORIES] if "delete" in ops else []) + ([T.RELATIONS] if ops & {"rdelete", "unlink"} else []))
+                    if name not in errors and shared.binding.evidence and self.evidence is not None:
+                        # The evidence copies after the memory ops (remote_evidence.py): tombstones before deletes.
+                        try:
+                            n, dropped, _ = self.evidence.flush(name, shared)
+                        except Exception as e:  # the batch stays queued
+                            shared._failed(e)
+                            errors[name] = shared.last_error
+                            log.warning("shared scope %s offline: %s (evidence waits in the outbox)",
+                                        shared.binding.scope, shared.last_error)
+                        else:
+                            shared._ok()
+                            sent += n
+                            self._audit_dropped(name, dropped)
+                for name, tables in purge.items():
+                    if not tables:
+                        continue
+                    try:
+                        self.shared[name].purge(sorted(tables))
+                    except Exception as e:
+                        errors[name] = str(e)[:300]
+                        log.warning("shared scope %s: deleted rows not purged yet (%s); the next forget or "
+                                    "`mirador remote test` retries", self.shared[name].binding.scope, e)
+        except Timeout:  # the other process is sending; what it did not take goes at the next flush
+            log.info("another process of this home is sending the shared scopes' outbox; not sent now")
+            return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
     def _apply(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
         """Send one batch (outbox rows) in queue order; returns the queued writes not sent because the bucket
         holds a tombstone for them (another device forgot that memory, or that content if the write is
-        automated). Edits made while another device edited the same memory are settled first (_settle)."""
+        automated). Memory puts are settled against the version they replace and committed only onto it
+        (memory/store/remote_conflicts.py), so an edit racing another device's is kept, never overwritten."""
+        from memory.store.remote_conflicts import EditCommit, Queued
+
         rows = table.select(T.memories_schema(1).names)
         dead = self._stoned(shared, batch, rows)
         dead |= self._stoned_edges(shared, batch, table)
-        lost, copies, notes = self._settle(shared, batch, table, dead)
-        # Consecutive puts (or tombstones) go in one merge; a delete applies after what was queued before it.
+        edits = EditCommit(self, shared)
+        # Consecutive puts (or tombstones) go in one commit; a delete applies after what was queued before it.
         puts: list[int] = []
         stones: list[int] = []
-        sent: dict[str, int] = {}
         # Edge ops likewise: consecutive ones of a kind in one call, in queue order.
         edge_run: tuple[str, list[int]] = ("", [])
 
@@ -964,10 +997,13 @@ class Remotes:
                     "deleted_at": t["created_at"], "scope": t["scope"]}, schema=T.tombstones_schema()))
                 stones.clear()
             if puts:
-                # Several queued versions of one id: the newest wins, as it would have locally.
-                last = {batch[n]["id"]: n for n in puts}
-                shared.put(rows.take(sorted(last.values())))
-                sent.update(last)
+                # Every queued version of an id, in queue order: two processes of one home share this outbox,
+                # so a later version may have started from the same shared version as an earlier one.
+                chains: dict[str, list[Queued]] = {}
+                for n, row in zip(puts, rows.take(puts).to_pylist(), strict=True):
+                    chains.setdefault(row["id"], []).append(Queued(
+                        row, table["outbox_base"][n].as_py(), table["outbox_actor"][n].as_py() or "person"))
+                edits.send(chains)
                 puts.clear()
 
         for r in batch:
@@ -979,7 +1015,7 @@ class Remotes:
                     edge_run = (r["op"], edge_run[1])
                 edge_run[1].append(r["row"])
             elif r["op"] == "put":
-                if r["row"] not in dead and r["id"] not in lost:
+                if r["row"] not in dead:
                     puts.append(r["row"])
             elif r["op"] == "stone":
                 if puts:
@@ -990,82 +1026,10 @@ class Remotes:
                 shared.delete([r["id"]])
         send()
         send_edges()
-        if copies:
-            shared.put(pa.Table.from_pylist(copies, schema=rows.schema))
-        now = _now()
-        shared.log_edits(
-            [{"id": i, "updated_at": table["updated_at"][n].as_py(), "actor": table["outbox_actor"][n].as_py()
-              or "person", "device": self.device, "person": self.person, "sent_at": now} for i, n in sent.items()]
-            + [{"id": c["id"], "updated_at": c["updated_at"], "actor": f"shared:{shared.binding.name}",
-                "device": self.device, "person": self.person, "sent_at": now} for c in copies])
+        edits.finish()
         shared.ensure_text_index()
-        if notes:
-            self.store.write_audit(notes)
         return [{**{k: rows[k][n].as_py() for k in ("id", "scope", "fingerprint")},
                  "kind": "memory" if batch[n]["op"] == "put" else "relation"} for n in sorted(dead)]
-
-    def _settle(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table,
-                dead: set[int]) -> tuple[set[str], list[dict[str, Any]], list[dict[str, Any]]]:
-        """Concurrent edits of one shared memory, settled the same way on every device: a person's edit
-        wins over an automated one; between two people the later edit wins and the earlier is kept as a
-        superseded version (a new memory pointing at the winner). Returns the ids whose queued edit lost
-        (not sent), the superseded copies to send, and the audit rows (with the other device and person)."""
-        from memory.store.audit import audit_row
-        from memory.store.rows import new_id
-
-        first_base: dict[str, Any] = {}  # the shared version this device's queued edits started from
-        newest: dict[str, int] = {}
-        for r in batch:
-            if r["op"] == "put" and r["row"] not in dead:
-                first_base.setdefault(r["id"], table["outbox_base"][r["row"]].as_py())
-                newest[r["id"]] = r["row"]
-        edited = sorted(i for i, b in first_base.items() if b is not None)
-        if not edited:
-            return set(), [], []
-        cols = T.memories_schema(1).names
-        current = {r["id"]: r for r in shared.query(f"id IN {sql_id_list(edited)}", cols, len(edited))}
-        writers = shared.writers(edited)
-        lost: set[str] = set()
-        copies: list[dict[str, Any]] = []
-        notes: list[dict[str, Any]] = []
-        now = _now()
-        for i in edited:
-            n, theirs = newest[i], current.get(i)
-            ours = {k: table[k][n].as_py() for k in cols}
-            scope = ours["scope"]
-            if theirs is None:  # moved out of the shared scope or deleted elsewhere: not re-created
-                lost.add(i)
-                notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
-                                       after={"kept": "nothing", "reason": "no longer in the shared store"}))
-                continue
-            if theirs["updated_at"] == first_base[i]:
-                continue  # nobody else wrote it since this device read it
-            w = writers.get((i, theirs["updated_at"]), {})
-            our_actor = table["outbox_actor"][n].as_py() or "person"
-            # A version with no log entry (written before the log existed) counts as a person's.
-            their_actor = w.get("actor") or "person"
-            other = {"actor": their_actor, "device": w.get("device"), "person": w.get("person"),
-                     "updated_at": theirs["updated_at"].isoformat() if theirs["updated_at"] else None}
-            if _automated(our_actor) and not _automated(their_actor):
-                ours_win = False
-            elif _automated(their_actor) and not _automated(our_actor):
-                ours_win = True
-            else:
-                ours_win = (ours["updated_at"], self.device) > (theirs["updated_at"], w.get("device") or "")
-            loser = theirs if ours_win else ours
-            copy_id = None
-            if not _automated(their_actor if ours_win else our_actor):  # a person's edit is never lost
-                copy_id = new_id("memory")
-                copies.append({**loser, "id": copy_id, "status": "superseded", "superseded_by": i,
-                               "valid_to": loser.get("valid_to") or now, "updated_at": now})
-            if not ours_win:
-                lost.add(i)
-            notes.append(audit_row(f"shared:{shared.binding.name}", "conflict", "memory", i, scope,
-                                   before={"other": other},
-                                   after={"kept": "this device's edit" if ours_win else "the other edit",
-                                          "this": {"actor": our_actor, "device": self.device, "person": self.person},
-                                          "earlier_version": copy_id}))
-        return lost, copies, notes
 
     @staticmethod
     def _stoned(shared: Shared, batch: list[dict[str, Any]], rows: pa.Table) -> set[int]:
@@ -1292,11 +1256,18 @@ class Remotes:
 
     def health(self) -> list[dict[str, Any]]:
         """Each binding: scope, url, endpoint, whether it shares evidence, queued writes, and the last error or
-        success seen."""
+        success seen. problem: the kind of the last error (remote_check.HEADLINE: "credentials", "bucket", …,
+        "timeout"); settings: whether it is one of the binding's settings (the store answers and refuses, so
+        the writes waiting will not go until the binding changes) rather than the store being away."""
+        from memory.store.remote_check import HEADLINE
+
         pending = self.pending()
         return [{"name": n, "scope": s.binding.scope, "url": s.binding.url, "endpoint": s.binding.endpoint,
-                 "evidence": s.binding.evidence, "pending": pending.get(n, 0), "online": s.last_error is None and s.last_ok is not None,
-                 "last_error": s.last_error} for n, s in self.shared.items()]
+                 "evidence": s.binding.evidence, "pending": pending.get(n, 0),
+                 "online": s.last_error is None and s.last_ok is not None, "last_error": s.last_error,
+                 "problem": s.problem if s.last_error else None,
+                 "headline": HEADLINE.get(s.problem or "", "offline") if s.last_error else None,
+                 "settings": bool(s.last_error) and s.problem in SETTINGS} for n, s in self.shared.items()]
 
 
 def _ids_where(t: Any, values: list[str], predicate: str, chunk: int) -> list[str]:
@@ -1353,18 +1324,6 @@ def _purge_local(store: Any, table: Any) -> None:
         # keeps with its predicate (the forgotten ids): a config-only version on top makes it an old one.
         store.commit(lambda: table.to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
         store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
-
-
-def fresh(table: Any) -> Any:
-    """The table moved to the newest version in the bucket (one listing of its versions), and returned."""
-    table.checkout_latest()
-    return table
-
-
-def _now():
-    from memory.types import utcnow
-
-    return utcnow()
 
 
 def _device(home: Any) -> str:

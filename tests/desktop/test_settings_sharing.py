@@ -118,3 +118,38 @@ def test_memories_made_before_the_scope_was_shared_are_offered_and_sent_on_confi
     assert sw.holding("Lisbon office", prefix) and not sw.holding("passport", prefix)
     assert store.get(made["id"])["text"] == made["text"]
     assert store.remotes.made_before() == {"team": 0}
+
+
+def test_rejected_credentials_show_as_an_error_not_offline(qtbot, jobs, tmp_path, memory_keyring, own_seaweed,
+                                                            monkeypatch):
+    """Issue 41: the store answers and refuses this device's secret (rotated on the store): Settings → Sharing
+    and the tray say "credentials refused" — the writes waiting will not go until the binding is fixed —
+    never "offline", which would read as "wait"."""
+    from memory.store.core import Store
+    from memory.store.remote import save_credentials
+    from tests.memory.seaweed import KEY_ID
+    from tests.memory.test_remote import bind
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    home = tmp_path / "rotated"
+    bind(home, own_seaweed, f"t-{uuid.uuid4().hex[:10]}")
+    save_credentials("team", KEY_ID, "an-old-secret")
+    store = Store(home)
+    store.add_memory("The acme deploy freeze starts on Thursday", scope=SHARED)  # waits in the outbox
+    panel = SharingPanel(jobs, store)
+    qtbot.addWidget(panel)
+    panel.show()
+    qtbot.mouseClick(panel.check_button, Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, jobs)
+    [row] = _cells(panel)
+    assert row[2].startswith("Credentials refused — ") and "SignatureDoesNotMatch" in row[2] and row[3] == "1"
+    tray = Tray(jobs, RecordingCapture(), lambda: 0, poll_ms=600_000)
+    tray.sharing_fn = lambda: store.remotes.check(max_age=0)
+    tray.show()
+    wait_idle(qtbot, jobs)
+    tray.refresh()
+    wait_idle(qtbot, jobs)
+    assert tray.offline_lines() == [f"Shared scope {SHARED}: credentials refused (1 waiting)"]
+    assert "offline" not in tray.icon.toolTip()
+    tray.timer.stop()
+    wait_idle(qtbot, jobs)

@@ -140,8 +140,13 @@ class SeaweedFS:
             while True:
                 url = f"http://127.0.0.1:{self.filer}{path}/?limit=1000&lastFileName={last}"
                 req = urllib.request.Request(url, headers={"Accept": "application/json"})
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    listing = json.load(r)
+                try:
+                    with urllib.request.urlopen(req, timeout=30) as r:
+                        listing = json.load(r)
+                except urllib.error.HTTPError as e:
+                    if e.code == 404:  # no such folder: nothing was written under it
+                        break
+                    raise
                 entries = listing.get("Entries") or []
                 for e in entries:
                     if e["Mode"] & (1 << 31):  # a directory
@@ -165,6 +170,13 @@ class SeaweedFS:
                     raise AssertionError(f"cannot read {path} from the filer: {e}") from e
                 time.sleep(0.5)  # polling a condition
         raise AssertionError("unreachable")
+
+    def buckets(self) -> list[str]:
+        """The buckets the store holds."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.filer}/buckets/?limit=1000",
+                                     headers={"Accept": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return [e["FullPath"].rsplit("/", 1)[-1] for e in json.load(r).get("Entries") or []]
 
     def holding(self, text: str, prefix: str = "") -> list[str]:
         data = text.encode("utf-8")
