@@ -107,9 +107,9 @@ def test_every_key_occurs_in_its_items_text():
                 assert norm(k) in norm(it["text"]), (it["id"], k)
 
 
-def test_noise_is_about_a_fifth_and_only_noise_has_no_facts():
+def test_noise_is_over_a_third_and_only_noise_has_no_facts():
     noise = [it for it in ALL if not it["facts"]]
-    assert 0.15 <= len(noise) / len(ALL) <= 0.3
+    assert 0.3 <= len(noise) / len(ALL) <= 0.45  # raised for issue 44: noise of every kind, not a fifth
     assert all(it["kind"].startswith("noise_") for it in noise)
     assert all(it["facts"] for it in ALL if not it["kind"].startswith("noise_"))
 
