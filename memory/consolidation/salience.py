@@ -2,9 +2,11 @@
 
 Each statement (memory/consolidation/statements.py) is described by the embedder's vector of its
 text and a few counted signs of a detail a person would want back — a date or time, a number, an
-id, a name, an address, a decision word, "I" or "my" — and of noise (menu arrows, cookie words,
-a line of short tokens). A logistic model scores "worth keeping"; a second one picks the memory
-type of what is kept. Both were fitted on the training half of Mirador's own labelled set
+id, a name, an address, a decision word, "I" or "my" — and of noise: the shape of its line and row
+(chrome.py: token shapes, a predicate or none, cells, repeated rows), cookie words, small talk. What
+chrome.py or `noise_sign` calls chrome beyond doubt is never kept. A logistic model scores "worth
+keeping"; a second one picks the type of each memory (a kept statement, or a record's kept lines)
+from their vectors, signs and the type cues of its text (type_cues.py). Both were fitted on the training half of Mirador's own labelled set
 (bench/data/extraction/, written for this project) by bench/train_salience.py; the weights are
 plain numbers in data/salience.json, applied here with NumPy.
 
@@ -24,8 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
+from memory.consolidation.chrome import RowSigns, chrome_lines, chrome_reason, line_signs, row_signs
 from memory.consolidation.rules import CMD_RE, CORE_RE, DATE_RE, DECISION_RE, EVENT_WORDS, PATH_RE, TOOL_START, URL_RE
 from memory.consolidation.statements import Segment
+from memory.consolidation.type_cues import NAMES as CUE_NAMES
+from memory.consolidation.type_cues import cues
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +110,17 @@ FEATURES = (
     "noise_words", "symbols", "fillers", "columns", "alpha", "upper", "field", "title", "question", "speaker",
     "in_title", "row_lines", "position", "listing", "size", "header", "consent", "smalltalk", "weather",
     "no_function_words", "command", "config",
+    # shape and layout (chrome.py): of the statement, of the line it stands on, of its evidence row
+    "ch_predicate", "ch_nonword", "ch_label", "ch_function", "ch_cells", "ch_cell_words", "ch_grid", "ch_bar",
+    "ch_chrome", "ch_repeated", "row_chrome", "row_prose", "row_tabular", "row_short",
 ) + tuple(f"rule_{t}" for t in TYPES) + tuple(f"src_{s}" for s in SOURCES)
 
 
-def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) -> list[float]:
-    """The counted signs of one statement (FEATURES order)."""
+def features(seg: Segment, source: str, row_lines: int, raw: str | None = None, row: RowSigns | None = None) -> list[float]:
+    """The counted signs of one statement (FEATURES order); row: row_signs of its evidence row's lines."""
     t = seg.text
+    row = row or row_signs([seg.raw or t])
+    said, line = line_signs(t), line_signs(seg.raw or t)
     words = max(seg.words, 1)
     letters = sum(c.isalpha() for c in t)
     f = {
@@ -136,6 +146,11 @@ def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) 
         "no_function_words": float(seg.words >= 4 and not _FUNCTION.search(t)),
         "command": float(bool(_PROMPT.match(t) or CMD_RE.search(t) or TOOL_START.match(t))),
         "config": float(bool(_CONFIG.match(t))),
+        "ch_predicate": said.predicate, "ch_nonword": said.nonword, "ch_label": said.label,
+        "ch_function": said.function, "ch_cells": math.log1p(line.cells), "ch_cell_words": math.log1p(line.cell_words),
+        "ch_grid": float(line.grid), "ch_bar": float(line.bar), "ch_chrome": float(chrome_reason(seg.raw or t) is not None),
+        "ch_repeated": float(line.signature in row.repeated and (line.cells >= 3 or line.tokens >= 4)),
+        "row_chrome": row.chrome, "row_prose": row.prose, "row_tabular": row.tabular, "row_short": row.short,
     }
     for s in SOURCES:
         f[f"src_{s}"] = float(source == s)
@@ -181,9 +196,20 @@ def noise_sign(text: str) -> str | None:
     return None
 
 
-def vetoes(segs: list[Segment]) -> list[bool]:
-    """noise_sign per statement; what stands under a vetoed look-around command or column header goes with it."""
-    out = [noise_sign(s.text) is not None for s in segs]
+def vetoes(segs: list[Segment], sources: dict[int, str] | None = None) -> list[bool]:
+    """noise_sign per statement, or chrome by the shape of its line and row (chrome.py; sources: evidence
+    source per row, so screen text is read as screen); what stands under a vetoed look-around command or
+    column header goes with it."""
+    by_row: dict[int, dict[int, str]] = {}
+    for s in segs:
+        by_row.setdefault(s.row, {})[s.line] = s.raw or s.text
+    chrome: dict[tuple[int, int], str | None] = {}
+    for row, lines in by_row.items():
+        order = sorted(lines)
+        screen = (sources or {}).get(row) == "screen"
+        for n, why in zip(order, chrome_lines([lines[n] for n in order], screen), strict=True):
+            chrome[(row, n)] = why
+    out = [noise_sign(s.text) is not None or chrome.get((s.row, s.line)) is not None for s in segs]
     # A block goes with its title when the title is a look-around command, or a row of column names with
     # no value in it (a process or file table: "PID USER ... Command").
     dead = {(s.row, s.title) for s, v in zip(segs, out, strict=True)
@@ -217,6 +243,16 @@ def rule_type(text: str) -> str:
     return "semantic"
 
 
+def memory_input(vectors: np.ndarray, feats_std: np.ndarray, text: str, vector_scale: float,
+                 cue_scale: float) -> np.ndarray:
+    """The type model's input for one memory: the mean embedding of its body statements, the strongest of
+    each standardised sign among them, and the type cues of its text (type_cues.py), each part scaled so
+    the cues are not drowned by 384 embedding dimensions."""
+    return np.concatenate([np.asarray(vectors, dtype=np.float32).mean(axis=0) * vector_scale,
+                           np.asarray(feats_std, dtype=np.float32).max(axis=0),
+                           np.asarray(cues(text), dtype=np.float32) * cue_scale])
+
+
 class SalienceModel:
     """The fitted weights (data/salience.json) and how to apply them."""
 
@@ -228,24 +264,30 @@ class SalienceModel:
         self.std = np.asarray(spec["feature_std"], dtype=np.float32)
         self.keep_w = np.asarray(spec["keep"]["coef"], dtype=np.float32)
         self.keep_b = float(spec["keep"]["intercept"])
-        self.type_w = np.asarray(spec["type"]["coef"], dtype=np.float32)
-        self.type_b = np.asarray(spec["type"]["intercept"], dtype=np.float32)
-        self.type_names = list(spec["type"]["classes"])
-        if list(spec["features"]) != list(FEATURES):
+        typ = spec["type"]
+        self.type_w = np.asarray(typ["coef"], dtype=np.float32)
+        self.type_b = np.asarray(typ["intercept"], dtype=np.float32)
+        self.type_names = list(typ["classes"])
+        self.vector_scale, self.cue_scale = float(typ["vector_scale"]), float(typ["cue_scale"])
+        if list(spec["features"]) != list(FEATURES) or list(typ["cues"]) != list(CUE_NAMES):
             raise ValueError("salience weights were fitted on other features; retrain with bench/train_salience.py")
 
+    def standardise(self, feats: np.ndarray) -> np.ndarray:
+        """The signs as the models saw them in training."""
+        return (np.asarray(feats, dtype=np.float32) - self.mean) / self.std
+
     def design(self, vectors: np.ndarray, feats: np.ndarray) -> np.ndarray:
-        """The model input: embedding and standardised signs, side by side."""
-        return np.hstack([np.asarray(vectors, dtype=np.float32), (feats - self.mean) / self.std])
+        """The keep model's input: embedding and standardised signs, side by side."""
+        return np.hstack([np.asarray(vectors, dtype=np.float32), self.standardise(feats)])
 
     def keep_scores(self, x: np.ndarray) -> np.ndarray:
         """P(worth keeping) per row of the design matrix."""
         return 1.0 / (1.0 + np.exp(-(x @ self.keep_w + self.keep_b)))
 
-    def types(self, x: np.ndarray) -> list[str]:
-        """The most likely memory type per row of the design matrix."""
-        logits = x @ self.type_w.T + self.type_b
-        return [self.type_names[i] for i in np.argmax(logits, axis=1)]
+    def memory_type(self, vectors: np.ndarray, feats: np.ndarray, text: str) -> str:
+        """The type of one memory, from its body statements' vectors and signs and its text."""
+        x = memory_input(vectors, self.standardise(feats), text, self.vector_scale, self.cue_scale)
+        return self.type_names[int(np.argmax(self.type_w @ x + self.type_b))]
 
 
 @lru_cache(maxsize=4)

@@ -13,6 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
+from memory.consolidation.chrome import row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
 from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
 from memory.consolidation.statements import Segment, compose, render, segment_row
@@ -50,21 +51,21 @@ class StatementEngine:
         for n, r in enumerate(items):
             row = segment_row(r.get("text") or "", r.get("source") or "", n, self.max_chars)
             lines = len({s.line for s in row})
+            signs = row_signs((r.get("text") or "")[: self.max_chars].splitlines())
             for s in row:
                 segs.append(s)
-                feats.append(features(s, r.get("source") or "", lines))
+                feats.append(features(s, r.get("source") or "", lines, row=signs))
         if not segs:
             return []
-        vetoed = np.asarray(vetoes(segs))
-        types: list[str]
+        vetoed = np.asarray(vetoes(segs, {n: r.get("source") or "" for n, r in enumerate(items)}))
+        feats_arr = np.asarray(feats, dtype=np.float32)
+        vectors = None
         if self.model is not None and self.embed is not None:
-            x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
-            scores = self.model.keep_scores(x) * ~vetoed
-            types = self.model.types(x)
+            vectors = np.asarray(self.embed([s.text for s in segs]), dtype=np.float32)
+            scores = self.model.keep_scores(self.model.design(vectors, feats_arr)) * ~vetoed
             threshold = self.model.threshold
         else:
             scores = np.asarray([rule_score(f) for f in feats]) * ~vetoed
-            types = [rule_type(s.text) for s in segs]
             threshold = RULE_THRESHOLD
         by_row: dict[int, list[int]] = {}
         for i, s in enumerate(segs):
@@ -76,12 +77,17 @@ class StatementEngine:
             keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
             groups = compose(row_segs, keep)
             for g in groups:
-                text = _cap(render(row_segs, g))
+                full = render(row_segs, g)
+                text = _cap(full)
                 # The type is the kept body's, not its title's: under `$ curl ...` the output is the fact.
-                body = [j for j in g if not row_segs[j].is_title] or g
-                best = idx[max(body, key=lambda j: scores[idx[j]])]
+                body = [idx[j] for j in g if not row_segs[j].is_title] or [idx[j] for j in g]
+                best = max(body, key=lambda i: scores[i])
+                if vectors is not None and self.model is not None:
+                    mtype = self.model.memory_type(vectors[body], feats_arr[body], full)
+                else:
+                    mtype = rule_type(segs[best].text)
                 conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
-                out.append(_draft(text, types[best], conf, r))
+                out.append(_draft(text, mtype, conf, r))
         return out
 
 

@@ -7,8 +7,19 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from bench.extract_quality import (DATA, FIELDS, SOURCES, SPLITS, TYPES, holds, load_items, norm, run, score,
-                                   unsupported_terms)
+from bench.extract_quality import (
+    DATA,
+    FIELDS,
+    SOURCES,
+    SPLITS,
+    TYPES,
+    holds,
+    load_items,
+    norm,
+    run,
+    score,
+    unsupported_terms,
+)
 
 ALL = load_items("all")  # train and dev
 HELDOUT = load_items("heldout")
