@@ -8,16 +8,14 @@ keeps it).
 - Keep: a statement is "worth keeping" when it holds a key term of one of the item's facts. Its
   negatives are the statements of noise items and, at OTHER_WEIGHT, the other statements of
   fact-bearing items (often true but unlabelled, so they count less).
-- Type: one example per memory as extraction forms it from the statements that hold a key
-  (statements.compose and render); its target is every type acceptable to the facts it holds,
-  weighted by how many of them accept it (a multinomial model over the memory's mean vector, its
-  strongest signs and the type cues of its text).
+- Type: one model per type, "is this type acceptable", on the statements that hold a key; a memory
+  takes the type of its best-scored body statement.
 
-Cross-validation over items (5 folds) picks the two regularisations and the keep threshold, measured end
-to end through statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`)
+Cross-validation over items (5 folds) picks the regularisation and the keep threshold, measured end to
+end through statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`)
 on the held-out folds: the fewest memories from noise items among the thresholds that keep fact recall at
-RECALL_FLOOR or more (issue 44's target), then the best typed recall. Chrome is the vetoes' job (chrome.py,
-by shape); the threshold only trims what is left, within the recall a person needs.
+RECALL_FLOOR or more, then the best typed recall. Chrome is the vetoes' job (chrome.py, by shape); the
+threshold only trims what is left, within the recall a person needs.
 Prints one JSON object with the CV figures (the honest estimate; report it beside dev); --out writes
 the weights.
 
@@ -41,20 +39,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from extract_quality import holds, load_items, norm  # noqa: E402
 
 from memory.consolidation.chrome import row_signs  # noqa: E402
-from memory.consolidation.salience import FEATURES, TYPES, features, memory_input, vetoes  # noqa: E402
+from memory.consolidation.salience import FEATURES, TYPES, features, vetoes  # noqa: E402
 from memory.consolidation.statements import compose, render, segment_row  # noqa: E402
-from memory.consolidation.type_cues import NAMES as CUE_NAMES  # noqa: E402
 from memory.consolidation.verbatim import whole_records  # noqa: E402
 
 CS = (0.1, 0.3, 1.0)
-TYPE_CS = (0.1, 0.3, 1.0)
-RECALL_FLOOR = 0.97
+# Issue 44's target for fact recall is 0.97 on evidence nobody tuned on. A CV estimate over ~280 facts is good
+# to about a point (one standard error), and the CV curve falls off a cliff just past its pick: the floor is
+# the target plus that point, so the threshold is chosen where recall is flat, not at the cliff's edge.
+RECALL_FLOOR = 0.98
 OTHER_WEIGHT = 0.3
-# The embedding's weight in the type model's input, against the signs and cues. Fixed, not searched: at 0.3
-# the cues alone decided and a paraphrase could swing on one word ("going with" / "go with") to another type,
-# so it no longer corroborated its memory; train-CV typed recall is within a point either way (0.852 / 0.845).
-VECTOR_SCALES = (1.0,)
-CUE_SCALE = 2.0
 # A sign seen on a handful of statements must not outweigh the rest: standardising a rare 0/1 sign by its
 # tiny spread would give it a huge value.
 STD_FLOOR = 0.3
@@ -65,20 +59,22 @@ def dataset(items: list[dict], embedder) -> dict:
     """Statements of the items with their signs, vectors and labels."""
     if any(it["split"] != "train" for it in items):
         raise SystemExit("error: train_salience fits on the train split only (dev and heldout measure it)")
-    segs, feats, keep, item_of, vetoed = [], [], [], [], []
+    segs, feats, keep, types, item_of, vetoed = [], [], [], [], [], []
     for n, it in enumerate(items):
         ss = segment_row(it["text"], it["source"])
         lines = len({s.line for s in ss})
         signs = row_signs(it["text"].splitlines())
         for s in ss:
+            held = [f for f in it["facts"] if any(norm(k) in norm(s.text) for k in f["keys"])]
             segs.append(s)
             feats.append(features(s, it["source"], lines, row=signs))
-            keep.append(int(any(any(norm(k) in norm(s.text) for k in f["keys"]) for f in it["facts"])))
+            keep.append(int(bool(held)))
+            types.append(sorted({t for f in held for t in f["types"]}))
             item_of.append(n)
         vetoed.extend(vetoes(ss, {0: it["source"]}))
     vecs = np.asarray(embedder.embed([s.text for s in segs]), dtype=np.float32)
     return {"segs": segs, "feats": np.asarray(feats, dtype=np.float32), "vecs": vecs, "keep": np.asarray(keep),
-            "item": np.asarray(item_of), "vetoed": np.asarray(vetoed),
+            "types": types, "item": np.asarray(item_of), "vetoed": np.asarray(vetoed),
             "noise_item": np.asarray([not items[n]["facts"] for n in item_of])}
 
 
@@ -94,53 +90,46 @@ def memories(items: list[dict], d: dict, n: int, keep: list[bool]) -> list[tuple
     return out
 
 
-def fit(items: list[dict], d: dict, train_items: np.ndarray, c: float, type_c: float, vs: float):
-    """(mean, std, keep model, type model) fitted on these items' statements and memories."""
+def fit(d: dict, train_items: np.ndarray, c: float):
+    """(mean, std, keep model, type models) fitted on these items' statements: keep on every statement no
+    noise sign vetoes; one model per type for "is this type acceptable", on the statements that hold a fact."""
     from sklearn.linear_model import LogisticRegression
 
     idx = np.where(np.isin(d["item"], train_items) & ~d["vetoed"])[0]
     mean = d["feats"][idx].mean(axis=0)
     std = np.maximum(d["feats"][idx].std(axis=0), STD_FLOOR)
+    x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
     y = d["keep"][idx]
     w = np.where((y == 1) | d["noise_item"][idx], 1.0, OTHER_WEIGHT)
     w = np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2  # balanced classes
-    keep = LogisticRegression(C=c, max_iter=3000).fit(np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std]), y,
-                                                      sample_weight=w)
-    xs, ys, ws = [], [], []
-    for n in train_items:
-        if not items[n]["facts"]:
-            continue
-        rows = np.where(d["item"] == n)[0]
-        for body, text in memories(items, d, n, [bool(d["keep"][i]) for i in rows]):
-            held = Counter(t for f in items[n]["facts"] if holds(text, f["keys"]) for t in f["types"])
-            for t, m in held.items():
-                xs.append(memory_input(d["vecs"][body], (d["feats"][body] - mean) / std, text, vs, CUE_SCALE))
-                ys.append(t)
-                ws.append(m / sum(held.values()))
-    typ = LogisticRegression(C=type_c, max_iter=4000).fit(np.asarray(xs), ys, sample_weight=ws)
+    keep = LogisticRegression(C=c, max_iter=3000).fit(x, y, sample_weight=w)
+    pos = y == 1
+    typ = {}
+    for t in TYPES:
+        yt = np.asarray([t in d["types"][i] for i in idx[pos]], dtype=int)
+        if 5 <= yt.sum() < len(yt):
+            typ[t] = LogisticRegression(C=c, max_iter=3000).fit(x[pos], yt)
     return mean, std, keep, typ
 
 
-def keep_scores(d: dict, mean, std, keep, idx: np.ndarray) -> np.ndarray:
-    """Keep scores for these statements, 0 where a noise sign vetoes."""
+def predict(d: dict, mean, std, keep, typ, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keep scores (0 where a noise sign vetoes) and types for these statements."""
     x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
-    return keep.predict_proba(x)[:, 1] * ~d["vetoed"][idx]
+    scores = keep.predict_proba(x)[:, 1] * ~d["vetoed"][idx]
+    names = list(typ)
+    logits = np.stack([typ[t].decision_function(x) for t in names], axis=1)
+    return scores, np.asarray([names[j] for j in logits.argmax(axis=1)], dtype=object)
 
 
-def memory_type(d: dict, mean, std, typ, body: list[int], text: str, vs: float) -> str:
-    x = memory_input(d["vecs"][body], (d["feats"][body] - mean) / std, text, vs, CUE_SCALE)
-    return str(typ.predict(x[None, :])[0])
-
-
-def evaluate(items: list[dict], d: dict, idx_items, scores: np.ndarray, type_of, threshold: float,
+def evaluate(items: list[dict], d: dict, idx_items, scores: np.ndarray, types: np.ndarray, threshold: float,
              confusion: Counter | None = None) -> dict:
-    """fact/typed recall, noise memories and memories per fact for these items at this threshold;
-    type_of(n, body, text) types a memory of item n. confusion, if given, counts (source, acceptable, given)."""
+    """fact/typed recall, noise memories and memories per fact for these items at this threshold; a memory
+    takes the type of its best-scored body statement. confusion, if given, counts (source, acceptable, given)."""
     facts = found = typed = noise = mems = 0
     for n in idx_items:
         it = items[n]
         rows = np.where(d["item"] == n)[0]
-        out = [(text, type_of(n, body, text)) for body, text in
+        out = [(text, types[max(body, key=lambda i: scores[i])]) for body, text in
                memories(items, d, n, [bool(scores[i] >= threshold) for i in rows])]
         if not it["facts"]:
             noise += len(out)
@@ -151,35 +140,24 @@ def evaluate(items: list[dict], d: dict, idx_items, scores: np.ndarray, type_of,
             hits = [t for text, t in out if holds(text, f["keys"])]
             found += bool(hits)
             typed += any(t in f["types"] for t in hits)
-            if confusion is not None and hits:
-                given = next((t for t in hits if t in f["types"]), hits[0])
+            if confusion is not None:  # as bench/extract_quality.py's type_confusion
+                given = next((t for t in hits if t in f["types"]), hits[0] if hits else "missed")
                 confusion[(it["source"], "/".join(sorted(f["types"])), given)] += 1
     return {"fact_recall": found / max(facts, 1), "typed_recall": typed / max(facts, 1), "noise_memories": noise,
             "memories_per_fact": mems / max(facts, 1)}
 
 
-def cross_validate(items: list[dict], d: dict, folds: int, c: float, type_c: float, vs: float):
-    """Keep scores of every statement and a type function, each from the fold that did not see its item."""
+def cross_validate(items: list[dict], d: dict, folds: int, c: float):
+    """Keep scores and types of every statement, each from the fold that did not see its item."""
     fold_of = np.arange(len(items)) % folds
     np.random.default_rng(7).shuffle(fold_of)
     scores = np.zeros(len(d["keep"]))
-    models = {}
+    types = np.empty(len(d["keep"]), dtype=object)
     for k in range(folds):
         test = np.isin(d["item"], np.where(fold_of == k)[0])
-        mean, std, keep, typ = fit(items, d, np.where(fold_of != k)[0], c, type_c, vs)
-        scores[test] = keep_scores(d, mean, std, keep, np.where(test)[0])
-        models[k] = (mean, std, typ)
-
-    seen: dict = {}
-
-    def type_of(n, body, text):
-        key = (n, tuple(body), text)
-        if key not in seen:  # the same memory comes back at every threshold
-            mean, std, typ = models[fold_of[n]]
-            seen[key] = memory_type(d, mean, std, typ, body, text, vs)
-        return seen[key]
-
-    return scores, type_of
+        mean, std, keep, typ = fit(d, np.where(fold_of != k)[0], c)
+        scores[test], types[test] = predict(d, mean, std, keep, typ, np.where(test)[0])
+    return scores, types
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,26 +177,24 @@ def main(argv: list[str] | None = None) -> int:
     every = list(range(len(items)))
     best = None
     report = {}
-    for c, type_c, vs in [(c, t, v) for c in CS for t in TYPE_CS for v in VECTOR_SCALES]:
-        if True:
-            scores, type_of = cross_validate(items, d, args.folds, c, type_c, vs)
-            rows = []
-            for th in THRESHOLDS:
-                r = evaluate(items, d, every, scores, type_of, th)
-                rows.append({"threshold": th, **{k: round(v, 3) for k, v in r.items()}})
-            pick = choose(rows)
-            report[f"C={c} type_C={type_c} vector_scale={vs}"] = {"pick": pick, "curve": rows[::4]}
-            value = (pick["fact_recall"] >= RECALL_FLOOR, -pick["noise_memories"], pick["typed_recall"], pick["fact_recall"])
-            if best is None or value > best[0]:
-                best = (value, c, type_c, vs, pick)
-    _, c, type_c, vs, pick = best
-    scores, type_of = cross_validate(items, d, args.folds, c, type_c, vs)
+    for c in CS:
+        scores, types = cross_validate(items, d, args.folds, c)
+        rows = []
+        for th in THRESHOLDS:
+            r = evaluate(items, d, every, scores, types, th)
+            rows.append({"threshold": th, **{k: round(v, 3) for k, v in r.items()}})
+        pick = choose(rows)
+        report[f"C={c}"] = {"pick": pick, "curve": rows[::4]}
+        value = (pick["fact_recall"] >= RECALL_FLOOR, -pick["noise_memories"], pick["typed_recall"], pick["fact_recall"])
+        if best is None or value > best[0]:
+            best = (value, c, pick)
+    _, c, pick = best
+    scores, types = cross_validate(items, d, args.folds, c)
     confusion: Counter = Counter()
-    evaluate(items, d, every, scores, type_of, pick["threshold"], confusion)
-    mean, std, keep, typ = fit(items, d, np.arange(len(items)), c, type_c, vs)
+    evaluate(items, d, every, scores, types, pick["threshold"], confusion)
+    mean, std, keep, typ = fit(d, np.arange(len(items)), c)
     out = {"bench": "train_salience", "statements": len(d["keep"]), "positives": int(d["keep"].sum()),
-           "items": len(items), "noise_items": sum(not it["facts"] for it in items), "C": c, "type_C": type_c,
-           "vector_scale": vs,
+           "items": len(items), "noise_items": sum(not it["facts"] for it in items), "C": c,
            "threshold": pick["threshold"], "cv": report, "cv_pick": pick,
            "cv_confusion": confusion_table(confusion), "seconds": round(time.monotonic() - t0, 1)}
     if args.out:
@@ -227,10 +203,9 @@ def main(argv: list[str] | None = None) -> int:
                 "embedder": emb.name, "features": list(FEATURES), "threshold": pick["threshold"],
                 "feature_mean": [round(float(v), 6) for v in mean], "feature_std": [round(float(v), 6) for v in std],
                 "keep": {"coef": [round(float(v), 6) for v in keep.coef_[0]], "intercept": float(keep.intercept_[0])},
-                "type": {"classes": [str(t) for t in typ.classes_],
-                         "coef": [[round(float(v), 6) for v in row] for row in typ.coef_],
-                         "intercept": [float(v) for v in typ.intercept_],
-                         "vector_scale": vs, "cue_scale": CUE_SCALE, "cues": list(CUE_NAMES)},
+                "type": {"classes": list(typ),
+                         "coef": [[round(float(v), 6) for v in m.coef_[0]] for m in typ.values()],
+                         "intercept": [float(m.intercept_[0]) for m in typ.values()]},
                 "types_known": list(TYPES)}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(spec) + "\n", encoding="utf-8")

@@ -116,6 +116,8 @@ def token_shape(tok: str) -> str:
         return "bar"
     if all(not c.isalnum() for c in t):
         return "glyph"
+    if _KEY.match(t):
+        return "key"  # ⌘K, Ctrl+S: a shortcut shown beside a menu item
     if any(_is_glyph(c) for c in t) and sum(c.isalnum() for c in t) <= 2:
         return "glyph"
     if _PERM.match(t):
@@ -138,8 +140,6 @@ def token_shape(tok: str) -> str:
         return "num"
     if _HEX.match(t):
         return "hex"
-    if _KEY.match(t):
-        return "key"
     if _WEEKDAY.match(t) or _MONTH.match(t) and t[:1].isupper():
         return "day"
     if _PATH.match(t) and ("/" in t[1:] or "\\" in t):
@@ -287,6 +287,9 @@ _STEP = frozenset({">", "›", "»", "/", "→", "❯", "▸", "\\"})
 # A shell, REPL or console prompt before a command.
 _PROMPT = re.compile(r"^\s*(?:[$>#%]|>>>|PS [A-Z]:\\[^>]*>|[\w.-]+@[\w.-]+:\S*[$#%]|\[[\w.-]+@[\w.-]+ [^\]]*\][$#]|"
                      r"[\w.-]+(?: [\w~/.-]+)?[$%#>]|\w+=>)\s+\S")
+_TIMING = re.compile(r"(?i)\(?\b(?:in|took)\s+\d+(?:[.,]\d+)?\s?(?:ms|s|secs?|seconds)\b")
+_STAMP = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b")
+_ERROR = re.compile(r"(?i)\b(?:error|fail(?:ed|ure)?|fatal|panic|exception|traceback|refused|denied|timed? ?out)\b")
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}\b")
 _BYTES = re.compile(r"(?i)\d\s?(?:[kmgt]i?b|bytes|[kmgt])\b")
 _ELLIPSIS = re.compile(r"(?:\.\.\.|…)\s*(?:done\.?)?$|\bdone\.?$", re.I)
@@ -302,8 +305,9 @@ def chrome_reason(line: str) -> str | None:
     """Why this line is chrome beyond doubt, by shape alone (None: it may be a statement).
 
     Only shapes that no statement takes: a logger's level tag; and, with no predicate, a bar, a
-    calendar grid, glyphs and numbers with no word, a permission string (a file listing), a status
-    word ending in -ing or -ed with an ellipsis or a measure (progress), steps between separators (a
+    calendar grid, glyphs and numbers with no word, a permission string (a file listing), a program
+    timing itself ("in 1873 ms"), a status word ending in -ing or -ed with an ellipsis or a measure
+    (progress), a size beside a date (a file listing), steps between separators (a
     breadcrumb), a row of many one-or-two-word cells of words alone (a menu, a tab strip, a nav bar).
     """
     s = line_signs(line)
@@ -325,6 +329,8 @@ def chrome_reason(line: str) -> str | None:
     if "perm" in s.shapes:
         return "file listing"
     toks = _TOKEN.findall(line)
+    if _TIMING.search(line) and not re.search(r"(?i)\b(?:i|my|we)\b", line):
+        return "timing report"  # "compiled successfully in 1873 ms", "Restored X (in 1.92 sec)": a program's own report
     if words and toks[words[0]][:1].isupper() and toks[words[0]].lower().rstrip(".:…").endswith(("ing", "ed")) \
             and (_ELLIPSIS.search(line) or {"measure", "ratio", "bar"} & set(s.shapes)):
         return "progress"  # "Downloading … 41%", "Resolved 6 packages in 212ms": a program's status
@@ -351,6 +357,7 @@ def chrome_lines(lines: list[str], screen: bool = False) -> list[str | None]:
       (an hour axis "6 AM, 7 AM, ...", a list of tags or versions);
     - machine output: three or more lines without a predicate that start with one status word
       ("Compiling", "Restored") or, six tokens long or more, with two non-word tokens (a timestamp);
+      three or more lines stamped to the second near their start (a log), errors excepted;
     - a routine command: a prompt line whose output (up to the next prompt) is chrome, all of it or all
       but a quarter of it that has no predicate (a listing and its "total 72K");
     - on screen (screen=True), the software talking to its user: a line that tells "you" what to do or
@@ -370,6 +377,12 @@ def chrome_lines(lines: list[str], screen: bool = False) -> list[str | None]:
     for run in _runs(signs):
         for j in run:
             reasons[j] = reasons[j] or "enumeration"
+    # Log lines: a clock with seconds near the start of three lines or more ("10:00:01.008", "14:02:11"). A
+    # person writes times to the minute; a program stamps its lines to the second. Errors stay for the model.
+    stamped = [i for i, ln in enumerate(lines) if _STAMP.search(" ".join(_TOKEN.findall(ln)[:5])) and not _ERROR.search(ln)]
+    if len(stamped) >= 3:
+        for i in stamped:
+            reasons[i] = reasons[i] or "machine output"
     machine = Counter(_machine_key(s) for s in signs)
     for i, s in enumerate(signs):
         key = _machine_key(s)

@@ -5,8 +5,7 @@ text and a few counted signs of a detail a person would want back — a date or 
 id, a name, an address, a decision word, "I" or "my" — and of noise: the shape of its line and row
 (chrome.py: token shapes, a predicate or none, cells, repeated rows), cookie words, small talk. What
 chrome.py or `noise_sign` calls chrome beyond doubt is never kept. A logistic model scores "worth
-keeping"; a second one picks the type of each memory (a kept statement, or a record's kept lines)
-from their vectors, signs and the type cues of its text (type_cues.py). Both were fitted on the training half of Mirador's own labelled set
+keeping"; a second one picks the memory type of what is kept. Both were fitted on the training half of Mirador's own labelled set
 (bench/data/extraction/, written for this project) by bench/train_salience.py; the weights are
 plain numbers in data/salience.json, applied here with NumPy.
 
@@ -29,8 +28,6 @@ import numpy as np
 from memory.consolidation.chrome import RowSigns, chrome_lines, chrome_reason, line_signs, row_signs
 from memory.consolidation.rules import CMD_RE, CORE_RE, DATE_RE, DECISION_RE, EVENT_WORDS, PATH_RE, TOOL_START, URL_RE
 from memory.consolidation.statements import Segment
-from memory.consolidation.type_cues import NAMES as CUE_NAMES
-from memory.consolidation.type_cues import cues
 
 log = logging.getLogger(__name__)
 
@@ -243,16 +240,6 @@ def rule_type(text: str) -> str:
     return "semantic"
 
 
-def memory_input(vectors: np.ndarray, feats_std: np.ndarray, text: str, vector_scale: float,
-                 cue_scale: float) -> np.ndarray:
-    """The type model's input for one memory: the mean embedding of its body statements, the strongest of
-    each standardised sign among them, and the type cues of its text (type_cues.py), each part scaled so
-    the cues are not drowned by 384 embedding dimensions."""
-    return np.concatenate([np.asarray(vectors, dtype=np.float32).mean(axis=0) * vector_scale,
-                           np.asarray(feats_std, dtype=np.float32).max(axis=0),
-                           np.asarray(cues(text), dtype=np.float32) * cue_scale])
-
-
 class SalienceModel:
     """The fitted weights (data/salience.json) and how to apply them."""
 
@@ -264,30 +251,24 @@ class SalienceModel:
         self.std = np.asarray(spec["feature_std"], dtype=np.float32)
         self.keep_w = np.asarray(spec["keep"]["coef"], dtype=np.float32)
         self.keep_b = float(spec["keep"]["intercept"])
-        typ = spec["type"]
-        self.type_w = np.asarray(typ["coef"], dtype=np.float32)
-        self.type_b = np.asarray(typ["intercept"], dtype=np.float32)
-        self.type_names = list(typ["classes"])
-        self.vector_scale, self.cue_scale = float(typ["vector_scale"]), float(typ["cue_scale"])
-        if list(spec["features"]) != list(FEATURES) or list(typ["cues"]) != list(CUE_NAMES):
+        self.type_w = np.asarray(spec["type"]["coef"], dtype=np.float32)
+        self.type_b = np.asarray(spec["type"]["intercept"], dtype=np.float32)
+        self.type_names = list(spec["type"]["classes"])
+        if list(spec["features"]) != list(FEATURES):
             raise ValueError("salience weights were fitted on other features; retrain with bench/train_salience.py")
 
-    def standardise(self, feats: np.ndarray) -> np.ndarray:
-        """The signs as the models saw them in training."""
-        return (np.asarray(feats, dtype=np.float32) - self.mean) / self.std
-
     def design(self, vectors: np.ndarray, feats: np.ndarray) -> np.ndarray:
-        """The keep model's input: embedding and standardised signs, side by side."""
-        return np.hstack([np.asarray(vectors, dtype=np.float32), self.standardise(feats)])
+        """The model input: embedding and standardised signs, side by side."""
+        return np.hstack([np.asarray(vectors, dtype=np.float32), (feats - self.mean) / self.std])
 
     def keep_scores(self, x: np.ndarray) -> np.ndarray:
         """P(worth keeping) per row of the design matrix."""
         return 1.0 / (1.0 + np.exp(-(x @ self.keep_w + self.keep_b)))
 
-    def memory_type(self, vectors: np.ndarray, feats: np.ndarray, text: str) -> str:
-        """The type of one memory, from its body statements' vectors and signs and its text."""
-        x = memory_input(vectors, self.standardise(feats), text, self.vector_scale, self.cue_scale)
-        return self.type_names[int(np.argmax(self.type_w @ x + self.type_b))]
+    def types(self, x: np.ndarray) -> list[str]:
+        """The most likely memory type per row of the design matrix."""
+        logits = x @ self.type_w.T + self.type_b
+        return [self.type_names[i] for i in np.argmax(logits, axis=1)]
 
 
 @lru_cache(maxsize=4)

@@ -58,14 +58,15 @@ class StatementEngine:
         if not segs:
             return []
         vetoed = np.asarray(vetoes(segs, {n: r.get("source") or "" for n, r in enumerate(items)}))
-        feats_arr = np.asarray(feats, dtype=np.float32)
-        vectors = None
+        types: list[str]
         if self.model is not None and self.embed is not None:
-            vectors = np.asarray(self.embed([s.text for s in segs]), dtype=np.float32)
-            scores = self.model.keep_scores(self.model.design(vectors, feats_arr)) * ~vetoed
+            x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
+            scores = self.model.keep_scores(x) * ~vetoed
+            types = self.model.types(x)
             threshold = self.model.threshold
         else:
             scores = np.asarray([rule_score(f) for f in feats]) * ~vetoed
+            types = [rule_type(s.text) for s in segs]
             threshold = RULE_THRESHOLD
         by_row: dict[int, list[int]] = {}
         for i, s in enumerate(segs):
@@ -77,17 +78,12 @@ class StatementEngine:
             keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
             groups = compose(row_segs, keep)
             for g in groups:
-                full = render(row_segs, g)
-                text = _cap(full)
+                text = _cap(render(row_segs, g))
                 # The type is the kept body's, not its title's: under `$ curl ...` the output is the fact.
-                body = [idx[j] for j in g if not row_segs[j].is_title] or [idx[j] for j in g]
-                best = max(body, key=lambda i: scores[i])
-                if vectors is not None and self.model is not None:
-                    mtype = self.model.memory_type(vectors[body], feats_arr[body], full)
-                else:
-                    mtype = rule_type(segs[best].text)
+                body = [j for j in g if not row_segs[j].is_title] or g
+                best = idx[max(body, key=lambda j: scores[idx[j]])]
                 conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
-                out.append(_draft(text, mtype, conf, r))
+                out.append(_draft(text, types[best], conf, r))
         return out
 
 

@@ -79,11 +79,13 @@ def test_score_counts_recall_types_noise_invention_and_duplication():
     assert s["memories"] == 4  # the memory from evidence outside the set is not counted
     assert s["unsupported_rate"] == 0.25  # "11:00" is invented
     assert s["memories_per_fact"] == 1.5  # three memories from the fact-bearing item, two facts
+    assert s["type_confusion"] == {"episodic": {"episodic": 1}, "semantic": {"semantic": 1}}
 
     wrong_type = [{"text": "Dentist on the 14th at 10:30", "type": "procedural", "provenance": ["ev-a"]}]
     s = score(items, wrong_type, ev_id_of)
     assert (s["fact_recall"], s["typed_recall"], s["noise_memories"]) == (0.5, 0.0, 0)
     assert s["_missed"] == [{"id": "a", "keys": ["Okafor"]}]
+    assert s["type_confusion"] == {"episodic": {"procedural": 1}, "semantic": {"missed": 1}}
 
 
 def test_a_memory_counts_for_the_item_it_derives_from_only():
@@ -170,5 +172,7 @@ def test_bench_runs_the_scheduler_job_end_to_end_with_the_rules():
     for k in ("fact_recall", "typed_recall", "noise_memories", "unsupported_rate", "memories_per_fact",
               "items_per_min", "per_source", "per_kind"):
         assert k in out
+    for source in out["per_source"].values():  # the type confusion is given per source
+        assert sum(sum(v.values()) for v in source["type_confusion"].values()) == source["facts"]
     assert out["items"] == len(items) and out["engine"] == "rules"
     assert out["job"].startswith(f"{len(items)} evidence")
