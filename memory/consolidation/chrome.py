@@ -359,7 +359,8 @@ def chrome_lines(lines: list[str], screen: bool = False) -> list[str | None]:
       ("Compiling", "Restored") or, six tokens long or more, with two non-word tokens (a timestamp);
       three or more lines stamped to the second near their start (a log), errors excepted;
     - a routine command: a prompt line whose output (up to the next prompt) is chrome, all of it or all
-      but a quarter of it that has no predicate (a listing and its "total 72K");
+      but a quarter of it that has no predicate and names nothing (a listing and its "total 72K"; not
+      "+ @atlas/ui@4.2.0", the package a publish made);
     - on screen (screen=True), the software talking to its user: a line that tells "you" what to do or
       what happened to "your" things ("Try adjusting your search", "Please wait while we load your
       content") and names nothing specific. A note the person wrote names what it is about.
@@ -401,7 +402,8 @@ def chrome_lines(lines: list[str], screen: bool = False) -> list[str | None]:
         rest = [j for j in out if reasons[j] is None]
         # Output that is chrome, but for a summary line or two that say nothing as a clause ("total 72K"):
         # the command only looked around or fetched, and its output is not worth a memory either.
-        if len(out) and len(rest) <= 0.25 * len(out) and all(signs[j].predicate < 1 for j in rest):
+        if len(out) and len(rest) <= 0.25 * len(out) and all(
+                signs[j].predicate < 1 and not {"code", "path", "url", "hex", "ip"} & set(signs[j].shapes) for j in rest):
             for j in [i, *rest]:
                 reasons[j] = reasons[j] or "routine command"
     # A heading over nothing but chrome ("total 48" over `ls -l` rows) heads chrome.

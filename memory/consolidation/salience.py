@@ -88,9 +88,10 @@ _PHATIC = {"thanks", "thank", "everyone", "everybody", "bye", "goodbye", "see", 
            "recording", "start", "started", "ready", "hang", "hold", "talk", "later", "soon", "guys", "folks",
            "people", "how", "are", "doing", "today", "well", "what", "who", "now", "then", "got", "get", "yep",
            "nope", "cheers", "bye-bye", "hmm", "mhm", "mm-hmm", "uh-huh", "wow", "oops", "whoops"}
-# Commands a person types to look around, whose output is the file system or the prompt, not a fact.
+# Commands a person types to look around, whose output is the file system or the prompt, not a fact. (Not
+# `git log`: its lines are commits, tags and merged PRs, which the annotation guide counts as facts.)
 _LOOK_AROUND = re.compile(r"^\s*(?:[$%#>]|\w+@[\w.-]+:\S*[$#])\s*(?:ls|ll|la|dir|pwd|clear|cd|tree|exit|history|whoami|"
-                          r"htop|top|git status|git branch|git log --oneline)(?:\s+-\w+)*(?:\s+\S+)?\s*$")
+                          r"htop|top|git status|git branch)(?:\s+-\w+)*(?:\s+\S+)?\s*$")
 _COLUMN_WORDS = {"name", "date", "modified", "type", "size", "status", "created", "ports", "image", "age", "ready",
                  "restarts", "kind", "owner", "id", "command", "names", "container", "last", "updated", "title"}
 _FILE = re.compile(r"[\w.-]+\.(?:[a-z]{2,5}|[A-Z]{3,4})")

@@ -116,3 +116,16 @@ def test_log_lines_stamped_to_the_second_are_machine_output_but_errors_stay():
     assert reasons[3] is None
     # A person writes times to the minute: a day's plan is not a log.
     assert chrome_lines(["08:15 MOT test", "12:30 lunch with Ana", "19:00 choir"]) == [None] * 3
+
+
+def test_a_publish_keeps_what_it_made_and_a_commit_log_is_not_looking_around():
+    rows = ["% npm publish --access public", "npm notice 📦  @acme/kit@1.4.0", "npm notice package size:  12.1 kB",
+            "npm notice total files:   9", "+ @acme/kit@1.4.0"]
+    reasons = chrome_lines(rows)
+    assert reasons[0] is None and reasons[4] is None  # "+ @acme/kit@1.4.0" names the package it made
+    from memory.consolidation.salience import vetoes
+    from memory.consolidation.statements import segment_row
+
+    log = segment_row("kim@box:~/src/fw$ git log --oneline -2\nb71c0de (tag: fw-2.0.1) Fix watchdog reset\n"
+                      "9a0e1f2 Bump SDK", "screen")
+    assert not any(vetoes(log, {0: "screen"})[1:])
