@@ -13,10 +13,12 @@ their provenance (the evidence ids each derives from) and scored against the lab
   absent from the text of the evidence they derive from (invented detail); a capitalised word
   that starts a sentence is not checked, since it may be an ordinary word;
 - memories_per_fact: memories derived from fact-bearing items / expected facts (duplication);
+- type_confusion (per source): for each set of acceptable types, how many facts got which type (an
+  acceptable one when any memory holding the fact has one), or "missed";
 - items_per_min: evidence items through the job per minute (model load excluded: the app keeps
   its model loaded), and the same figures per source and per kind.
 
-    .venv/bin/python bench/extract_quality.py [--split dev|train|all] [--limit N] [--engine auto|statements|llm|rules] [--no-weights]
+    .venv/bin/python bench/extract_quality.py [--split dev|train|heldout|all] [--limit N] [--engine auto|statements|llm|rules] [--no-weights]
 
 The annotation guide is bench/data/extraction/README.md. Progress goes to stderr.
 """
@@ -56,8 +58,16 @@ _DIGIT_SEP = re.compile(r"(?<=\d)[,.\s'’](?=\d{3}\b)")
 _SENT_START = re.compile(r"(^|[.!?:;\n•\-–—\"(\[]\s*)$")
 
 
+SPLITS = ("train", "dev", "heldout")
+
+
 def load_items(split: str = "dev", folder: Path = DATA) -> list[dict]:
-    """Items of the split ("all" for both), in a fixed order that mixes kinds (so --limit samples them all)."""
+    """Items of the split, in a fixed order that mixes kinds (so --limit samples them all).
+
+    "all" is train and dev only: the heldout split (heldout.jsonl) is read only when asked for by name,
+    so nothing that trains or tunes on "all" can see it by accident."""
+    if split not in (*SPLITS, "all"):
+        raise ValueError(f"unknown split {split!r}; one of {', '.join(SPLITS)} or all")
     items = []
     for path in sorted(folder.glob("*.jsonl")):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -67,7 +77,7 @@ def load_items(split: str = "dev", folder: Path = DATA) -> list[dict]:
                 item = json.loads(line)
             except json.JSONDecodeError as e:
                 raise SystemExit(f"error: {path.name}:{n} is not valid JSON ({e}); fix that line") from e
-            if split == "all" or item["split"] == split:
+            if item["split"] == split or split == "all" and item["split"] != "heldout":
                 items.append(item)
     items.sort(key=lambda it: hashlib.sha1(it["id"].encode()).hexdigest())
     return items
@@ -112,6 +122,7 @@ def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> 
     text_of = {it["id"]: it["text"] for it in items}
     facts = found = typed = 0
     missed = []
+    confusion: dict = defaultdict(lambda: defaultdict(int))
     for it in items:
         mems = by_item.get(it["id"], [])
         for f in it["facts"]:
@@ -119,6 +130,9 @@ def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> 
             hits = [m for m in mems if holds(m["text"], f["keys"])]
             found += bool(hits)
             typed += any(m["type"] in f["types"] for m in hits)
+            # acceptable types → the type given (an acceptable one if any memory holding it has one), or "missed"
+            given = next((m["type"] for m in hits if m["type"] in f["types"]), hits[0]["type"] if hits else "missed")
+            confusion["/".join(sorted(f["types"]))][given] += 1
             if not hits:
                 missed.append({"id": it["id"], "keys": f["keys"]})
     mine = [m for m in memories if any(ev_id_of.get(p) in text_of for p in m.get("provenance") or [])]
@@ -137,16 +151,20 @@ def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> 
         "noise_memories": len(from_noise),
         "unsupported_rate": round(len(unsupported) / len(mine), 3) if mine else 0.0,
         "memories_per_fact": round(len(from_facts) / facts, 3) if facts else None,
+        "type_confusion": {k: dict(sorted(v.items())) for k, v in sorted(confusion.items())},
         "_missed": missed, "_unsupported": unsupported, "_noise": [m["text"] for m in from_noise],
     }
 
 
-def breakdown(items: list[dict], memories: list[dict], ev_id_of: dict[str, str], field: str) -> dict:
-    """score() per value of an item field (source, kind), without the example lists."""
+def breakdown(items: list[dict], memories: list[dict], ev_id_of: dict[str, str], field: str,
+              confusion: bool = False) -> dict:
+    """score() per value of an item field (source, kind), without the example lists; the type confusion
+    (acceptable types → type given, or "missed") only where asked for (per source)."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for it in items:
         groups[it[field]].append(it)
-    return {k: {n: v for n, v in score(g, memories, ev_id_of).items() if not n.startswith("_")}
+    return {k: {n: v for n, v in score(g, memories, ev_id_of).items()
+                if not n.startswith("_") and (confusion or n != "type_confusion")}
             for k, g in sorted(groups.items())}
 
 
@@ -223,12 +241,12 @@ def run(items: list[dict], engine: str, weights: bool = True) -> dict:
                 pass
     overall = score(items, memories, ev_id_of)
     out = {"benchmark": "extract_quality", "engine": engine, "model": model,
-           **{k: v for k, v in overall.items() if not k.startswith("_")},
+           **{k: v for k, v in overall.items() if not k.startswith("_") and k != "type_confusion"},
            "items_per_min": round(len(items) / secs * 60, 2) if secs else None,
            "extraction_seconds": round(secs, 2), "model_load_seconds": round(load_s, 2), "job": detail,
            "batches": joblog.batches, "llm_fallback_batches": joblog.llm_fallbacks,
            "memory_statuses": dict(statuses),
-           "per_source": breakdown(items, memories, ev_id_of, "source"),
+           "per_source": breakdown(items, memories, ev_id_of, "source", confusion=True),
            "per_kind": breakdown(items, memories, ev_id_of, "kind"),
            "examples": {"missed": [f"{m['id']}: {' | '.join(m['keys'])}" for m in overall["_missed"][:15]],
                         "unsupported": [f"{u['text']}  [{', '.join(u['terms'])}]" for u in overall["_unsupported"][:10]],
@@ -238,7 +256,8 @@ def run(items: list[dict], engine: str, weights: bool = True) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--split", choices=["dev", "train", "all"], default="dev")
+    ap.add_argument("--split", choices=[*SPLITS, "all"], default="dev",
+                    help="heldout: evidence never trained or tuned on (measure it once, at the end)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N items (a fixed mix of kinds)")
     ap.add_argument("--engine", choices=["auto", "statements", "llm", "rules"], default="auto")
     ap.add_argument("--no-weights", action="store_true",

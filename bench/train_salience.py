@@ -1,14 +1,23 @@
-"""Fit the statement salience and type models (memory/consolidation/salience.py) on Mirador's own set.
+"""Fit the statement salience and memory type models (memory/consolidation/salience.py) on Mirador's own set.
 
 Only the `train` split of bench/data/extraction/ (written for this project, so the weights may ship
-under the project's licence) is used. Each item is cut into statements exactly as extraction cuts
-it; a statement is "worth keeping" when it holds a key term of one of the item's facts, and its
-type is that fact's first acceptable type. Noise items give only negatives.
+under the project's licence) is used: never dev, never heldout. Each item is cut into statements
+exactly as extraction cuts it; what chrome.py or `noise_sign` vetoes is left out (extraction never
+keeps it).
 
-Cross-validation over items (5 folds) picks the regularisation and the keep threshold: the best
-fact recall less NOISE_COST per memory drawn from a noise item of a held-out fold, measured end to end through
-statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`).
-Prints one JSON object with the CV figures; --out writes the weights.
+- Keep: a statement is "worth keeping" when it holds a key term of one of the item's facts. Its
+  negatives are the statements of noise items and, at OTHER_WEIGHT, the other statements of
+  fact-bearing items (often true but unlabelled, so they count less).
+- Type: one model per type, "is this type acceptable", on the statements that hold a key; a memory
+  takes the type of its best-scored body statement.
+
+Cross-validation over items (5 folds) picks the regularisation and the keep threshold, measured end to
+end through statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`)
+on the held-out folds: the fewest memories from noise items among the thresholds that keep fact recall at
+RECALL_FLOOR or more, then the best typed recall. Chrome is the vetoes' job (chrome.py, by shape); the
+threshold only trims what is left, within the recall a person needs.
+Prints one JSON object with the CV figures (the honest estimate; report it beside dev); --out writes
+the weights.
 
     .venv/bin/python bench/train_salience.py [--out memory/consolidation/data/salience.json]
 """
@@ -19,6 +28,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -28,86 +38,99 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from extract_quality import holds, load_items, norm  # noqa: E402
 
+from memory.consolidation.chrome import row_signs  # noqa: E402
 from memory.consolidation.salience import FEATURES, TYPES, features, vetoes  # noqa: E402
 from memory.consolidation.statements import compose, render, segment_row  # noqa: E402
 from memory.consolidation.verbatim import whole_records  # noqa: E402
 
 CS = (0.1, 0.3, 1.0)
-NOISE_COST = 0.015
+# Issue 44's target for fact recall is 0.97 on evidence nobody tuned on. A CV estimate over ~280 facts is good
+# to about a point (one standard error), and the CV curve falls off a cliff just past its pick: the floor is
+# the target plus that point, so the threshold is chosen where recall is flat, not at the cliff's edge.
+RECALL_FLOOR = 0.98
+OTHER_WEIGHT = 0.3
 # A sign seen on a handful of statements must not outweigh the rest: standardising a rare 0/1 sign by its
 # tiny spread would give it a huge value.
 STD_FLOOR = 0.3
-THRESHOLDS = [round(x, 2) for x in np.arange(0.2, 0.96, 0.025)]
+THRESHOLDS = [round(x, 2) for x in np.arange(0.1, 0.96, 0.025)]
 
 
 def dataset(items: list[dict], embedder) -> dict:
     """Statements of the items with their signs, vectors and labels."""
+    if any(it["split"] != "train" for it in items):
+        raise SystemExit("error: train_salience fits on the train split only (dev and heldout measure it)")
     segs, feats, keep, types, item_of, vetoed = [], [], [], [], [], []
     for n, it in enumerate(items):
         ss = segment_row(it["text"], it["source"])
         lines = len({s.line for s in ss})
+        signs = row_signs(it["text"].splitlines())
         for s in ss:
             held = [f for f in it["facts"] if any(norm(k) in norm(s.text) for k in f["keys"])]
             segs.append(s)
-            feats.append(features(s, it["source"], lines))
+            feats.append(features(s, it["source"], lines, row=signs))
             keep.append(int(bool(held)))
             types.append(sorted({t for f in held for t in f["types"]}))
             item_of.append(n)
-        vetoed.extend(vetoes(ss))
+        vetoed.extend(vetoes(ss, {0: it["source"]}))
     vecs = np.asarray(embedder.embed([s.text for s in segs]), dtype=np.float32)
     return {"segs": segs, "feats": np.asarray(feats, dtype=np.float32), "vecs": vecs, "keep": np.asarray(keep),
-            "types": types, "item": np.asarray(item_of), "vetoed": np.asarray(vetoed)}
+            "types": types, "item": np.asarray(item_of), "vetoed": np.asarray(vetoed),
+            "noise_item": np.asarray([not items[n]["facts"] for n in item_of])}
 
 
-def design(d: dict, mean, std, idx=None) -> np.ndarray:
-    idx = np.arange(len(d["keep"])) if idx is None else idx
-    return np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
+def memories(items: list[dict], d: dict, n: int, keep: list[bool]) -> list[tuple[list[int], str]]:
+    """The memories extraction forms from item n's statements given what is kept: (body statement indices, text)."""
+    rows = np.where(d["item"] == n)[0]
+    segs = [d["segs"][i] for i in rows]
+    kept = whole_records(segs, keep, [bool(d["vetoed"][i]) for i in rows])
+    out = []
+    for g in compose(segs, kept):
+        body = [int(rows[j]) for j in g if not segs[j].is_title] or [int(rows[j]) for j in g]
+        out.append((body, render(segs, g)))
+    return out
 
 
-def fit(d: dict, idx: np.ndarray, c: float):
-    """(mean, std, keep model, type models): keep on statements no noise sign vetoes; one model per type
-    for "is this type acceptable", on the statements that hold a fact."""
+def fit(d: dict, train_items: np.ndarray, c: float):
+    """(mean, std, keep model, type models) fitted on these items' statements: keep on every statement no
+    noise sign vetoes; one model per type for "is this type acceptable", on the statements that hold a fact."""
     from sklearn.linear_model import LogisticRegression
 
-    idx = idx[~d["vetoed"][idx]]
+    idx = np.where(np.isin(d["item"], train_items) & ~d["vetoed"])[0]
     mean = d["feats"][idx].mean(axis=0)
     std = np.maximum(d["feats"][idx].std(axis=0), STD_FLOOR)
-    x = design(d, mean, std, idx)
-    keep = LogisticRegression(C=c, max_iter=3000, class_weight="balanced").fit(x, d["keep"][idx])
-    pos = idx[d["keep"][idx] == 1]
-    xp = design(d, mean, std, pos)
+    x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
+    y = d["keep"][idx]
+    w = np.where((y == 1) | d["noise_item"][idx], 1.0, OTHER_WEIGHT)
+    w = np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2  # balanced classes
+    keep = LogisticRegression(C=c, max_iter=3000).fit(x, y, sample_weight=w)
+    pos = y == 1
     typ = {}
     for t in TYPES:
-        y = np.asarray([t in d["types"][i] for i in pos], dtype=int)
-        if 5 <= y.sum() < len(y):
-            typ[t] = LogisticRegression(C=c, max_iter=3000).fit(xp, y)
+        yt = np.asarray([t in d["types"][i] for i in idx[pos]], dtype=int)
+        if 5 <= yt.sum() < len(yt):
+            typ[t] = LogisticRegression(C=c, max_iter=3000).fit(x[pos], yt)
     return mean, std, keep, typ
 
 
 def predict(d: dict, mean, std, keep, typ, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep scores (0 where a noise sign vetoes) and types for these statements."""
-    x = design(d, mean, std, idx)
+    x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
     scores = keep.predict_proba(x)[:, 1] * ~d["vetoed"][idx]
     names = list(typ)
     logits = np.stack([typ[t].decision_function(x) for t in names], axis=1)
     return scores, np.asarray([names[j] for j in logits.argmax(axis=1)], dtype=object)
 
 
-def evaluate(items: list[dict], d: dict, idx_items: list[int], scores: np.ndarray, types: np.ndarray,
-             threshold: float) -> dict:
-    """fact/typed recall, noise memories and memories per fact for these items at this threshold."""
+def evaluate(items: list[dict], d: dict, idx_items, scores: np.ndarray, types: np.ndarray, threshold: float,
+             confusion: Counter | None = None) -> dict:
+    """fact/typed recall, noise memories and memories per fact for these items at this threshold; a memory
+    takes the type of its best-scored body statement. confusion, if given, counts (source, acceptable, given)."""
     facts = found = typed = noise = mems = 0
     for n in idx_items:
         it = items[n]
         rows = np.where(d["item"] == n)[0]
-        segs = [d["segs"][i] for i in rows]
-        keep = whole_records(segs, [bool(scores[i] >= threshold) for i in rows], [bool(d["vetoed"][i]) for i in rows])
-        groups = compose(segs, keep)
-        out = []
-        for g in groups:
-            body = [j for j in g if not segs[j].is_title] or g
-            best = max(body, key=lambda j: scores[rows[j]])
-            out.append((render(segs, g), types[rows[best]]))
+        out = [(text, types[max(body, key=lambda i: scores[i])]) for body, text in
+               memories(items, d, n, [bool(scores[i] >= threshold) for i in rows])]
         if not it["facts"]:
             noise += len(out)
             continue
@@ -117,8 +140,24 @@ def evaluate(items: list[dict], d: dict, idx_items: list[int], scores: np.ndarra
             hits = [t for text, t in out if holds(text, f["keys"])]
             found += bool(hits)
             typed += any(t in f["types"] for t in hits)
+            if confusion is not None:  # as bench/extract_quality.py's type_confusion
+                given = next((t for t in hits if t in f["types"]), hits[0] if hits else "missed")
+                confusion[(it["source"], "/".join(sorted(f["types"])), given)] += 1
     return {"fact_recall": found / max(facts, 1), "typed_recall": typed / max(facts, 1), "noise_memories": noise,
             "memories_per_fact": mems / max(facts, 1)}
+
+
+def cross_validate(items: list[dict], d: dict, folds: int, c: float):
+    """Keep scores and types of every statement, each from the fold that did not see its item."""
+    fold_of = np.arange(len(items)) % folds
+    np.random.default_rng(7).shuffle(fold_of)
+    scores = np.zeros(len(d["keep"]))
+    types = np.empty(len(d["keep"]), dtype=object)
+    for k in range(folds):
+        test = np.isin(d["item"], np.where(fold_of == k)[0])
+        mean, std, keep, typ = fit(d, np.where(fold_of != k)[0], c)
+        scores[test], types[test] = predict(d, mean, std, keep, typ, np.where(test)[0])
+    return scores, types
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,38 +174,31 @@ def main(argv: list[str] | None = None) -> int:
         emb = Store(Path(home)).embedder  # what a new store embeds with, so what extraction will see
     items = load_items("train")
     d = dataset(items, emb)
-    n_items = len(items)
-    fold_of = np.arange(n_items) % args.folds
-    rng = np.random.default_rng(7)
-    rng.shuffle(fold_of)
+    every = list(range(len(items)))
     best = None
     report = {}
     for c in CS:
-        scores = np.zeros(len(d["keep"]))
-        types = np.empty(len(d["keep"]), dtype=object)
-        for k in range(args.folds):
-            test_items = np.where(fold_of == k)[0]
-            test = np.isin(d["item"], test_items)
-            mean, std, keep, typ = fit(d, np.where(~test)[0], c)
-            scores[test], types[test] = predict(d, mean, std, keep, typ, np.where(test)[0])
+        scores, types = cross_validate(items, d, args.folds, c)
         rows = []
         for th in THRESHOLDS:
-            r = evaluate(items, d, list(range(n_items)), scores, types, th)
+            r = evaluate(items, d, every, scores, types, th)
             rows.append({"threshold": th, **{k: round(v, 3) for k, v in r.items()}})
-        # Each memory from a noise item costs NOISE_COST of fact recall: noise is what a person notices first,
-        # but a threshold that lets none through on held-out folds keeps a fraction of the facts.
-        pick = max(rows, key=lambda r: (r["fact_recall"] - NOISE_COST * r["noise_memories"], r["typed_recall"]))
-        report[str(c)] = {"pick": pick, "curve": rows[::4]}
-        value = pick["fact_recall"] - NOISE_COST * pick["noise_memories"]
-        if best is None or value > best[1]["fact_recall"] - NOISE_COST * best[1]["noise_memories"]:
-            best = (c, pick)
-    c, pick = best
-    mean, std, keep, typ = fit(d, np.arange(len(d["keep"])), c)
+        pick = choose(rows)
+        report[f"C={c}"] = {"pick": pick, "curve": rows[::4]}
+        value = (pick["fact_recall"] >= RECALL_FLOOR, -pick["noise_memories"], pick["typed_recall"], pick["fact_recall"])
+        if best is None or value > best[0]:
+            best = (value, c, pick)
+    _, c, pick = best
+    scores, types = cross_validate(items, d, args.folds, c)
+    confusion: Counter = Counter()
+    evaluate(items, d, every, scores, types, pick["threshold"], confusion)
+    mean, std, keep, typ = fit(d, np.arange(len(items)), c)
     out = {"bench": "train_salience", "statements": len(d["keep"]), "positives": int(d["keep"].sum()),
-           "items": n_items, "C": c, "threshold": pick["threshold"], "cv": report,
-           "seconds": round(time.monotonic() - t0, 1)}
+           "items": len(items), "noise_items": sum(not it["facts"] for it in items), "C": c,
+           "threshold": pick["threshold"], "cv": report, "cv_pick": pick,
+           "cv_confusion": confusion_table(confusion), "seconds": round(time.monotonic() - t0, 1)}
     if args.out:
-        spec = {"about": "Statement salience and type for memory/consolidation/salience.py; fitted by "
+        spec = {"about": "Statement salience and memory type for memory/consolidation/salience.py; fitted by "
                          "bench/train_salience.py on the train split of bench/data/extraction/ (Mirador's own set).",
                 "embedder": emb.name, "features": list(FEATURES), "threshold": pick["threshold"],
                 "feature_mean": [round(float(v), 6) for v in mean], "feature_std": [round(float(v), 6) for v in std],
@@ -180,6 +212,23 @@ def main(argv: list[str] | None = None) -> int:
         out["written"] = str(args.out)
     print(json.dumps(out, indent=2))
     return 0
+
+
+def choose(rows: list[dict]) -> dict:
+    """The threshold row with the fewest noise memories among those at RECALL_FLOOR or above (then the best
+    typed and fact recall); the best fact recall when none reaches the floor."""
+    ok = [r for r in rows if r["fact_recall"] >= RECALL_FLOOR]
+    if not ok:
+        return max(rows, key=lambda r: (r["fact_recall"], r["typed_recall"]))
+    return min(ok, key=lambda r: (r["noise_memories"], -r["typed_recall"], -r["fact_recall"]))
+
+
+def confusion_table(counts: Counter) -> dict:
+    """{source: {acceptable types: {type given: facts}}} from (source, acceptable, given) counts."""
+    out: dict = {}
+    for (source, want, got), v in sorted(counts.items()):
+        out.setdefault(source, {}).setdefault(want, {})[got] = v
+    return out
 
 
 if __name__ == "__main__":

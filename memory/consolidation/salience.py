@@ -2,9 +2,10 @@
 
 Each statement (memory/consolidation/statements.py) is described by the embedder's vector of its
 text and a few counted signs of a detail a person would want back — a date or time, a number, an
-id, a name, an address, a decision word, "I" or "my" — and of noise (menu arrows, cookie words,
-a line of short tokens). A logistic model scores "worth keeping"; a second one picks the memory
-type of what is kept. Both were fitted on the training half of Mirador's own labelled set
+id, a name, an address, a decision word, "I" or "my" — and of noise: the shape of its line and row
+(chrome.py: token shapes, a predicate or none, cells, repeated rows), cookie words, small talk. What
+chrome.py or `noise_sign` calls chrome beyond doubt is never kept. A logistic model scores "worth
+keeping"; a second one picks the memory type of what is kept. Both were fitted on the training half of Mirador's own labelled set
 (bench/data/extraction/, written for this project) by bench/train_salience.py; the weights are
 plain numbers in data/salience.json, applied here with NumPy.
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from memory.consolidation.chrome import RowSigns, chrome_lines, chrome_reason, line_signs, row_signs
 from memory.consolidation.rules import CMD_RE, CORE_RE, DATE_RE, DECISION_RE, EVENT_WORDS, PATH_RE, TOOL_START, URL_RE
 from memory.consolidation.statements import Segment
 
@@ -86,9 +88,10 @@ _PHATIC = {"thanks", "thank", "everyone", "everybody", "bye", "goodbye", "see", 
            "recording", "start", "started", "ready", "hang", "hold", "talk", "later", "soon", "guys", "folks",
            "people", "how", "are", "doing", "today", "well", "what", "who", "now", "then", "got", "get", "yep",
            "nope", "cheers", "bye-bye", "hmm", "mhm", "mm-hmm", "uh-huh", "wow", "oops", "whoops"}
-# Commands a person types to look around, whose output is the file system or the prompt, not a fact.
+# Commands a person types to look around, whose output is the file system or the prompt, not a fact. (Not
+# `git log`: its lines are commits, tags and merged PRs, which the annotation guide counts as facts.)
 _LOOK_AROUND = re.compile(r"^\s*(?:[$%#>]|\w+@[\w.-]+:\S*[$#])\s*(?:ls|ll|la|dir|pwd|clear|cd|tree|exit|history|whoami|"
-                          r"htop|top|git status|git branch|git log --oneline)(?:\s+-\w+)*(?:\s+\S+)?\s*$")
+                          r"htop|top|git status|git branch)(?:\s+-\w+)*(?:\s+\S+)?\s*$")
 _COLUMN_WORDS = {"name", "date", "modified", "type", "size", "status", "created", "ports", "image", "age", "ready",
                  "restarts", "kind", "owner", "id", "command", "names", "container", "last", "updated", "title"}
 _FILE = re.compile(r"[\w.-]+\.(?:[a-z]{2,5}|[A-Z]{3,4})")
@@ -105,12 +108,17 @@ FEATURES = (
     "noise_words", "symbols", "fillers", "columns", "alpha", "upper", "field", "title", "question", "speaker",
     "in_title", "row_lines", "position", "listing", "size", "header", "consent", "smalltalk", "weather",
     "no_function_words", "command", "config",
+    # shape and layout (chrome.py): of the statement, of the line it stands on, of its evidence row
+    "ch_predicate", "ch_nonword", "ch_label", "ch_function", "ch_cells", "ch_cell_words", "ch_grid", "ch_bar",
+    "ch_chrome", "ch_repeated", "row_chrome", "row_prose", "row_tabular", "row_short",
 ) + tuple(f"rule_{t}" for t in TYPES) + tuple(f"src_{s}" for s in SOURCES)
 
 
-def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) -> list[float]:
-    """The counted signs of one statement (FEATURES order)."""
+def features(seg: Segment, source: str, row_lines: int, raw: str | None = None, row: RowSigns | None = None) -> list[float]:
+    """The counted signs of one statement (FEATURES order); row: row_signs of its evidence row's lines."""
     t = seg.text
+    row = row or row_signs([seg.raw or t])
+    said, line = line_signs(t), line_signs(seg.raw or t)
     words = max(seg.words, 1)
     letters = sum(c.isalpha() for c in t)
     f = {
@@ -136,6 +144,11 @@ def features(seg: Segment, source: str, row_lines: int, raw: str | None = None) 
         "no_function_words": float(seg.words >= 4 and not _FUNCTION.search(t)),
         "command": float(bool(_PROMPT.match(t) or CMD_RE.search(t) or TOOL_START.match(t))),
         "config": float(bool(_CONFIG.match(t))),
+        "ch_predicate": said.predicate, "ch_nonword": said.nonword, "ch_label": said.label,
+        "ch_function": said.function, "ch_cells": math.log1p(line.cells), "ch_cell_words": math.log1p(line.cell_words),
+        "ch_grid": float(line.grid), "ch_bar": float(line.bar), "ch_chrome": float(chrome_reason(seg.raw or t) is not None),
+        "ch_repeated": float(line.signature in row.repeated and (line.cells >= 3 or line.tokens >= 4)),
+        "row_chrome": row.chrome, "row_prose": row.prose, "row_tabular": row.tabular, "row_short": row.short,
     }
     for s in SOURCES:
         f[f"src_{s}"] = float(source == s)
@@ -181,9 +194,20 @@ def noise_sign(text: str) -> str | None:
     return None
 
 
-def vetoes(segs: list[Segment]) -> list[bool]:
-    """noise_sign per statement; what stands under a vetoed look-around command or column header goes with it."""
-    out = [noise_sign(s.text) is not None for s in segs]
+def vetoes(segs: list[Segment], sources: dict[int, str] | None = None) -> list[bool]:
+    """noise_sign per statement, or chrome by the shape of its line and row (chrome.py; sources: evidence
+    source per row, so screen text is read as screen); what stands under a vetoed look-around command or
+    column header goes with it."""
+    by_row: dict[int, dict[int, str]] = {}
+    for s in segs:
+        by_row.setdefault(s.row, {})[s.line] = s.raw or s.text
+    chrome: dict[tuple[int, int], str | None] = {}
+    for row, lines in by_row.items():
+        order = sorted(lines)
+        screen = (sources or {}).get(row) == "screen"
+        for n, why in zip(order, chrome_lines([lines[n] for n in order], screen), strict=True):
+            chrome[(row, n)] = why
+    out = [noise_sign(s.text) is not None or chrome.get((s.row, s.line)) is not None for s in segs]
     # A block goes with its title when the title is a look-around command, or a row of column names with
     # no value in it (a process or file table: "PID USER ... Command").
     dead = {(s.row, s.title) for s, v in zip(segs, out, strict=True)

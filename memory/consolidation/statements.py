@@ -15,10 +15,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from memory.consolidation.chrome import chrome_reason
+
 # Words a sentence may end in without ending: "Dr. Okafor", "no. 12", "e.g. this", "C. Moreau".
 _ABBREV = {"mr", "mrs", "ms", "dr", "st", "no", "nr", "vs", "etc", "e.g", "i.e", "eg", "ie", "approx", "incl",
            "jr", "sr", "prof", "fig", "ca", "cf", "dept", "est", "min", "max", "tel", "ph", "ref", "ave", "rd"}
 _SENT_END = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'“(\[]?[A-Z0-9#@$€£])")
+# A transcript is often all lower case ("hmm, one sec. okay, the gate code is 4471"): there a full stop
+# followed by any word ends a sentence, or small talk and a fact would be judged as one statement.
+_SENT_END_SPOKEN = re.compile(r"(?<=[.!?])[\"'’”)\]]*\s+(?=[\"'“(\[]?[A-Za-z0-9#@$€£])")
 _SPEAKER = re.compile(r"^\s*(?P<name>[A-Z][\w'’.-]{0,20}(?: [A-Z][\w'’.-]{0,20}){0,2}):\s+(?P<text>\S.*)$")
 _TURN = re.compile(r"(?<=[.!?])\s+(?=[A-Z][\w'’-]{1,20}(?: [A-Z][\w'’-]{1,20})?:\s)")
 _TIME = r"\d{1,2}[:.]\d{2}(?:\s?[AaPp]\.?[Mm]\.?)?"
@@ -47,6 +52,7 @@ class Segment:
     is_title: bool = False
     is_field: bool = False  # "Key: value" or a short fragment of a record
     question: bool = False
+    raw: str = ""  # the line it stands on, as captured (runs of spaces kept: they are the layout of a menu or table)
     features: dict = field(default_factory=dict)
 
     @property
@@ -63,10 +69,10 @@ def clean_spoken(text: str) -> str:
     return t[:1].upper() + t[1:] if t else t
 
 
-def split_sentences(line: str) -> list[str]:
+def split_sentences(line: str, spoken: bool = False) -> list[str]:
     """Sentences of one line; a full stop after an abbreviation or an initial does not end one."""
     out, start = [], 0
-    for m in _SENT_END.finditer(line):
+    for m in (_SENT_END_SPOKEN if spoken else _SENT_END).finditer(line):
         before = line[start:m.start()].rstrip(".!?\"'’”)]")
         last = before.rsplit(None, 1)[-1] if before.split() else ""
         if last.lower().rstrip(".") in _ABBREV or (len(last) == 1 and last.isupper()) or re.fullmatch(r"\d{1,2}", last) \
@@ -89,6 +95,8 @@ def _is_title(line: str, n_lines: int) -> bool:
         return True
     if _COMMAND.match(s) or _AUTHOR.match(s) or _FIELD.match(s) or s.endswith((".", "?", "!", ":", ";", ",")):
         return False
+    if chrome_reason(s) is not None:
+        return False  # a menu or tab strip on top of a page titles nothing: glued to a fact it would only be noise
     words = s.split()
     return 1 <= len(words) <= 12 and any(c.isalpha() for c in s)
 
@@ -106,12 +114,12 @@ def segment_row(text: str, source: str, row: int = 0, max_chars: int = 4000) -> 
     for i, ln in enumerate(lines):
         if i == 0 and not spoken and _is_title(ln, len(lines)):
             title = ln.lstrip("#").strip()
-            out.append(Segment(_SPACES.sub(" ", title), row, i, title=title, is_title=True))
+            out.append(Segment(_SPACES.sub(" ", title), row, i, title=title, is_title=True, raw=ln))
             continue
         if not spoken and _COMMAND.match(ln):
             # A shell or REPL command titles the output under it: "412" means something only next to the query.
             title = _SPACES.sub(" ", ln)
-            out.append(Segment(title, row, i, title=title, is_title=True))
+            out.append(Segment(title, row, i, title=title, is_title=True, raw=ln))
             continue
         a = _AUTHOR.match(ln)
         if a and not spoken:
@@ -121,7 +129,7 @@ def segment_row(text: str, source: str, row: int = 0, max_chars: int = 4000) -> 
         if m and (spoken or not _FIELD.match(ln) or len(m.group("name").split()) > 1 and m.group("name")[0].isupper()
                   and not _looks_field_name(m.group("name"))):
             speaker, ln = m.group("name"), m.group("text")
-        sentences = split_sentences(ln)
+        sentences = split_sentences(ln, spoken)
         merged: list[str] = []
         for s in sentences:
             # "Carpenter." alone says nothing: a fragment of two words or fewer stays with the sentence before it.
@@ -134,7 +142,7 @@ def segment_row(text: str, source: str, row: int = 0, max_chars: int = 4000) -> 
             if not t or not any(c.isalnum() for c in t):
                 continue
             out.append(Segment(t, row, i, speaker=speaker, title=title, is_field=bool(_FIELD.match(s)) or len(
-                _WORD.findall(t)) <= 4, question=t.rstrip().endswith("?")))
+                _WORD.findall(t)) <= 4, question=t.rstrip().endswith("?"), raw=ln))
     return out
 
 

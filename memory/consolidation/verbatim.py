@@ -13,6 +13,7 @@ from datetime import datetime
 
 import numpy as np
 
+from memory.consolidation.chrome import row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
 from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
 from memory.consolidation.statements import Segment, compose, render, segment_row
@@ -50,12 +51,13 @@ class StatementEngine:
         for n, r in enumerate(items):
             row = segment_row(r.get("text") or "", r.get("source") or "", n, self.max_chars)
             lines = len({s.line for s in row})
+            signs = row_signs((r.get("text") or "")[: self.max_chars].splitlines())
             for s in row:
                 segs.append(s)
-                feats.append(features(s, r.get("source") or "", lines))
+                feats.append(features(s, r.get("source") or "", lines, row=signs))
         if not segs:
             return []
-        vetoed = np.asarray(vetoes(segs))
+        vetoed = np.asarray(vetoes(segs, {n: r.get("source") or "" for n, r in enumerate(items)}))
         types: list[str]
         if self.model is not None and self.embed is not None:
             x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
