@@ -113,3 +113,23 @@ def test_every_package_says_what_it_owns():
             if not ast.get_docstring(ast.parse(init.read_text())):
                 missing.append(str(init.relative_to(ROOT)))
     assert not missing, f"packages without a docstring saying what they own: {missing}"
+
+
+def test_no_sql_predicate_on_a_sealed_column():
+    """Sealed columns hold ciphertext (memory/store/sealer.py): a filter on their values in SQL matches nothing
+    (`text = '…'`, `after LIKE '%…%'`) and would silently find nothing. Filter on ids, scopes, times, kinds, or
+    read the rows and look at the opened values; an equality on window or speaker goes through
+    Store.equal_value, which seals the value the way the column holds it."""
+    import re
+
+    from memory.store.sealer import EQUAL_COLUMNS, SEALED
+
+    cols = sorted({c for cs in SEALED.values() for c in cs} | {c for cs in EQUAL_COLUMNS.values() for c in cs})
+    pattern = re.compile(r"""["'][^"'\n]*\b(?:%s)\s+(?:LIKE|=|<>|!=|IN)\s*['"{(]""" % "|".join(cols))
+    found = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line) and "equal_value" not in line:
+                    found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not found, "SQL on a sealed column (read the rows instead):\n" + "\n".join(found)

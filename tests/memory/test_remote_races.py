@@ -74,8 +74,9 @@ def _audited(homes: list[Path], records: list[dict]) -> None:
         s = Store(h)
         for r in s.rows(s.audit, "action = 'update' AND entity_kind = 'memory'", ["entity_id"], None):
             updates[r["entity_id"]] = updates.get(r["entity_id"], 0) + 1
-        conflicts += len(s.rows(s.audit, "action = 'conflict' AND after LIKE '%earlier_version\": \"mem_%'",
-                                ["id"], None))
+        # (before/after are sealed at rest: matched on the opened rows, not in SQL)
+        conflicts += sum('earlier_version": "mem_' in (r["after"] or "")
+                         for r in s.rows(s.audit, "action = 'conflict'", ["after"], None))
     made: dict[str, int] = {}
     for r in records:
         made[r["id"]] = made.get(r["id"], 0) + 1
