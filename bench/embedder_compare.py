@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         emb = DiskCached(name, encode, dim, args.cache)
         with tempfile.TemporaryDirectory(prefix="mirador-embcmp-") as home:
             os.environ["MIRADOR_HOME"] = home
-            # A throwaway store: its data key wrapped by a passphrase, never the person's keyring.
+            # A throwaway store: its data key wrapped by a passphrase (sealed at rest since issue 40), never
+            # the person's keyring; without one, a machine with no keyring cannot open it.
             os.environ.setdefault("MIRADOR_PASSPHRASE", "bench/embedder_compare.py")
             from memory.store.core import Store
 
