@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     day = load(args.data)
     with tempfile.TemporaryDirectory(prefix="mirador-screen-") as home:
         os.environ["MIRADOR_HOME"] = home
+        # A throwaway store: its data key wrapped by a passphrase (sealed at rest since issue 40), never
+        # the person's keyring; without one, a machine with no keyring cannot open it.
+        os.environ.setdefault("MIRADOR_PASSPHRASE", "bench/screen_retrieval.py")
         from memory.store.core import Store
 
         if args.untuned:

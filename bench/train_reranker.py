@@ -84,6 +84,9 @@ def build(convs: list[dict], cfg, embedder=None) -> list[dict]:
     """Ingest the conversations into a new store in a temp dir and return groups() of it."""
     with tempfile.TemporaryDirectory(prefix="mirador-rerank-") as home:
         os.environ["MIRADOR_HOME"] = home
+        # A throwaway store: its data key wrapped by a passphrase (sealed at rest since issue 40), never
+        # the person's keyring; without one, a machine with no keyring cannot open it.
+        os.environ.setdefault("MIRADOR_PASSPHRASE", "bench/train_reranker.py")
         from memory.store.core import Store
 
         store = Store(Path(home), embedder=embedder)

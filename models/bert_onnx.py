@@ -73,12 +73,13 @@ def build(model_dir: Path):
 
 
 def word_table(w: dict[str, np.ndarray], model_dir: Path) -> np.ndarray:
-    """The word-embedding table, [vocabulary, hidden] float32, rows by token id."""
+    """The word-embedding table, [vocabulary, hidden], rows by token id: float32, or float16 where the weights
+    keep it so (a multilingual vocabulary's table, models/e5_pack.py: 250k rows, half the disk in float16)."""
     try:
         arr = w["embeddings.word_embeddings.weight"]
     except KeyError as e:
         raise NotBert(f"{model_dir}: weight embeddings.word_embeddings.weight missing") from e
-    return np.ascontiguousarray(arr, dtype="<f4")
+    return np.ascontiguousarray(arr, dtype="<f2" if arr.dtype == np.float16 else "<f4")
 
 
 def _build(model_dir: Path):
@@ -229,7 +230,7 @@ def write(model_dir: Path, target: Path) -> None:
     graph = onnx.load(str(target), load_external_data=False)
     entry = graph.metadata_props.add()
     entry.key, entry.value = WORDS_KEY, json.dumps({"offset": offset, "rows": int(words.shape[0]),
-                                                    "dim": int(words.shape[1]), "dtype": "<f4"})
+                                                    "dim": int(words.shape[1]), "dtype": words.dtype.str})
     target.write_bytes(graph.SerializeToString())
 
 
@@ -242,6 +243,15 @@ def words_at(metadata: dict[str, str], data_size: int) -> tuple[int, int, int]:
         offset, rows, dim = int(info["offset"]), int(info["rows"]), int(info["dim"])
     except (KeyError, ValueError, TypeError) as e:
         raise ValueError(f"the graph does not say where its word embeddings are ({e})") from e
-    if info.get("dtype") != "<f4" or rows <= 0 or dim <= 0 or offset < 0 or offset + rows * dim * 4 > data_size:
+    size = _ROW_DTYPES.get(info.get("dtype"), 0)
+    if not size or rows <= 0 or dim <= 0 or offset < 0 or offset + rows * dim * size > data_size:
         raise ValueError(f"the graph's data file ({data_size} bytes) does not hold its word embeddings {info}")
     return offset, rows, dim
+
+
+_ROW_DTYPES = {"<f4": 4, "<f2": 2}  # the word tables written: float32, float16 (bytes per value)
+
+
+def words_dtype(metadata: dict[str, str]) -> str:
+    """The word table's dtype ("<f4" or "<f2") as the graph's metadata records it (after words_at checked it)."""
+    return str(json.loads(metadata[WORDS_KEY])["dtype"])

@@ -78,6 +78,7 @@ class Embedder:
         self._onnx = None  # a TextEncoder once its graph is built or loaded (models/onnx_encoder.py)
         self._onnx_failed_at: float | None = None  # time.monotonic() of the last failed load or build
         self.onnx_error: str | None = None  # why onnxruntime does not serve this model, if it does not
+        self.query_prompt, self.passage_prompt = prompts(self.model_dir)
 
     @property
     def dim(self) -> int:
@@ -194,10 +195,11 @@ class Embedder:
         return self.backend
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Embed many texts in batches; returns an (n, dim) float32 array."""
+        """Embed many texts (what is stored and searched: passages) in batches; returns an (n, dim) float32 array."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self._onnx_vectors(list(texts))
+        texts = [self.passage_prompt + t for t in texts] if self.passage_prompt else list(texts)
+        vecs = self._onnx_vectors(texts)
         if vecs is not None:
             return vecs
         model = self._load()
@@ -217,7 +219,7 @@ class Embedder:
             if hit is not None:
                 self._cache.move_to_end(text)
                 return hit
-        vec = self._embed_one(text)
+        vec = self._embed_one(self.query_prompt + text)
         with self._lock:
             self._cache[text] = vec
             if len(self._cache) > self._cache_size:
@@ -238,7 +240,7 @@ class Embedder:
                     self._cache.move_to_end(t)
                     out[t] = hit
         missing = list(dict.fromkeys(t for t in texts if t not in out))
-        vecs = self._onnx_vectors(missing) if len(missing) > 1 else None
+        vecs = self._onnx_vectors([self.query_prompt + t for t in missing]) if len(missing) > 1 else None
         if vecs is not None:
             with self._lock:
                 for t, v in zip(missing, vecs, strict=True):
@@ -270,6 +272,19 @@ class Embedder:
             out = model(features)["sentence_embedding"]
         out = torch.nn.functional.normalize(out, p=2, dim=1)
         return out[0].float().cpu().numpy().astype(np.float32, copy=False)
+
+
+def prompts(model_dir: Path) -> tuple[str, str]:
+    """(query prefix, passage prefix) the model was trained with, from its config_sentence_transformers.json.
+
+    Why: e5 (and bge, Arctic Embed) learned with a prefix on each side ("query: " / "passage: "); without
+    it their recall drops. MiniLM has none, so its texts are embedded exactly as before.
+    """
+    try:
+        named = json.loads((Path(model_dir) / "config_sentence_transformers.json").read_text()).get("prompts") or {}
+    except (OSError, ValueError, AttributeError):
+        return "", ""
+    return str(named.get("query") or ""), str(named.get("passage") or named.get("document") or "")
 
 
 _shared: dict[tuple, Embedder] = {}

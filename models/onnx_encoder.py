@@ -314,6 +314,7 @@ class OnnxEncoder:
             size = os.fstat(self._words.fileno()).st_size
             meta = self.session.get_modelmeta().custom_metadata_map
             self._offset, self._rows, self._dim = bert_onnx.words_at(meta, size)
+            self._dtype = bert_onnx.words_dtype(meta)  # float32, or float16 for a large vocabulary
         except BaseException:
             self._words.close()
             raise
@@ -331,7 +332,7 @@ class OnnxEncoder:
         if uniq.size and (uniq[0] < 0 or uniq[-1] >= self._rows):
             raise ValueError(f"token id {int(uniq[0] if uniq[0] < 0 else uniq[-1])} is outside the vocabulary "
                              f"of {self._rows}")
-        row = self._dim * 4
+        row = self._dim * int(self._dtype[-1])  # "<f4" / "<f2": bytes per value
         offsets = [self._offset + int(i) * row for i in uniq]
         fd = self._words.fileno()
         if hasattr(os, "pread"):
@@ -345,7 +346,7 @@ class OnnxEncoder:
             raw = b"".join(parts)
         if len(raw) != row * uniq.size:
             raise OSError(f"{self._words.name} is shorter than its graph says (the word embeddings are cut off)")
-        table = np.frombuffer(raw, dtype="<f4").reshape(uniq.size, self._dim)
+        table = np.frombuffer(raw, dtype=self._dtype).reshape(uniq.size, self._dim)
         return table[where.reshape(ids.shape)].astype(np.float32, copy=False)
 
     def encode(self, features: dict) -> np.ndarray:

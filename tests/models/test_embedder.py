@@ -379,3 +379,23 @@ def test_a_short_lived_process_loads_the_graph_without_packing_and_gets_the_same
         assert sum(resident(a, b) for a, b in spans) == 0
         assert np.array_equal(light.encode(texts[:2]), first)
         assert sum(resident(a, b) for a, b in spans) == 0
+
+
+def test_prompts_of_the_model_config_prefix_queries_and_passages(tmp_path):
+    # e5 (and bge, Arctic Embed) learned "query: " / "passage: " prefixes; a model whose config names them
+    # gets them on each side, one without (the bundled MiniLM) embeds its texts unchanged.
+    base = embedder_dir()
+    model = tmp_path / "prompted"
+    model.mkdir()
+    for p in base.iterdir():
+        (model / p.name).symlink_to(p)
+    (model / "config_sentence_transformers.json").unlink(missing_ok=True)
+    (model / "config_sentence_transformers.json").write_text(
+        '{"prompts": {"query": "query: ", "passage": "passage: "}}')
+    plain, prompted = Embedder(base, onnx_dir=tmp_path / "onnx"), Embedder(model, onnx_dir=tmp_path / "onnx")
+    assert (plain.query_prompt, plain.passage_prompt) == ("", "")
+    want = plain.embed(["passage: the release slips to March", "query: when does the release ship?"])
+    assert np.allclose(prompted.embed(["the release slips to March"])[0], want[0], atol=1e-5)
+    assert np.allclose(prompted.embed_query("when does the release ship?"), want[1], atol=1e-5)
+    both = prompted.embed_queries(["when does the release ship?", "who owns the runbook?"])
+    assert np.allclose(both[1], plain.embed(["query: who owns the runbook?"])[0], atol=1e-5)
