@@ -23,6 +23,8 @@ BACKENDS = ("auto", "x11", "grim", "portal")
 class GrabUnavailable(MiradorError):
     """No way to read this session's pixels; the message says what to install or allow."""
 
+    code = "grab_unavailable"
+
 
 class GrabError(RuntimeError):
     """One grab failed (the compositor refused, a helper exited); reported and retried next cycle."""

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from memory.errors import MiradorError
+from memory.errors import MiradorError, with_hint
 
 log = logging.getLogger("mirador")
 _bound = threading.local()
@@ -56,7 +56,7 @@ def run_command(args, first: Callable | None = None) -> int:
                 return code
         return args.func(args)
     except MiradorError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(render_error(e), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
@@ -76,6 +76,12 @@ def run_command(args, first: Callable | None = None) -> int:
         if getattr(args, "verbose", False):
             raise
         return 1
+
+
+def render_error(e: MiradorError) -> str:
+    """The error as the terminal shows it: one line, what went wrong and then the command that helps (its CLI
+    hint; an MCP client gets the same error with the tool that helps instead: memory/mcp/replies.py)."""
+    return "error: " + with_hint(e.message, e.hint.cli)
 
 
 def _stdout_gone() -> bool:
