@@ -35,17 +35,16 @@ class ToolSpec:
     arguments: Arguments
     # False: not queued behind the searches (memory/mcp/server.py TOOL_THREADS): tools that answer from kept
     # counts or one row by id, and consolidate, which may run a local LLM for minutes.
-    queued: bool = True
-
-    def info(self) -> ToolInfo:
-        """The tool as tools/list shows it."""
-        return ToolInfo(name=self.name, description=self.description, inputSchema=self.arguments.schema,
-                        outputSchema=self.result.model_json_schema(), annotations=self.hints)
+    queued: bool
+    info: ToolInfo  # the tool as tools/list shows it, made once
 
 
 def _tool(name: str, hints: ToolAnnotations, result: type[BaseModel], description: str,
           queued: bool = True) -> ToolSpec:
-    return ToolSpec(name, hints, result, inspect.cleandoc(description), Arguments.of(getattr(T, name)), queued)
+    arguments, text = Arguments.of(getattr(T, name)), inspect.cleandoc(description)
+    info = ToolInfo(name=name, description=text, inputSchema=arguments.schema,
+                    outputSchema=result.model_json_schema(), annotations=hints)
+    return ToolSpec(name, hints, result, text, arguments, queued, info)
 
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (

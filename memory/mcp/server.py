@@ -180,7 +180,7 @@ class MiradorServer(Server[ServerState, Any]):
 
 
 async def list_tools() -> list[types.Tool]:
-    return [spec.info() for spec in TOOLS.values()]
+    return [spec.info for spec in TOOLS.values()]
 
 
 async def list_resources() -> list[types.Resource]:
