@@ -13,6 +13,8 @@ from memory.errors import MiradorError
 class GrabUnavailable(MiradorError):
     """No way to read this session's pixels; the message says what to install or allow."""
 
+    code = "grab_unavailable"
+
 
 class GrabError(RuntimeError):
     """One grab failed (the compositor refused, a helper exited); reported and retried next cycle."""

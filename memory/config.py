@@ -358,8 +358,12 @@ class SchedulerConfig(_Section):
     @field_validator("dream_cron", "purge_cron")
     @classmethod
     def _cron(cls, v: str) -> str:
-        if len(v.split()) != 5:
-            raise ValueError(f"{v!r} is not a 5-field crontab such as '30 3 * * *'")
+        from memory import cron  # APScheduler reads it (memory/cron.py); loaded only when a line is set
+
+        try:
+            cron.trigger(v)
+        except ValueError as e:
+            raise ValueError(f"{v!r} is not a crontab line such as '30 3 * * *': {e}") from None
         return v
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 import sys
 from pathlib import Path
@@ -38,6 +39,32 @@ def test_bench_results_are_current():
     assert current == report.render(), (
         "bench/RESULTS.md does not match bench/results/*.json; "
         "run: .venv/bin/python bench/report.py (and commit the result)")
+
+
+def test_bench_pages_are_current_and_the_headline_is_short():
+    report = _load(ROOT / "bench" / "report.py", "bench_report")
+    for name, text in report.render_pages().items():
+        page = ROOT / "bench" / "results" / name
+        assert page.exists() and page.read_text(encoding="utf-8") == text, (
+            f"bench/results/{name} does not match bench/results/*.json; "
+            "run: .venv/bin/python bench/report.py (and commit the result)")
+    assert not report.stale_pages(), "a bench page whose bench has no record; run: .venv/bin/python bench/report.py"
+    rows = report.headline(report.load_records())
+    assert 0 < len(rows) <= report.MAX_HEADLINE and all(row["target"] for _, row in rows)
+    assert len({row["what"] for _, row in rows}) == len(rows), "one headline row per thing compared"
+
+
+def test_bench_report_refuses_a_long_headline_or_one_without_a_target(tmp_path):
+    report = _load(ROOT / "bench" / "report.py", "bench_report")
+    rec = {"bench": "b", "title": "t", "command": "c", "date": "2026-01-01", "machine": "m", "output": {},
+           "summary": [{"what": f"w{i}", "headline": f"h{i}", "result": "1", "target": "≤ 2"} for i in range(16)]}
+    (tmp_path / "b.json").write_text(json.dumps(rec), encoding="utf-8")
+    with pytest.raises(report.RecordError, match="16 headline rows"):
+        report.render(tmp_path)
+    rec["summary"] = [{"what": "w", "headline": "h", "result": "1", "target": ""}]
+    (tmp_path / "b.json").write_text(json.dumps(rec), encoding="utf-8")
+    with pytest.raises(report.RecordError, match="has no target"):
+        report.render(tmp_path)
 
 
 def test_every_bench_record_has_its_command_date_and_machine():
@@ -90,7 +117,7 @@ _LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 def _doc_files():
     return [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "bench" / "RESULTS.md",
-            *sorted((ROOT / "docs").glob("*.md"))]
+            *sorted((ROOT / "bench" / "results").glob("*.md")), *sorted((ROOT / "docs").glob("*.md"))]
 
 
 @pytest.mark.parametrize("doc", _doc_files(), ids=lambda p: str(p.relative_to(ROOT)))

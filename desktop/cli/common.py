@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from memory.errors import MiradorError
+from memory.errors import MiradorError, with_hint
 
 log = logging.getLogger("mirador")
 _bound = threading.local()
@@ -56,7 +56,7 @@ def run_command(args, first: Callable | None = None) -> int:
                 return code
         return args.func(args)
     except MiradorError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(render_error(e), file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
@@ -74,7 +74,7 @@ def run_command(args, first: Callable | None = None) -> int:
         fault = _disk_fault(e)
         if fault is not None:  # a full or failing disk outside a store write (opening it, a read): say so plainly
             log.debug("disk fault", exc_info=True)
-            print(f"error: {fault}", file=sys.stderr)
+            print(render_error(fault), file=sys.stderr)
             return fault.exit_code
         log.debug("unexpected error", exc_info=True)
         print(f"error: {type(e).__name__}: {e} (run with -v for details and report it)", file=sys.stderr)
@@ -90,6 +90,12 @@ def _disk_fault(e: BaseException):
 
     store = getattr(_bound, "store", None)
     return storage_error(e, store.home if store is not None else data_dir())
+
+
+def render_error(e: MiradorError) -> str:
+    """The error as the terminal shows it: one line, what went wrong and then the command that helps (its CLI
+    hint; an MCP client gets the same error with the tool that helps instead: memory/mcp/replies.py)."""
+    return "error: " + with_hint(e.message, e.hint.cli)
 
 
 def _stdout_gone() -> bool:

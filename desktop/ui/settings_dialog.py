@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 from desktop.runtime.live_config import RESTART_FIELDS, restart_needed
 from desktop.ui.settings_scopes import ScopeRulesPage, running_apps
 from memory.config import REDACTION_KINDS, Config, load_config, save_config
+from memory.cron import describe as describe_cron  # the scheduler's own reading of the line, in words
 
 log = logging.getLogger(__name__)
 
@@ -131,30 +132,6 @@ LABELS: dict[str, str] = {
 PERCENT_FIELDS = {"capture.min_changed_fraction"}  # shown as % of the screen, stored as a fraction
 CRON_FIELDS = {"scheduler.dream_cron", "scheduler.purge_cron"}
 DEFAULT_DEVICE = "System default"
-
-
-def describe_cron(expr: str) -> str:
-    """A crontab line in words: "every night at 03:30", "every Monday at 09:00", "every 15 minutes"."""
-    parts = (expr or "").split()
-    if len(parts) != 5:
-        return "not a schedule: five fields are needed (minute hour day month weekday)"
-    minute, hour, day, month, weekday = parts
-    days = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-    if minute.startswith("*/") and hour == "*" and (day, month, weekday) == ("*", "*", "*"):
-        return f"every {minute[2:]} minutes"
-    if minute.isdigit() and hour.startswith("*/") and (day, month, weekday) == ("*", "*", "*"):
-        return f"every {hour[2:]} hours at :{int(minute):02d}"
-    if not (minute.isdigit() and hour.isdigit()) or month != "*":
-        return f"custom schedule ({expr})"
-    at = f"{int(hour):02d}:{int(minute):02d}"
-    part = "night" if int(hour) < 6 or int(hour) >= 22 else "day"
-    if day == "*" and weekday == "*":
-        return f"every {part} at {at}"
-    if day == "*" and weekday.isdigit() and int(weekday) < len(days):
-        return f"every {days[int(weekday)]} at {at}"
-    if weekday == "*" and day.isdigit():
-        return f"on day {int(day)} of every month at {at}"
-    return f"custom schedule ({expr})"
 
 
 def plain_to_pattern(text: str) -> str:

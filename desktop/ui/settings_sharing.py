@@ -47,11 +47,6 @@ def intro_text(health: list[dict[str, Any]]) -> str:
     return text + "Screens, transcripts, the vault and every other scope stay on this computer."
 
 
-def offline_scopes(health: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The bindings that did not answer the last time they were asked."""
-    return [h for h in health if h["last_error"]]
-
-
 class SharingPanel(QWidget):
     """Bindings and their health; "Check now" asks every store, "Send now" drains the outbox."""
 

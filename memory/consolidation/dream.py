@@ -149,13 +149,6 @@ def _changed(store, since: datetime | None, until: datetime) -> list[dict]:
     return store.rows(store.memories, where, _COLS, None)
 
 
-def _by_ids(store, ids) -> dict[str, dict]:
-    ids = sorted(set(ids))
-    if not ids:
-        return {}
-    return store.get_many("memory", ids, _COLS[:-1])
-
-
 def _protected(row: dict) -> bool:
     return bool(row.get("user_edited") or row.get("pinned"))
 

@@ -349,14 +349,15 @@ class MiradorScheduler:
                 "share_maintain": config.remote.maintain_interval_minutes}
 
     def _triggers(self) -> dict:
-        from apscheduler.triggers.cron import CronTrigger
         from apscheduler.triggers.interval import IntervalTrigger
+
+        from memory import cron
 
         c = self.config.scheduler
         return {
             "extract": IntervalTrigger(minutes=c.extract_interval_minutes),
-            "dream": CronTrigger.from_crontab(c.dream_cron),
-            "purge": CronTrigger.from_crontab(c.purge_cron),
+            "dream": cron.trigger(c.dream_cron),
+            "purge": cron.trigger(c.purge_cron),
             "optimize": IntervalTrigger(minutes=c.optimize_interval_minutes),
             "share": IntervalTrigger(seconds=self.config.remote.flush_interval_seconds),
             "share_maintain": IntervalTrigger(minutes=self.config.remote.maintain_interval_minutes),
@@ -381,10 +382,6 @@ class MiradorScheduler:
         self.scheduler.start()
         log.info("scheduler started: %s", ", ".join(f"{j.id} next {j.next_run_time}" for j in self.scheduler.get_jobs()))
         return self
-
-    def next_runs(self) -> dict[str, str | None]:
-        """Next fire time per job (ISO), for status screens."""
-        return {j.id: j.next_run_time.isoformat() if j.next_run_time else None for j in self.scheduler.get_jobs()}
 
     def apply_config(self, config) -> list[str]:
         """Use new settings now: reschedule jobs whose interval or cron changed; pause or resume with

@@ -174,7 +174,7 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     missing = sorted({e for s in specs for e in (s.src, s.dst)} - set(ends))
     if missing:
         raise store.missing(missing[0], scopes, f"no memory with id {missing[0]} (never existed, outside your scopes, or "
-                            "forgotten) — nothing was related; find ids with `mirador search`")
+                            "forgotten) — nothing was related")
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
@@ -335,8 +335,7 @@ def _anchor(store, id_: str, scopes) -> dict:
         raise InputError(f"{id_} is not a memory id (mem_…); relations link memories only")
     rows = memory_rows(store, [id_], scopes, statuses=[])
     if not rows:
-        raise store.missing(id_, scopes, f"no memory with id {id_} (never existed, outside your scopes, or forgotten) — "
-                            "find ids with `mirador search`")
+        raise store.missing(id_, scopes, f"no memory with id {id_} (never existed, outside your scopes, or forgotten)")
     return rows[id_]
 
 

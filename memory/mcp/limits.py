@@ -5,8 +5,9 @@ HTTP) recurses once per nesting level and cannot read an integer of more than 4,
 parser (stdio) gives up at about 200 levels and at the same digit count. None of these failures is a
 JSON syntax error, so the SDK answered them with HTTP 500, or over stdio with nothing at all (the
 client waited for ever). `screen` finds them first, without recursing, and words a reply that says
-what to send instead. Types and ranges of tool arguments stay with the tools' pydantic signatures
-(memory/mcp/server.py); these limits only keep every message readable by the parsers behind them.
+what to send instead. Types and ranges of tool arguments stay with the tools' signatures
+(memory/mcp/args.py, memory/mcp/arguments.py); these limits only keep every message readable by the parsers
+behind them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from memory.mcp.replies import refusal
 
 # The SDK's own HTTP body limit (mcp.server.transport_security), kept so that over HTTP this check answers
 # first, in JSON; evidence_add's 100,000 characters need well under 1 MiB even with every character escaped.
@@ -181,16 +184,15 @@ def _refuse(found: _Found, expect: Callable[[str, str], str | None]) -> Refusal:
     argument = path[2] if len(path) > 2 and path[:2] == ["params", "arguments"] else None
     wanted = expect(found.tool, argument) if found.tool and argument and found.method == "tools/call" else None
     if wanted is not None and found.id is not None:
-        # A tool's error like any other wrong argument: clients show it to the model, and the session goes on.
-        # Worded as the SDK words a tool's refused arguments ("Error executing tool …"), so both read alike.
+        # A tool's error like any other wrong argument (memory/mcp/replies.py): clients show it to the model,
+        # and the session goes on.
         if found.problem == "deep":
-            text = (f"Error executing tool {found.tool}: argument {argument!r} is nested deeper than "
-                    f"{ARGUMENT_DEPTH} levels; flatten it: send {wanted}")
+            text = f"argument {argument!r} is nested deeper than {ARGUMENT_DEPTH} levels; flatten it: send {wanted}"
         else:
-            text = (f"Error executing tool {found.tool}: argument {argument!r} is wrong (a number of "
-                    f"{found.digits:,} digits; at most {MAX_DIGITS:,} are read): send {wanted}")
+            text = (f"argument {argument!r} is wrong (a number of {found.digits:,} digits; at most "
+                    f"{MAX_DIGITS:,} are read): send {wanted}")
         return Refusal(200, {"jsonrpc": "2.0", "id": found.id,
-                             "result": {"content": [{"type": "text", "text": text}], "isError": True}})
+                             "result": refusal(found.tool, text, "invalid_arguments")})
     if found.problem == "deep":
         return _error(400, found.id, INVALID_REQUEST, f"the message is nested deeper than {MAX_DEPTH} levels (at "
                       f"{where}); flatten it: no MCP request needs more than a few levels")

@@ -4,6 +4,10 @@ Every read passes the client's scopes into the store/search call so the filter r
 LanceDB query (principle 5); every write goes to the client's write scope and is audited with the
 client's name as actor and origin (principle 6). Errors are InputErrors whose text tells a model
 what to call next; memory/mcp/server.py turns them into tool errors.
+
+Each argument is declared once, by the type its parameter names (memory/mcp/args.py); the server reads the
+signatures for the tools' input schemas and validators (memory/mcp/arguments.py). What each tool returns is
+checked against its model in memory/mcp/results.py.
 """
 
 from __future__ import annotations
@@ -16,6 +20,64 @@ from datetime import timedelta
 from typing import Any
 
 from memory.errors import InputError, NotFoundError
+from memory.mcp.args import (
+    CONSOLIDATE_MAX_EVIDENCE,
+    AddStatus,
+    AddTypeArg,
+    Budget,
+    CapturedAt,
+    ChainDirection,
+    Confidence,
+    Confirm,
+    ConsolidateLimit,
+    ConsolidateScope,
+    Cursor,
+    Depth,
+    Details,
+    Direction,
+    DryRun,
+    DstId,
+    EdgeEvidence,
+    EdgeLimit,
+    EvdId,
+    EvidenceApp,
+    EvidenceText,
+    ForgetApp,
+    ForgetIds,
+    GetId,
+    IdempotencyKey,
+    Inactive,
+    Limit,
+    ListStatuses,
+    MaxChars,
+    MemId,
+    MemoryText,
+    Names,
+    NewConfidence,
+    NewStatus,
+    NewText,
+    NewTitle,
+    PageSize,
+    Query,
+    RecallTypes,
+    Relation,
+    Relations,
+    RelId,
+    Samples,
+    ScopeArg,
+    SearchTypes,
+    Since,
+    Sources,
+    SrcId,
+    TimelineSince,
+    TimelineUntil,
+    Title,
+    Until,
+    UsedIds,
+    Window,
+    WithEvidence,
+    WriteScopeArg,
+)
 from memory.mcp.auth import Principal
 from memory.retrieval.relevance import RELEVANCE_FLOOR  # noqa: F401 - re-exported; the browser uses the same floor
 from memory.retrieval.relevance import relevant as _relevant
@@ -32,15 +94,6 @@ MAX_DETAILS_DEPTH = 8  # type-specific fields are a level or two (steps: [...]);
 TIMELINE_MAX_ROWS = 20_000
 SEARCH_HINT = "call memory_search to find a valid id"
 EVIDENCE_HINT = "call evidence_search or timeline to find a valid evidence id"
-
-
-def for_model(message: str) -> str:
-    """Reword CLI hints in store errors into the tool a model can call instead."""
-    return (message.replace("`mirador search`", "memory_search").replace("`mirador list`", "memory_search")
-            .replace("`mirador delete ID`", "memory_forget")
-            .replace("drop --type vault (use `mirador search --type vault`)",
-                     'leave vault out of types (memory_search with types=["vault"] finds vault entries)')
-            .replace("`mirador search --type vault`", 'memory_search with types=["vault"]'))
 
 
 # ---- scopes -----------------------------------------------------------------------------------
@@ -138,9 +191,9 @@ def _statuses(include_inactive: bool) -> list[str] | None:
 # ---- memory tools -----------------------------------------------------------------------------
 
 
-def memory_search(store, p: Principal, query: str, types: list[str] | None = None, scope: str | None = None,
-                  since: str | None = None, until: str | None = None, include_inactive: bool = False,
-                  limit: int = 10) -> dict:
+def memory_search(store, p: Principal, query: Query, types: SearchTypes = None, scope: ScopeArg = None,
+                  since: Since = None, until: Until = None, include_inactive: Inactive = False,
+                  limit: Limit = 10) -> dict:
     """Hybrid search over the client's memories."""
     from memory.retrieval.search import search_memories
 
@@ -155,8 +208,8 @@ def memory_search(store, p: Principal, query: str, types: list[str] | None = Non
             else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
 
 
-def memory_recall(store, p: Principal, query: str, budget_tokens: int = 1000, types: list[str] | None = None,
-                  scope: str | None = None, include_evidence: bool = True) -> dict:
+def memory_recall(store, p: Principal, query: Query, budget_tokens: Budget = 1000, types: RecallTypes = None,
+                  scope: ScopeArg = None, include_evidence: WithEvidence = True) -> dict:
     """Budgeted context for a task, built by memory/retrieval/recall.py."""
     try:
         from memory.retrieval.recall import recall
@@ -180,7 +233,7 @@ def _appeared(store, p: Principal, ids: list[str], scopes: list[str]) -> None:
     note_appearances(store, ids, actor=p.actor, scopes=scopes)
 
 
-def memory_reinforce(store, p: Principal, ids: list[str]) -> dict:
+def memory_reinforce(store, p: Principal, ids: UsedIds) -> dict:
     """Record that an answer used these memories: their salience rises (and decays again without use)."""
     from memory.graph.reinforcement import reinforce
 
@@ -207,7 +260,7 @@ def _item(item: Any) -> Any:
     return jsonable(item)
 
 
-def memory_get(store, p: Principal, id: str) -> dict:
+def memory_get(store, p: Principal, id: GetId) -> dict:
     """Every field of one memory (or vault entry) the client may see."""
     kind = _kind(id, SEARCH_HINT)
     if kind == "evidence":
@@ -230,9 +283,9 @@ def memory_get(store, p: Principal, id: str) -> dict:
     return row
 
 
-def memory_add(store, p: Principal, text: str, type: str = "semantic", title: str | None = None,
-               details: dict | None = None, scope: str | None = None, status: str = "active",
-               confidence: float = 0.8, idempotency_key: str | None = None) -> dict:
+def memory_add(store, p: Principal, text: MemoryText, type: AddTypeArg = "semantic", title: Title = None,
+               details: Details = None, scope: WriteScopeArg = None, status: AddStatus = "active",
+               confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict:
     """Create a memory in the client's write scope, recorded with the client's name.
 
     idempotency_key: a retry with the same key returns the first call's memory and stores nothing
@@ -297,8 +350,8 @@ def _memory_added(p: Principal, row: dict, secrets: Any, replayed: bool = False)
     return out
 
 
-def memory_update(store, p: Principal, id: str, text: str | None = None, title: str | None = None,
-                  details: dict | None = None, confidence: float | None = None, status: str | None = None) -> dict:
+def memory_update(store, p: Principal, id: MemId, text: NewText = None, title: NewTitle = None,
+                  details: Details = None, confidence: NewConfidence = None, status: NewStatus = None) -> dict:
     """Edit a memory in the client's write scope (text, title, details, confidence and/or status)."""
     ws = write_scope(p, None)
     if _kind(id, SEARCH_HINT) != "memory":
@@ -324,7 +377,7 @@ def memory_update(store, p: Principal, id: str, text: str | None = None, title: 
     return {"updated": _memory_brief(row), "actor": p.actor}
 
 
-def memory_forget(store, p: Principal, ids: list[str]) -> dict:
+def memory_forget(store, p: Principal, ids: ForgetIds) -> dict:
     """Erase memories or evidence in the client's write scope, for good (tombstone + purge)."""
     from memory.store.erasure import forget
 
@@ -337,12 +390,13 @@ def memory_forget(store, p: Principal, ids: list[str]) -> dict:
     try:
         res = forget(store, ids, actor=p.actor, scopes=[ws])
     except NotFoundError as e:
-        raise NotFoundError(for_model(str(e)) + f" (this client may forget only rows in scope {ws!r} and below)") from None
+        raise NotFoundError(f"{e.message} (this client may forget only rows in scope {ws!r} and below)",
+                            hint=e.hint) from None
     return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
 
 
-def evidence_forget(store, p: Principal, app: str | None = None, since: str | None = None, until: str | None = None,
-                    scope: str | None = None, confirm: bool = False) -> dict:
+def evidence_forget(store, p: Principal, app: ForgetApp = None, since: Since = None, until: Until = None,
+                    scope: WriteScopeArg = None, confirm: Confirm = False) -> dict:
     """Erase captured evidence by app and/or time range in the client's write scope (or `scope` below it),
     with the memories derived only from it (memory/store/erasure.py forget_where). Without confirm: the
     plan with counts, nothing changed. Every memory the delete erases or sends to review must lie in the
@@ -388,8 +442,8 @@ def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
         raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
 
 
-def memory_related(store, p: Principal, id: str, relations: list[str] | None = None, direction: str = "both",
-                   scope: str | None = None, include_inactive: bool = False, limit: int = 20) -> dict:
+def memory_related(store, p: Principal, id: MemId, relations: Relations = None, direction: Direction = "both",
+                   scope: ScopeArg = None, include_inactive: Inactive = False, limit: EdgeLimit = 20) -> dict:
     """A memory's neighbours by relation, both ends inside the client's scopes."""
     from memory.graph.relations import related
 
@@ -401,8 +455,8 @@ def memory_related(store, p: Principal, id: str, relations: list[str] | None = N
             if edges else "no relations visible; memory_relate adds one"}
 
 
-def memory_chain(store, p: Principal, id: str, direction: str = "causes", depth: int = 3,
-                 relations: list[str] | None = None, scope: str | None = None, include_inactive: bool = False) -> dict:
+def memory_chain(store, p: Principal, id: MemId, direction: ChainDirection = "causes", depth: Depth = 3,
+                 relations: Relations = None, scope: ScopeArg = None, include_inactive: Inactive = False) -> dict:
     """Causes (why) or consequences (what followed) of a memory, hop by hop, with each hop's evidence."""
     from memory.graph.relations import chain
 
@@ -415,8 +469,8 @@ def memory_chain(store, p: Principal, id: str, direction: str = "causes", depth:
     return out
 
 
-def memory_relate(store, p: Principal, src: str, relation: str, dst: str, evidence: list[str] | None = None,
-                  confidence: float = 0.8) -> dict:
+def memory_relate(store, p: Principal, src: SrcId, relation: Relation, dst: DstId, evidence: EdgeEvidence = None,
+                  confidence: Confidence = 0.8) -> dict:
     """Add the edge `src RELATION dst`: src in the client's write scope, dst readable; audited as the client."""
     from memory.graph.relations import add_relation
 
@@ -430,9 +484,9 @@ def memory_relate(store, p: Principal, src: str, relation: str, dst: str, eviden
 # ---- evidence tools ---------------------------------------------------------------------------
 
 
-def evidence_search(store, p: Principal, query: str, apps: list[str] | None = None, sources: list[str] | None = None,
-                    scope: str | None = None, since: str | None = None, until: str | None = None,
-                    limit: int = 10) -> dict:
+def evidence_search(store, p: Principal, query: Query, apps: Names = None, sources: Sources = None,
+                    scope: ScopeArg = None, since: Since = None, until: Until = None,
+                    limit: Limit = 10) -> dict:
     """Hybrid search over captured evidence (screen text, transcripts, notes)."""
     from memory.retrieval.search import search_evidence
 
@@ -449,7 +503,7 @@ def evidence_search(store, p: Principal, query: str, apps: list[str] | None = No
             else "no match: try other words, fewer filters, or timeline for a time range"}
 
 
-def evidence_get(store, p: Principal, id: str, max_chars: int = 20_000) -> dict:
+def evidence_get(store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -> dict:
     """One evidence row, its text cut to max_chars."""
     if _kind(id, EVIDENCE_HINT) != "evidence":
         raise InputError(f"{id} is not an evidence id (evd_…); call memory_get for mem_/vlt_ ids")
@@ -464,8 +518,8 @@ def evidence_get(store, p: Principal, id: str, max_chars: int = 20_000) -> dict:
     return row
 
 
-def timeline(store, p: Principal, since: str | None = None, until: str | None = None, scope: str | None = None,
-             apps: list[str] | None = None, samples_per_app: int = 5) -> dict:
+def timeline(store, p: Principal, since: TimelineSince = None, until: TimelineUntil = None, scope: ScopeArg = None,
+             apps: Names = None, samples_per_app: Samples = 5) -> dict:
     """What happened between two times: evidence grouped by app, plus episodic memories of that span."""
     end = parse_time(until, "until") or utcnow() + timedelta(seconds=1)
     start = parse_time(since, "since") if since is not None else end - timedelta(hours=24)
@@ -630,15 +684,13 @@ def _nesting(value: Any, limit: int) -> int:
 
 # ---- what peers' servers offer too: adding evidence, paging memories, removing an edge, consolidating ----------
 
-EVIDENCE_MAX_CHARS = 100_000
 LIST_STATUSES = ["active", "candidate"]
-CONSOLIDATE_MAX_EVIDENCE = 100  # rows one consolidate call extracts: the LLM takes seconds per batch
 PLAN_MAX_STEPS = 100  # steps a consolidate result lists (counts cover them all)
 
 
-def evidence_add(store, p: Principal, text: str, scope: str | None = None, app: str | None = None,
-                 window: str | None = None, captured_at: str | None = None,
-                 idempotency_key: str | None = None) -> dict:
+def evidence_add(store, p: Principal, text: EvidenceText, scope: WriteScopeArg = None, app: EvidenceApp = None,
+                 window: Window = None, captured_at: CapturedAt = None,
+                 idempotency_key: IdempotencyKey = None) -> dict:
     """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does.
 
     idempotency_key: a retry with the same key returns the first call's row and stores nothing
@@ -717,8 +769,8 @@ def _decode_cursor(cursor: str, key: str):
     return at, id_
 
 
-def memory_list(store, p: Principal, scope: str | None = None, types: list[str] | None = None,
-                status: list[str] | None = None, limit: int = 20, cursor: str | None = None) -> dict:
+def memory_list(store, p: Principal, scope: ScopeArg = None, types: RecallTypes = None,
+                status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> dict:
     """A page of the client's memories, most recently changed first (then by id), filtered; cursor pages on."""
     from memory.store.filters import and_
     from memory.store.rows import ts_literal
@@ -753,7 +805,7 @@ def memory_list(store, p: Principal, scope: str | None = None, types: list[str] 
             else ("that is all of them" if results else "no memories match these filters")}
 
 
-def relation_remove(store, p: Principal, id: str) -> dict:
+def relation_remove(store, p: Principal, id: RelId) -> dict:
     """Remove the edge `id` (rel_…) whose src is in the client's write scope; audited as the client."""
     from memory.graph.relations import edge_rows, remove_relation
 
@@ -796,7 +848,8 @@ def _counts(steps) -> dict[str, int]:
     return dict(out)
 
 
-def consolidate(store, p: Principal, dry_run: bool = True, limit: int = 20, scope: str | None = None) -> dict:
+def consolidate(store, p: Principal, dry_run: DryRun = True, limit: ConsolidateLimit = 20,
+                scope: ConsolidateScope = None) -> dict:
     """Dry run: what extraction and a dream pass would do in the client's read scopes (or `scope`). Otherwise
     extract up to `limit` pending evidence rows of the client's write scope (or `scope` below it) and apply
     the dream steps inside it."""

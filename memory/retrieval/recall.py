@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from memory.errors import InputError
+from memory.errors import Hint, InputError
 from memory.retrieval.rank import embedded_text
 from memory.retrieval.search import check_query, search_evidence, search_memories
 from memory.retrieval.snippets import SEGMENT_END as _SENTENCE_END
@@ -107,7 +107,10 @@ def _memory_types(types) -> list[str]:
         return [t.value for t in MemoryType if t != MemoryType.VAULT]
     out = [parse_type(t).value for t in types]
     if MemoryType.VAULT.value in out:
-        raise InputError("recall never includes vault entries — drop --type vault (use `mirador search --type vault`)")
+        raise InputError("recall never includes vault entries",
+                         hint=Hint(cli="drop --type vault (use `mirador search --type vault`)",
+                                   mcp='leave vault out of types (memory_search with types=["vault"] finds vault '
+                                       "entries)"))
     return out
 
 

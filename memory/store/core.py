@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from memory.config import Config, data_dir, load_config
-from memory.errors import InputError, MiradorError, NotFoundError, SharedOfflineError, StorageError
+from memory.errors import FIND_IDS, Hint, InputError, MiradorError, NotFoundError, SharedOfflineError, StorageError
 from memory.scopes import scope_filter, sql_literal, validate_scope
 from memory.store import audit_hold, builders, io_faults, permissions
 from memory.store import tables as T
@@ -502,7 +502,7 @@ class Store:
         if not rows and kind == "evidence":  # another device's evidence of a scope whose binding shares it
             rows = self.remotes.evidence.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
         if not rows:
-            raise NotFoundError(_not_found(id_))
+            raise NotFoundError(_not_found(id_), hint=FIND_IDS)
         return rows[0]
 
     def missing(self, id_: str, scopes: Iterable[str] | None = None, message: str | None = None) -> MiradorError:
@@ -513,9 +513,9 @@ class Store:
         if offline:
             return SharedOfflineError(
                 f"{id_} may be a memory of the shared scope {offline[0].binding.scope}, whose store does not "
-                f"answer now ({offline[0].last_error}): it can be read or changed when the store is back "
-                "(`mirador remote test` checks it)")
-        return NotFoundError(message or _not_found(id_))
+                f"answer now ({offline[0].last_error}): it can be read or changed when the store is back",
+                hint=Hint(cli="`mirador remote test` checks it", mcp="try again later; tell the person if it lasts"))
+        return NotFoundError(message or _not_found(id_), hint=FIND_IDS)
 
     def _raw_memory(self, id_: str, scopes: Iterable[str] | None = None, with_vector: bool = False) -> dict[str, Any]:
         return self._one("memory", id_, scopes, MEMORY_COLS + (["vector"] if with_vector else []))
@@ -781,5 +781,4 @@ class Store:
 
 
 def _not_found(id_: str) -> str:
-    return (f"no row with id {id_} (it never existed, is outside your scopes, or was forgotten) — "
-            "find ids with `mirador search` or `mirador list`")
+    return f"no row with id {id_} (it never existed, is outside your scopes, or was forgotten)"

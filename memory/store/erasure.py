@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from memory.errors import InputError, NotFoundError
+from memory.errors import FIND_IDS, InputError, NotFoundError
 from memory.scopes import scope_filter, validate_scope
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
@@ -39,7 +39,7 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
         raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
     ids = list(dict.fromkeys(ids))
     if not ids:
-        raise InputError("no ids given: pass one or more ids from `mirador search` or `mirador list`")
+        raise InputError("no ids given: pass one or more ids", hint=FIND_IDS)
     by_kind: dict[str, list[str]] = {}
     for i in ids:
         by_kind.setdefault(kind_of(i), []).append(i)
@@ -58,8 +58,7 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
         if missing:
             raise NotFoundError(
                 f"no row with id {sorted(missing)[0]} (never existed, outside your scopes, or already forgotten) "
-                "— nothing was deleted; find ids with `mirador search`"
-            )
+                "— nothing was deleted", hint=FIND_IDS)
         found[kind] = rows
     return _erase(store, found, actor, purge_now)
 

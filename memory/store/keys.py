@@ -56,12 +56,14 @@ ARGON2 = {"time_cost": 3, "memory_cost": 64 * 1024, "parallelism": 2}
 class LockedError(MiradorError):
     """The data folder is locked: keys were dropped until the person unlocks it."""
 
+    code = "locked"
     exit_code = 5
 
 
 class KeyUnavailableError(MiradorError):
     """The key that opens the data folder cannot be had: lost, wrong passphrase, or nothing to ask."""
 
+    code = "key_unavailable"
     exit_code = 5
 
 

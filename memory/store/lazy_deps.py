@@ -1,4 +1,4 @@
-"""Keep LanceDB's import light: no REST client it does not use, no signature checks of its own classes.
+"""Keep LanceDB's import light: no REST client it does not use.
 
 `import lancedb` imports `lance_namespace`, which imports the models of the generated REST client
 `lance_namespace_urllib3_client`; importing any submodule first runs that package's __init__, which
@@ -6,43 +6,25 @@ imports every API module of the client as well. Mirador opens local directories 
 REST API, yet every CLI call and Claude Code hook paid for loading it (the largest single part of a
 cold `mirador search`). install() registers the package without running its __init__, so importing
 its `models` loads the models alone; the first attribute read from the package itself runs the real
-__init__ then, so a caller that does use the client still gets all of it.
+__init__ then, so a caller that does use the client still gets all of it. This is the import system's own
+mechanism (a module registered in sys.modules); nothing of the package is changed.
 
-On Python < 3.12 LanceDB also marks about a hundred methods with the `overrides` package's @override,
-which checks each one's signature against its base class by disassembling bytecode at import: a
-development-time check of LanceDB's own classes that cost every cold start more than a second.
-install() swaps in the marker Python 3.12's typing.override is (the method gets __override__ = True,
-which the package's EnforceOverrides base still checks), before LanceDB is imported.
+On Python < 3.12 LanceDB also marks about a hundred methods with the `overrides` package's @override, which
+checks each one's signature at import (about 0.1 s of CPU on a cold start here). That check is left to run:
+skipping it meant replacing `overrides.override`, a patch of a third-party package (tests/test_no_patches.py);
+on Python 3.12 LanceDB uses typing.override, which checks nothing at run time.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Any
 
 LAZY_PACKAGES = ("lance_namespace_urllib3_client",)
 
 
-def _marker(method: Any = None, *, check_signature: bool = True, check_at_runtime: bool = False) -> Any:
-    """overrides.override without its checks: @override and @override(...) both mark the method."""
-    def mark(m: Any) -> Any:
-        m.__override__ = True
-        return m
-
-    return mark if method is None else mark(method)
-
-
 def install() -> None:
-    """Register each LAZY_PACKAGES package unexecuted (a no-op once it is imported, or if it is absent), and
-    make overrides.override a plain marker unless LanceDB is already imported."""
-    if "lancedb" not in sys.modules and sys.version_info < (3, 12):
-        try:
-            import overrides
-        except ImportError:
-            pass
-        else:
-            overrides.override = _marker
+    """Register each LAZY_PACKAGES package unexecuted (a no-op once it is imported, or if it is absent)."""
     for name in LAZY_PACKAGES:
         if name in sys.modules:
             continue

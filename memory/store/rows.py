@@ -11,7 +11,7 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 import pyarrow as pa
 
-from memory.errors import InputError
+from memory.errors import FIND_IDS, InputError
 from memory.scopes import sql_list
 
 PREFIX = {"memory": "mem_", "evidence": "evd_", "vault": "vlt_"}
@@ -86,9 +86,7 @@ def kind_of(id_: str) -> str:
     for kind, prefix in PREFIX.items():
         if isinstance(id_, str) and id_.startswith(prefix) and len(id_) > len(prefix):
             return kind
-    raise InputError(
-        f"unknown id {id_!r}: ids start with mem_, evd_ or vlt_ — find one with `mirador search` or `mirador list`"
-    )
+    raise InputError(f"unknown id {id_!r}: ids start with mem_, evd_ or vlt_", hint=FIND_IDS)
 
 
 def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:

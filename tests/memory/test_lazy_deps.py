@@ -32,13 +32,3 @@ def test_store_works_without_loading_the_rest_client_which_stays_available():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"at_open": False, "after_use": False, "found": "We deploy on Tuesdays", "client": True}
 
-
-def test_override_marker_marks_methods_as_the_check_expects():
-    from memory.store.lazy_deps import _marker
-
-    def f():
-        return 1
-
-    assert _marker(f) is f and f.__override__ is True
-    g = _marker(check_signature=False)(lambda: 2)
-    assert g.__override__ is True and g() == 2

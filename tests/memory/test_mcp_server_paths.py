@@ -1,5 +1,5 @@
-"""The MCP server's per-call machinery: results still validated against their output schemas (each
-schema checked once), tool bodies sharing a bounded set of worker threads with cheap tools not queued
+"""The MCP server's per-call machinery: results checked against their models (what their output schemas
+say) before they are sent, tool bodies sharing a bounded set of worker threads with cheap tools not queued
 behind them, and timeline's column-wise grouping giving what grouping row by row gives."""
 
 from __future__ import annotations
@@ -10,42 +10,38 @@ from collections import Counter
 
 import anyio
 import jsonschema
-import pytest
 
 from memory.mcp import tools as T
 from memory.mcp.auth import make_principal
-from memory.mcp.server import TOOL_THREADS, _SchemaCheckedOnce, build_server
+from memory.mcp.server import TOOL_THREADS, build_server
 
 
-def test_results_are_validated_and_each_schema_checked_once(monkeypatch):
-    from mcp.server.lowlevel import server as lowlevel
+def test_results_are_checked_against_their_models_before_they_are_sent(monkeypatch, tmp_path):
+    from mcp.shared.memory import create_connected_server_and_client_session
 
-    build_server(lambda: None)
-    assert isinstance(lowlevel.jsonschema, _SchemaCheckedOnce)  # what the SDK validates results with
-    checks = Counter()
-    real_check = jsonschema.Draft202012Validator.check_schema.__func__
+    from memory.store.core import Store
 
-    def counting(cls, schema, *a, **kw):
-        checks[json.dumps(schema, sort_keys=True)] += 1
-        return real_check(cls, schema, *a, **kw)
+    store = Store(tmp_path / "home")
+    server = build_server(lambda: store, make_principal("t", ["work"], "work"))
 
-    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", classmethod(counting))
-    shim = _SchemaCheckedOnce(jsonschema)
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-              "$schema": "https://json-schema.org/draft/2020-12/schema"}
-    for _ in range(5):
-        shim.validate(instance={"n": 1}, schema=dict(schema))  # an equal schema, a new dict each call
-    assert list(checks.values()) == [1]
-    # A result that does not match is refused every time, with the error jsonschema itself raises.
-    for bad in ({"n": "one"}, {}, {"n": 1.5}):
-        with pytest.raises(jsonschema.ValidationError) as mine:
-            shim.validate(instance=bad, schema=schema)
-        with pytest.raises(jsonschema.ValidationError) as theirs:
-            jsonschema.validate(instance=bad, schema=schema)
-        assert mine.value.message == theirs.value.message
-    with pytest.raises(jsonschema.SchemaError):  # a broken schema is still caught
-        shim.validate(instance={}, schema={"type": "no-such-type"})
-    assert shim.ValidationError is jsonschema.ValidationError  # the rest of the module passes through
+    async def main():
+        async with create_connected_server_and_client_session(server) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            good = await client.call_tool("status", {})
+            monkeypatch.setattr(T, "status", lambda store, p: {"server": "mirador"})  # most fields missing
+            bad = await client.call_tool("status", {})
+            return tools, good, bad
+
+    tools, good, bad = anyio.run(main)
+    assert len(tools) == 19 and all(t.outputSchema for t in tools.values())  # every tool declares its result
+    for t in tools.values():
+        jsonschema.Draft202012Validator.check_schema(t.outputSchema)
+    # What is sent matches the schema the client was given (the SDK's client checks it too), as text and data.
+    jsonschema.validate(good.structuredContent, tools["status"].outputSchema)
+    assert json.loads(good.content[0].text) == good.structuredContent
+    # A result that does not match its model is never sent: the client hears of an internal error instead.
+    assert bad.isError and "internal error in status (ValidationError)" in bad.content[0].text
+    assert bad.structuredContent is None
 
 
 def test_tool_threads_are_bounded_and_status_is_not_queued(monkeypatch, tmp_path):

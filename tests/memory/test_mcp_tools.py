@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio
 import pytest
 
 from memory.mcp.auth import make_principal
@@ -310,10 +311,14 @@ def test_recall_does_not_offer_vault_and_words_errors_for_a_model(store, seeded)
     items = tools["memory_recall"].inputSchema["properties"]["types"]["anyOf"][0]["items"]
     assert "vault" not in items["enum"]
     assert asked.isError and "--type" not in text(asked) and "types" in text(asked)
-    from memory.mcp.tools import for_model
+    # The store's error names the CLI's flag for a person and the tool's argument for a model (no rewriting).
+    from memory.errors import InputError
+    from memory.mcp.replies import for_model
+    from memory.retrieval.recall import recall
 
-    assert "--type" not in for_model("recall never includes vault entries — drop --type vault "
-                                     "(use `mirador search --type vault`)")
+    with pytest.raises(InputError) as raised:
+        recall(store, "x", types=["vault"])
+    assert "--type vault" in str(raised.value) and "--type" not in for_model(raised.value)
 
 
 def test_empty_scope_and_unknown_arguments_are_refused(store, seeded):
@@ -402,6 +407,19 @@ def test_schemas_describe_every_input_and_name_the_id_kind(store, seeded):
 def test_server_reports_miradors_version():
     from importlib.metadata import version
 
+    from mcp.client.session import ClientSession
+    from mcp.shared.memory import create_client_server_memory_streams
+
     from memory.mcp.server import build_server
 
-    assert build_server(lambda: None)._mcp_server.create_initialization_options().server_version == version("mirador")
+    server = build_server(lambda: None)
+
+    async def initialize():  # what a client is told when it connects
+        async with create_client_server_memory_streams() as (client, ends), anyio.create_task_group() as tg:
+            tg.start_soon(lambda: server.run(*ends, server.create_initialization_options()))
+            async with ClientSession(*client) as session:
+                result = await session.initialize()
+            tg.cancel_scope.cancel()
+        return result
+
+    assert anyio.run(initialize).serverInfo.version == version("mirador")

@@ -29,7 +29,9 @@ def test_apply_config_reschedules_only_changed_jobs_and_pauses(store):
         assert sched.apply_config(cfg) == ["extract", "purge"]
         assert get("extract").trigger.interval == timedelta(minutes=2.5)
         purge = {f.name: str(f) for f in get("purge").trigger.fields}
-        assert (purge["minute"], purge["hour"], purge["day_of_week"]) == ("45", "5", "1")
+        # crontab's weekday 1 is Monday (memory/cron.py); APScheduler's own 1 would have been Tuesday
+        assert (purge["minute"], purge["hour"], purge["day_of_week"]) == ("45", "5", "mon")
+        assert get("purge").next_run_time.weekday() == 0
         assert str(get("dream").trigger) == before["dream"] and str(get("optimize").trigger) == before["optimize"]
         assert get("optimize").next_run_time == next_optimize, "an unchanged job keeps its countdown"
         assert sched.apply_config(cfg) == [], "saving the same values again reschedules nothing"

@@ -101,6 +101,8 @@ class ImportReport:
 class ImportBroken(InputError):
     """The file breaks partway (truncated or corrupt); everything before the break was imported."""
 
+    code = "import_broken"
+
     def __init__(self, message: str, location: dict[str, Any]) -> None:
         super().__init__(message)
         self.location = location
