@@ -125,9 +125,11 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
         where = store.where("memory", scopes=scopes, types=mem_types, statuses=statuses, since=since, until=until)
         qv = store.embedder.embed_query(query)
         by_address = cached or not inline
-        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address),
+        # Candidates come back sealed; only the winners are opened, below.
+        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address,
+                     opened=False),
                  Leg(store.memories.name, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
-                     row_ids=by_address)]
+                     row_ids=by_address, opened=False)]
     if want_vault:
         legs.append(_vault_leg(store, query, scopes, pool, since, until))
     # Every leg in one hop, side by side (memory/store/reads.py).
@@ -155,6 +157,7 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     winners = [id_ for _, id_, h in ranked if h is None]
     if inline:
         rows = {i: seen[i] for i in winners}  # public_memory drops the leg's `_distance` / `_score`
+        store.reader.open(store.memories.name, [rows[i] for i in winners if i not in shared])
     else:
         local = [i for i in winners if i not in shared]
         rows = fetch_rows(store, store.memories, local, where, hit_cols, {i: seen[i]["_rowid"] for i in local},

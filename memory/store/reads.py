@@ -77,6 +77,9 @@ class Leg:
     fts_column: str | None = None
     row_ids: bool = False  # also return each row's address as `_rowid`
     take: tuple[int, ...] | None = None
+    # False: the rows come back as stored (sealed values unopened); the caller opens the few it keeps with
+    # Reader.open. A search opens its winners, not every candidate of both legs.
+    opened: bool = True
 
 
 _SCORES = ("_distance", "_score")
@@ -123,12 +126,18 @@ class Reader:
             return asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
         if not sealer.active:  # an older version's rows, not sealed yet: its words and vectors as they are
             found_plain = asyncio.run_coroutine_threadsafe(self._gather(legs), _event_loop()).result()
-            return [sealer.open_rows(leg.table, rows) for leg, rows in zip(legs, found_plain, strict=True)]
+            return [sealer.open_rows(leg.table, rows) if leg.opened else rows
+                    for leg, rows in zip(legs, found_plain, strict=True)]
         asked = [self._sealed_leg(sealer, leg) for leg in legs]
         todo = [leg for leg in asked if leg is not None]
         found = iter(asyncio.run_coroutine_threadsafe(self._gather(tuple(todo)), _event_loop()).result()
                      if todo else [])
-        return [sealer.open_rows(leg.table, next(found)) if leg is not None else [] for leg in asked]
+        return [[] if leg is None else sealer.open_rows(leg.table, next(found)) if leg.opened else next(found)
+                for leg in asked]
+
+    def open(self, table: str, rows: list[dict]) -> list[dict]:
+        """Rows a leg returned unopened (Leg.opened False), opened in place."""
+        return self._sealer.open_rows(table, rows) if self._sealer is not None else rows
 
 
     @staticmethod
