@@ -32,6 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
+# (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the bench's stores")
+
 MIX = [("memory_search", 26), ("memory_recall", 14), ("evidence_search", 16), ("memory_get", 10),
        ("memory_add", 6), ("memory_update", 4), ("evidence_get", 6), ("timeline", 5), ("status", 8),
        ("memory_list", 5)]
@@ -45,10 +50,6 @@ import json, sys, time
 from pathlib import Path
 from memory.store.core import Store, EvidenceSpec
 
-# The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
-# (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
-os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
-os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the bench's stores")
 store = Store()
 stop = Path(sys.argv[1])
 per_write, pause = int(sys.argv[2]), float(sys.argv[3])
