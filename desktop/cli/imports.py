@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
@@ -20,7 +21,8 @@ class ProgressBar:
 
     def __init__(self, stream=None, every: float = 0.2) -> None:
         self.stream, self.every, self.last, self.start = stream or sys.stderr, every, 0.0, time.monotonic()
-        self.drawn, self.state = False, None
+        self.drawn = False
+        self.state: tuple[Any, int, int] | None = None  # (ImportReport, bytes read, bytes in all), once called
 
     def __call__(self, report, done: int, total: int) -> None:
         self.state = (report, done, total)
@@ -30,6 +32,8 @@ class ProgressBar:
             self._draw(now)
 
     def _draw(self, now: float) -> None:
+        if self.state is None:
+            return
         report, done, total = self.state
         frac = min(1.0, done / total) if total else 0.0
         rate = report.imported / max(now - self.start, 1e-6)
@@ -146,7 +150,8 @@ def cmd_import(a) -> int:
     except ImportBroken as e:
         if bar:
             bar.close()
-        emit_json(e.report.to_dict()) if a.json else _print_report(e.report)
+        if e.report is not None:
+            emit_json(e.report.to_dict()) if a.json else _print_report(e.report)
         raise
     if bar:
         bar.close()
