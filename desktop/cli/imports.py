@@ -6,11 +6,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 _IMPORTER_FLAGS = ("me", "text_field", "time_field", "speaker_field", "id_field", "all_branches", "chunk_chars",
                    "max_file_bytes", "scope")
@@ -91,7 +94,7 @@ def _import_mirador(a, detected: bool) -> int:
     return 0
 
 
-def _extract(store, rules: bool) -> dict:
+def _extract(store: Store, rules: bool) -> dict:
     """Run extraction until no evidence is pending (it picks up imported rows like captured ones)."""
     from memory.consolidation.extraction import make_extractor, run_extraction
 

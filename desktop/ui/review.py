@@ -11,6 +11,7 @@ are the tray's (candidates plus open dream proposals: browser_data.pending_count
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtGui import QGuiApplication, QKeySequence
@@ -36,6 +37,9 @@ from desktop.ui.review_proposals import ProposalsPanel
 from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 ORIGIN_LABEL = {"extractor": "Your captures", "extraction": "Your captures", "dream": "Nightly tidy-up",
                 "person": "You", "mcp": "An assistant"}
 ORIGIN_TIP = ("Where the proposal came from: read out of what you saw and heard (your captures), the nightly "
@@ -57,11 +61,11 @@ class ReviewTableModel(MemoryTableModel):
     ]
 
 
-def _set_statuses(store, ids: list[str], status: str) -> list[dict]:
+def _set_statuses(store: Store, ids: list[str], status: str) -> list[dict]:
     return [store.set_status(i, status, actor="person") for i in ids]
 
 
-def _edit_and_approve(store, id_: str, changes: dict) -> list[dict]:
+def _edit_and_approve(store: Store, id_: str, changes: dict) -> list[dict]:
     if changes:
         store.update_memory(id_, actor="person", **changes)
     return [store.set_status(id_, "active", actor="person")]

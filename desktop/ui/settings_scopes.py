@@ -236,9 +236,10 @@ class ScopeRulesPage(QWidget):
 
     def apply_to_past(self) -> None:
         """Work out (in a worker) what the rules listed here would move, ask, then move it (in a worker)."""
-        if self.jobs is None:
+        store = self.store
+        if self.jobs is None or store is None:  # until attach()
             return
-        rules, store = self.rules(), self.store
+        rules = self.rules()
         if not rules.rules:
             self.status.setText("There are no rules to apply: add one first.")
             return
@@ -270,7 +271,7 @@ class ScopeRulesPage(QWidget):
         from memory.store.rescope import rescope
 
         store, jobs = self.store, self.jobs
-        if jobs is None:  # attach() came first: apply_to_past needs it
+        if jobs is None or store is None:  # attach() came first: apply_to_past needs them
             return
         jobs.submit(lambda: [rescope(store, p) for p in plans], on_done=self._moved, on_error=self._past_failed)
 
