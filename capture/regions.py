@@ -53,7 +53,7 @@ def changed_rows(prev: np.ndarray, cur: np.ndarray) -> tuple[np.ndarray, int]:
     A row that differs from the same row of `prev` but appears verbatim elsewhere in `prev` was
     scrolled or pushed by an inserted line: its text was read before, so it is not new.
     """
-    differs = (np.abs(cur.astype(np.int16) - prev.astype(np.int16)) > PIXEL_DELTA).any(axis=1)
+    differs = np.any(np.abs(cur.astype(np.int16) - prev.astype(np.int16)) > PIXEL_DELTA, axis=1)
     ys = np.flatnonzero(differs)
     if not len(ys):
         return differs, 0

@@ -237,9 +237,9 @@ class Capture:
         self._running = True
         self.writer.start()
         if self.screen:
-            self._start_screen()
+            self._start_screen(self.screen)
         if self.voice:
-            self._start_voice()
+            self._start_voice(self.voice)
         self._spawn(self._health_loop, "capture-health")
         self._spawn(self._seal_old_frames, "seal-frames")
         self.health.save(self.home)
@@ -259,13 +259,13 @@ class Capture:
         except OSError as e:
             self.health.error(f"could not seal older frames: {e}")
 
-    def _start_screen(self) -> None:
-        self._add_worker(self.screen, "ocr-worker")
-        self._spawn(self._screen_loop, "screen-loop")
+    def _start_screen(self, screen: ScreenSource) -> None:
+        self._add_worker(screen, "ocr-worker")
+        self._spawn(lambda: self._screen_loop(screen), "screen-loop")
 
-    def _start_voice(self) -> None:
-        self._add_worker(self.voice, "asr-worker")
-        self._spawn(self._audio_main, "audio-source")
+    def _start_voice(self, voice: VoiceSource) -> None:
+        self._add_worker(voice, "asr-worker")
+        self._spawn(lambda: self._audio_main(voice), "audio-source")
 
     def _add_worker(self, src, name: str) -> None:
         w = Worker(src.queue, src.handle, self.health.error, name)
@@ -282,12 +282,12 @@ class Capture:
         t.start()
         self._threads.append(t)
 
-    def _screen_loop(self) -> None:
+    def _screen_loop(self, screen: ScreenSource) -> None:
         while not self._stop.is_set():
             t0 = time.monotonic()
             self.step()
             self._sleep_from(t0)
-        self.screen.close()
+        screen.close()
 
     def _sleep_from(self, t0: float) -> None:
         """Wait out the interval since t0, re-reading it when apply_config() or stop() wakes the loop."""
@@ -298,12 +298,12 @@ class Capture:
             self._wake.wait(left)
             self._wake.clear()
 
-    def _audio_main(self) -> None:
+    def _audio_main(self, voice: VoiceSource) -> None:
         try:
             if self.audio_file:
-                self.voice.feed_wav(self.audio_file)
+                voice.feed_wav(self.audio_file)
             else:
-                self.voice.start_microphone()
+                voice.start_microphone()
                 return
         except Exception as e:  # no microphone / bad file: say so, keep the screen running
             log.warning("audio capture unavailable: %s", e)
@@ -343,7 +343,7 @@ class Capture:
         """For a WAV source: wait until the file is read and every utterance transcribed."""
         if not self.audio_done.wait(timeout):
             return False
-        return self.voice.queue.wait_idle(timeout or 600)
+        return self.voice.queue.wait_idle(timeout or 600) if self.voice is not None else True
 
     def stop(self, timeout: float = 60.0) -> dict[str, float]:
         """Stop sources, finish queued OCR/ASR and commit, within about `timeout` s; returns seconds per step.
@@ -409,12 +409,12 @@ class Capture:
         self.cfg = c
         self.redactor = Redactor(config.privacy.redact_kinds, config.privacy.redact)
         self.writer.flush_seconds, self.writer.flush_rows = c.flush_seconds, c.flush_rows
-        problems = self._apply_screen(config) if self.screen is not None else []
+        problems = self._apply_screen(self.screen, config) if self.screen is not None else []
         self._screen_on = c.screen if screen is None else screen
         if self._screen_on and self.screen is None:
             self.screen = self._make_screen(None, None)
             if self._running:
-                self._start_screen()
+                self._start_screen(self.screen)
         asr_changed = (old.asr_threads, old_models.whisper_dir) != (c.asr_threads, config.models.whisper_dir)
         problems += self._apply_voice(old, c.audio if audio is None else audio, asr_changed)
         if c.retention_days != old.retention_days:
@@ -424,8 +424,8 @@ class Capture:
         log.info("capture settings applied%s", f" except: {'; '.join(problems)}" if problems else "")
         return problems
 
-    def _apply_screen(self, config) -> list[str]:
-        s, c = self.screen, config.capture
+    def _apply_screen(self, s: ScreenSource, config) -> list[str]:
+        c = config.capture
         if getattr(s.cfg, "screen_backend", "auto") != c.screen_backend:
             s.reopen_grabber()
         s.cfg = c  # monitors, prefer_active_window, thumbnails and thumbnail_width are read from it per frame
@@ -459,16 +459,15 @@ class Capture:
         asr = vad = None
         if v is not None:
             asr, vad = (None if asr_changed else v.asr), v.segmenter.vad
-            self._stop_voice()
+            self._stop_voice(v)
         if want:
             self.voice = self._make_voice(asr, vad)
             if self._running:
-                self._start_voice()
+                self._start_voice(self.voice)
         log.info("voice source %s", "restarted" if want else "stopped")
         return []
 
-    def _stop_voice(self) -> None:
-        v = self.voice
+    def _stop_voice(self, v: VoiceSource) -> None:
         v.stop()
         if self._running:
             v.queue.wait_idle(10.0)  # transcribe what was already heard

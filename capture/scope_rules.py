@@ -16,6 +16,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 # Paths and web addresses a window shows: "~/src/ledger", "/home/me/x.py", "https://bank.example/...",
 # "online.mybank.com/accounts". Only these tokens are matched by a path_or_url pattern, so a chat
@@ -139,7 +143,7 @@ def running_apps(limit: int = 80) -> list[str]:
     return sorted((n for n in names if n), key=str.lower)
 
 
-def plan_by_rules(store, rules: ScopeRules, rows: list[dict]) -> list:
+def plan_by_rules(store: Store, rules: ScopeRules, rows: list[dict]) -> list:
     """Rescope plans (memory/store/rescope.py) that put past rows where the rules send them now, one per scope.
 
     Rows no rule matches stay where they are: the default is for new captures, and a row may have been

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -256,7 +257,7 @@ class ScreenSource:
         self.scope_rules: ScopeRules | None = None  # capture.scope_rules; the runner sets and updates it
         self._probe = probe
         self._probe_failures = 0
-        self._grab = None  # capture.grab grabber: mss, grim or the Screenshot portal
+        self._grab: Any = None  # capture.grab grabber: mss, grim or the Screenshot portal
         self._unavailable = ""  # why no grabber could be opened (reported once per new reason)
         self._no_probe_reported = False
         self._reopen = False
@@ -265,22 +266,27 @@ class ScreenSource:
         self.dedupe = TextDedupe()
         self.queue = DropOldestQueue(cfg.ocr_queue_size, "ocr")
 
-    def _grabber(self):
-        # The grabber, the window probe and their connections belong to the thread that first calls step().
-        # The probe comes first: on sway and Hyprland it also lists the outputs grim grabs from.
-        if self._reopen and self._grab is not None:  # capture.screen_backend changed while running
-            self._grab.close()
-            self._grab, self._reopen = None, False
+    def _window_probe(self) -> WindowProbe:
+        """The window probe: the one given, else the one for this session, chosen on first use."""
         if self._probe is None:
             from capture.wayland.session import detect
 
             self.session = self.session or detect()
             self._probe = default_probe(self.session)
             self.health.set(window_probe=self._probe.name, session=self.session.label)
+        return self._probe
+
+    def _grabber(self):
+        # The grabber, the window probe and their connections belong to the thread that first calls step().
+        # The probe comes first: on sway and Hyprland it also lists the outputs grim grabs from.
+        if self._reopen and self._grab is not None:  # capture.screen_backend changed while running
+            self._grab.close()
+            self._grab, self._reopen = None, False
+        probe = self._window_probe()
         if self._grab is None:
             try:
                 self._grab = open_grabber(getattr(self.cfg, "screen_backend", "auto"), self.session,
-                                          outputs=getattr(self._probe, "outputs", None))
+                                          outputs=getattr(probe, "outputs", None))
             except GrabUnavailable as e:
                 if str(e) != self._unavailable:  # once per reason, not every 2 s
                     self._unavailable = str(e)
@@ -299,9 +305,10 @@ class ScreenSource:
             sct = self._grabber()
             if sct is None:
                 return "unavailable"  # health says why and what to install; retried each cycle
-            reason = self._no_probe()
-            win = None if reason else self._probe.active()
-            reason = reason or self._probe_failed() or self.privacy.excluded(win)
+            probe = self._window_probe()
+            reason = self._no_probe(probe)
+            win = None if reason else probe.active()
+            reason = reason or self._probe_failed(probe) or self.privacy.excluded(win)
             if reason:
                 # Checked before any pixel is read: an excluded window is never grabbed.
                 self.health.bump("frames_excluded")
@@ -334,26 +341,26 @@ class ScreenSource:
         """Open the grabber again at the next cycle (on the capture thread, which owns it)."""
         self._reopen = True
 
-    def _no_probe(self) -> str | None:
+    def _no_probe(self, probe: WindowProbe) -> str | None:
         """If no probe can tell the focused window here: report it once and say why to skip."""
-        if self._probe.available:
+        if probe.available:
             return None
         if not self._no_probe_reported:
             self._no_probe_reported = True
-            self.health.error(f"window probe: {self._probe.reason}; nothing is grabbed until the focused "
+            self.health.error(f"window probe: {probe.reason}; nothing is grabbed until the focused "
                               "window can be known (an excluded app could be on screen)")
         # Fail closed: an unknown window might be an excluded one.
         return "active window unknown (no window probe on this desktop)"
 
-    def _probe_failed(self) -> str | None:
+    def _probe_failed(self, probe: WindowProbe) -> str | None:
         """If the window probe failed this cycle: report it (first time, then every 100th) and say why to skip."""
-        before, now = self._probe_failures, self._probe.failures
+        before, now = self._probe_failures, probe.failures
         if now == before:
             return None
         self._probe_failures = now
         self.health.set(window_probe_failures=now)
         if before == 0 or now // 100 > before // 100:
-            self.health.error(f"window probe ({now} failures): {self._probe.last_error}")
+            self.health.error(f"window probe ({now} failures): {probe.last_error}")
         # Fail closed: with the window unknown because a call failed, it could be an excluded one.
         return "active window unknown (probe failed)"
 
@@ -387,7 +394,7 @@ class ScreenSource:
         win = frame.window
         title = self.redactor.redact(win.title) if win else None
         # Keyed as the row is stored (redacted title), so rows read back at the next start match.
-        key = view_key(win.app, title.text, None) if win else view_key("", "", frame.monitor)
+        key = view_key(win.app, title.text, None) if win and title else view_key("", "", frame.monitor)
         eid = new_id("evidence")
         new, partial = self.dedupe.new_text(key, red.text, eid)
         self.health.set(lines_recaptured=self.dedupe.recaptured_lines)
@@ -446,7 +453,9 @@ class ScreenSource:
             return _Read(r.text, list(r.words), r.confidence, r.ms)
         if not todo.bands:
             return None
-        texts, words, ms, pos = [], [], 0.0, 0
+        texts: list[str] = []
+        words: list = []  # OcrWord, moved to frame coordinates
+        ms, pos = 0.0, 0
         for top, bottom in todo.bands:
             r = self.ocr.read(image.crop((0, top, image.width, bottom)), psm=BAND_PSM)
             self.health.bump("ocr_band_reads")

@@ -116,7 +116,8 @@ def read_wav(path: Path) -> np.ndarray:
     with wave.open(str(path), "rb") as w:
         rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
         raw = w.readframes(w.getnframes())
-    dtype = {1: np.uint8, 2: np.int16, 4: np.int32}.get(width)
+    dtypes: dict[int, type[np.integer]] = {1: np.uint8, 2: np.int16, 4: np.int32}
+    dtype = dtypes.get(width)
     if dtype is None:
         raise ValueError(f"{path}: {width * 8}-bit samples are not supported; convert to 16-bit PCM")
     a = np.frombuffer(raw, dtype).astype(np.float32)
@@ -216,10 +217,11 @@ class VoiceSource:
                 self.health.error(f"recording not kept: {fault}")
         app, window = ("microphone", "") if utt.origin == "microphone" else ("audio file", utt.origin)
         # No window is recorded for speech: only a rule naming "microphone" or "audio file" routes it.
-        i = self.scope_rules.match(app, window) if self.scope_rules is not None else None
+        rules = self.scope_rules
+        i = rules.match(app, window) if rules is not None else None
         self.writer.submit(EvidenceSpec(
             id=eid, text=red.text, source="audio", app=app, window=window,
-            scope=self.scope_rules.rules[i].scope if i is not None else self.scope,
+            scope=rules.rules[i].scope if rules is not None and i is not None else self.scope,
             captured_at=utt.started_at, redactions=red.total, meta=meta))
 
     def _keep(self, utt: Utterance, eid: str) -> str:

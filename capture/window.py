@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 
-from capture.window_info import NoWindowProbe, WindowInfo, WindowProbe, proc_name
+from capture.window_info import NoWindowProbe, Rect, WindowInfo, WindowProbe, proc_name
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class X11Probe(WindowProbe):
             ctypes.POINTER(ctypes.c_ulong), ctypes.POINTER(ctypes.c_ulong), ctypes.POINTER(ctypes.c_void_p)]
         x.XFree.argtypes = [ctypes.c_void_p]
         x.XCloseDisplay.argtypes = [ctypes.c_void_p]
-        x.XGetGeometry.argtypes = [ctypes.c_void_p, ctypes.c_ulong] + [ctypes.c_void_p] * 7
+        x.XGetGeometry.argtypes = [ctypes.c_void_p, ctypes.c_ulong, *[ctypes.c_void_p] * 7]
         x.XTranslateCoordinates.argtypes = [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_int,
                                             ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         # The default X error handler exits the process; a window closing between two calls
@@ -131,7 +131,8 @@ class XpropProbe(WindowProbe):
                                  capture_output=True, text=True, timeout=2).stdout
         except (OSError, subprocess.TimeoutExpired):
             return None
-        cls = re.findall(r'"([^"]*)"', (re.search(r"WM_CLASS.*", out) or re.match("", "")).group(0))
+        wm_class = re.search(r"WM_CLASS.*", out)
+        cls = re.findall(r'"([^"]*)"', wm_class.group(0)) if wm_class else []
         title = re.search(r'(?:_NET_WM_NAME|WM_NAME)\([^)]*\) = "(.*)"', out)
         return WindowInfo(app=cls[1] if len(cls) > 1 else (cls[0] if cls else ""), title=title.group(1) if title else "",
                           wm_class=cls[0] if cls else "", id=int(m.group(1), 16))
@@ -166,7 +167,7 @@ class Win32Probe(WindowProbe):
         buf = ctypes.create_unicode_buffer(max(0, n) + 1)
         self._u.GetWindowTextW(hwnd, buf, max(0, n) + 1)
         rect = wintypes.RECT()
-        geo = {}
+        geo: Rect = {}
         if self._u.GetWindowRect(hwnd, ctypes.byref(rect)) and not self._u.IsIconic(hwnd):
             # Minimised windows report (-32000, -32000): no useful rectangle, grab the monitors instead.
             geo = {"left": rect.left, "top": rect.top, "width": rect.right - rect.left, "height": rect.bottom - rect.top}
@@ -256,7 +257,7 @@ def parse_osascript(out: str) -> WindowInfo | None:
     app = lines[0].strip()
     if not app:
         return None
-    geo = {}
+    geo: Rect = {}
     parts = [p.strip() for p in lines[2].split(",")]
     if len(parts) == 4:
         try:

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TypedDict
 
 log = logging.getLogger("capture.window")
+
+
+class Rect(TypedDict, total=False):
+    """A window's rectangle as WindowInfo's keyword arguments; empty where the probe could not read it."""
+
+    left: int | None
+    top: int | None
+    width: int | None
+    height: int | None
 
 
 @dataclass(frozen=True)

@@ -471,7 +471,7 @@ def _explain(err: ValidationError, path: Path) -> str:
     for e in err.errors():
         key = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
-            section = e["loc"][0] if len(e["loc"]) > 1 else None
+            section = str(e["loc"][0]) if len(e["loc"]) > 1 else None
             known = (list(ScopeRule.model_fields) if tuple(e["loc"][:2]) == ("capture", "scope_rules")
                      else _known_keys(section))
             parts.append(f"unknown key '{key}' — remove it or use one of: {', '.join(known)}")

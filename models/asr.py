@@ -14,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -193,7 +194,7 @@ class Vad:
     """Silero VAD (the copy faster-whisper ships): speech probability per 32 ms window."""
 
     def __init__(self) -> None:
-        self._model = None
+        self._model: Any = None  # faster-whisper's Silero VAD session, loaded on first use
 
     def probs(self, audio: np.ndarray) -> np.ndarray:
         """Speech probabilities for each full 512-sample window of 16 kHz audio (the tail is ignored)."""

@@ -18,6 +18,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,11 +72,11 @@ class Embedder:
         self.device = device
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
-        self._model = None  # sentence-transformers, only where torch serves
+        self._model: Any = None  # sentence-transformers, only where torch serves
         self._lock = threading.Lock()
         self.onnx_dir = Path(onnx_dir) if onnx_dir else None
         self.use_onnx = use_onnx and device == "cpu"
-        self._onnx = None  # a TextEncoder once its graph is built or loaded (models/onnx_encoder.py)
+        self._onnx: onnx_encoder.TextEncoder | None = None  # a TextEncoder once its graph is built or loaded (models/onnx_encoder.py)
         self._onnx_failed_at: float | None = None  # time.monotonic() of the last failed load or build
         self.onnx_error: str | None = None  # why onnxruntime does not serve this model, if it does not
         self.query_prompt, self.passage_prompt = prompts(self.model_dir)

@@ -17,7 +17,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +188,7 @@ class _Runtime:
             )
         finally:
             constrain.close()
+        assert isinstance(out, dict)  # without stream=True, one response rather than an iterator of chunks
         choice = out["choices"][0]
         return {
             "text": choice["text"],
@@ -252,8 +257,8 @@ class LLM:
         self.info: ModelInfo | None = None
         self._path: Path | None = None
         self._runtime: _Runtime | None = None
-        self._proc = None
-        self._conn = None
+        self._proc: BaseProcess | None = None
+        self._conn: Connection[Any, Any] | None = None
         self._lock = threading.Lock()
 
     @property
@@ -333,15 +338,17 @@ class LLM:
             raise LLMError(f"LLM call failed: {e}") from e
 
     def _call_worker(self, req: dict) -> dict:
-        self._conn.send(req)
+        conn = self._conn
+        assert conn is not None  # _ensure_loaded started the worker
+        conn.send(req)
         # The stopping criterion ends generation at the timeout; prompt processing cannot be
         # interrupted that way, so a worker silent well past it is killed.
-        if not self._conn.poll(self.timeout * 1.5 + 10):
+        if not conn.poll(self.timeout * 1.5 + 10):
             self.close()
             raise LLMError(f"LLM call exceeded {self.timeout:.0f}s; worker restarted — raise "
                            "extraction.llm_timeout_seconds or lower extraction.batch_size")
         try:
-            reply = self._conn.recv()
+            reply = conn.recv()
         except (EOFError, OSError):  # a killed worker shows up as EOF or a reset connection
             code = self._proc.exitcode if self._proc else None
             self.close()

@@ -13,6 +13,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 log = logging.getLogger(__name__)
 
@@ -195,8 +196,11 @@ class _Worker:
         env = dict(os.environ, OMP_THREAD_LIMIT=str(threads))
         self.proc = subprocess.Popen([sys.executable, "-I", str(script), language, str(psm)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._stdin: IO[bytes] = self.proc.stdin
+        self._stdout: IO[bytes] = self.proc.stdout
         self._lock = threading.Lock()
-        ready = self.proc.stdout.readline()
+        ready = self._stdout.readline()
         if ready != b"OK\n":
             self.close()
             raise OSError(ready.decode(errors="replace").strip() or f"worker exited ({self.proc.poll()})")
@@ -213,11 +217,11 @@ class _Worker:
             timer = threading.Timer(timeout, self.proc.kill)
             timer.start()
             try:
-                self.proc.stdin.write(struct.pack("<III", img.width, img.height, psm) + gray)
-                self.proc.stdin.flush()
-                head = self.proc.stdout.read(4)
+                self._stdin.write(struct.pack("<III", img.width, img.height, psm) + gray)
+                self._stdin.flush()
+                head = self._stdout.read(4)
                 n = struct.unpack("<I", head)[0] if len(head) == 4 else -1
-                out = self.proc.stdout.read(n) if n >= 0 else b""
+                out = self._stdout.read(n) if n >= 0 else b""
             except (OSError, ValueError) as e:
                 self._end()
                 raise RuntimeError(f"tesseract worker failed: {e}") from e
@@ -240,13 +244,13 @@ class _Worker:
     def close(self) -> None:
         """End the worker: EOF first, kill if it does not go."""
         try:
-            self.proc.stdin.close()
+            self._stdin.close()
             self.proc.wait(5)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait(5)
         finally:
-            self.proc.stdout.close()
+            self._stdout.close()
 
 
 def _mean(img) -> float:

@@ -178,6 +178,7 @@ class TextEncoder:
             if out is None:
                 out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
             out[idx] = vecs
+        assert out is not None  # more than CHUNK texts: the loop ran
         return out
 
 

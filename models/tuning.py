@@ -64,7 +64,7 @@ def write_delta(path: Path, meta: dict, pairs: dict[str, tuple[np.ndarray, np.nd
     for name, (b, a) in pairs.items():
         arrays[f"{name}::B"], arrays[f"{name}::A"] = b.astype(np.float16), a.astype(np.float16)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(path, **arrays)
+    np.savez_compressed(path, **arrays)  # type: ignore[arg-type]  # numpy's stub: **kwds meets allow_pickle: bool
 
 
 def _digest(path: Path) -> str:
@@ -93,7 +93,7 @@ def tuned_dir(model_dir: Path, delta: Path, cache_dir: Path | None = None) -> Pa
 
     meta = read_meta(delta)
     base = fingerprint(model_dir / WEIGHTS) if (model_dir / WEIGHTS).exists() else None
-    if base != meta["base_fingerprint"]:
+    if base is None or base != meta["base_fingerprint"]:
         raise TuningMismatch(f"{delta.name} tunes other weights than those in {model_dir}")
     out = Path(cache_dir or default_dir()) / copy_name(base, _digest(delta))
     if (out / WEIGHTS).exists():

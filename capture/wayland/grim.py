@@ -55,10 +55,11 @@ class GrimGrabber:
 
     def __init__(self, outputs: Callable[[], list[dict]] | None = None, grim: str | None = None,
                  timeout: float = 5.0) -> None:
-        self.grim = grim or shutil.which("grim")
-        if not self.grim:
+        found = grim or shutil.which("grim")
+        if not found:
             raise GrabUnavailable("`grim` is not installed, and it is how Mirador reads the screen on wlroots "
                                   "compositors (sway, Hyprland, river): sudo apt-get install grim")
+        self.grim: str = found
         self._outputs = outputs
         self.timeout = timeout
         self._monitors: list[dict] | None = None

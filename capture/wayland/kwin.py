@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from capture.wayland.dbus import call, session_bus
-from capture.window_info import WindowInfo, WindowProbe, proc_name
+from capture.window_info import Rect, WindowInfo, WindowProbe, proc_name
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,10 @@ def window_info(args: tuple[str, ...]) -> WindowInfo | None:
     if not (klass or name or caption):
         return None
     nums = [_int(g) for g in geo]
-    rect = dict(zip(("left", "top", "width", "height"), nums, strict=True)) if None not in nums else {}
+    rect: Rect = {}
+    if None not in nums:
+        left, top, width, height = nums  # four numbers, or ValueError
+        rect = {"left": left, "top": top, "width": width, "height": height}
     p = _int(pid) or 0
     return WindowInfo(app=klass, title=caption, wm_class=name or klass, process=proc_name(p) if p > 0 else "",
                       **rect)

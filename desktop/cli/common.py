@@ -9,27 +9,31 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from memory.errors import MiradorError, with_hint
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger("mirador")
 _bound = threading.local()
 
 
-def open_store():
+def open_store() -> Store:
     """The store in the data dir (MIRADOR_HOME or the platform's); imported late, it loads LanceDB.
 
     In a service answering a CLI request (desktop/cli/via_service.py), the service's own open store."""
-    store = getattr(_bound, "store", None)
-    if store is not None:
-        return store
+    bound: Store | None = getattr(_bound, "store", None)
+    if bound is not None:
+        return bound
     from memory.store.core import Store
 
     return Store()
 
 
 @contextmanager
-def bound_store(store):
+def bound_store(store: Store):
     """Make open_store() return `store` in this thread for the duration of the block."""
     _bound.store = store
     try:

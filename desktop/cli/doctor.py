@@ -149,7 +149,7 @@ def check_embedder():
     if why:
         msg += f"; the store should be re-embedded: {why}"
         kept = earlier_tuning(cfg, made)
-        if kept is not None and not made.get("reembedding"):
+        if kept is not None and made and not made.get("reembedding"):
             msg += f" (until then it searches with that tuning, still cached in {kept.model_dir})"
     if why and not emb.onnx_error:
         return WARN, msg, "run `mirador reembed` (Mirador may keep running)"

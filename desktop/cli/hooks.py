@@ -7,9 +7,13 @@ import os
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
 from memory.errors import InputError
+
+if TYPE_CHECKING:
+    from memory.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +70,7 @@ def _settings(a) -> Path:
     return Path(a.settings).expanduser() if a.settings else settings_path(project=a.project)
 
 
-def _update_config(a) -> object:
+def _update_config(a) -> Config:
     from memory.config import load_config, save_config
 
     cfg = load_config(_home())

@@ -6,10 +6,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 _IMPORTER_FLAGS = ("me", "text_field", "time_field", "speaker_field", "id_field", "all_branches", "chunk_chars",
                    "max_file_bytes", "scope")
@@ -20,7 +24,8 @@ class ProgressBar:
 
     def __init__(self, stream=None, every: float = 0.2) -> None:
         self.stream, self.every, self.last, self.start = stream or sys.stderr, every, 0.0, time.monotonic()
-        self.drawn, self.state = False, None
+        self.drawn = False
+        self.state: tuple[Any, int, int] | None = None  # (ImportReport, bytes read, bytes in all), once called
 
     def __call__(self, report, done: int, total: int) -> None:
         self.state = (report, done, total)
@@ -30,6 +35,8 @@ class ProgressBar:
             self._draw(now)
 
     def _draw(self, now: float) -> None:
+        if self.state is None:
+            return
         report, done, total = self.state
         frac = min(1.0, done / total) if total else 0.0
         rate = report.imported / max(now - self.start, 1e-6)
@@ -87,7 +94,7 @@ def _import_mirador(a, detected: bool) -> int:
     return 0
 
 
-def _extract(store, rules: bool) -> dict:
+def _extract(store: Store, rules: bool) -> dict:
     """Run extraction until no evidence is pending (it picks up imported rows like captured ones)."""
     from memory.consolidation.extraction import make_extractor, run_extraction
 
@@ -146,7 +153,8 @@ def cmd_import(a) -> int:
     except ImportBroken as e:
         if bar:
             bar.close()
-        emit_json(e.report.to_dict()) if a.json else _print_report(e.report)
+        if e.report is not None:
+            emit_json(e.report.to_dict()) if a.json else _print_report(e.report)
         raise
     if bar:
         bar.close()

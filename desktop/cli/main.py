@@ -153,7 +153,7 @@ def _leave(code: int) -> None:
     os._exit. Only the process entry point may do this, never library code.
     """
     try:
-        threading._shutdown()  # what Py_Finalize calls first; private, hence the fallback below
+        threading._shutdown()  # type: ignore[attr-defined]  # what Py_Finalize calls first; private (not in typeshed), hence the fallback below
     except Exception:
         for t in threading.enumerate():
             if t is not threading.main_thread() and not t.daemon:

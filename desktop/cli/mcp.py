@@ -247,15 +247,15 @@ def _client_token(a, path: Path) -> str:
     old = next((r for r in tokens.list() if r.name == a.client), None)
     held = token_in(path, a.client)
     rec = tokens.verify(held) if held else None
-    if rec is not None and rec.name == a.client and (want is None or (tuple(rec.read), rec.write) ==
+    if held and rec is not None and rec.name == a.client and (want is None or (tuple(rec.read), rec.write) ==
                                                       (want.read, want.write)):
         print(f"reusing token {rec.name!r} from {path} (reads {', '.join(rec.read)}; writes {rec.write or 'nothing'})",
               file=sys.stderr)
         return held
-    if want is None and old is None:
-        raise InputError(f"say what {a.client} may see: pass --read SCOPES (comma-separated) and, to let it write, "
-                         "--write-scope SCOPE; or pass --token TOKEN from `mirador mcp token add`")
     if want is None:  # rotate with the grants it had: the old token is not stored, so cannot be shown again
+        if old is None:
+            raise InputError(f"say what {a.client} may see: pass --read SCOPES (comma-separated) and, to let it "
+                             "write, --write-scope SCOPE; or pass --token TOKEN from `mirador mcp token add`")
         want = make_principal(a.client, old.read, old.write, old.allow_vault)
     if old is not None:
         tokens.revoke(old.name)

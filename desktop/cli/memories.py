@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from desktop.cli.common import open_store, read_text
 from desktop.cli.output import emit_json, print_hits, print_record, print_rows
 from memory.errors import InputError
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 TYPES = "episodic, semantic, procedural, resource, core, vault"
 
@@ -119,7 +123,7 @@ def cmd_add(a) -> int:
     return 0
 
 
-def _add_once(store, text: str, key: str, **kw) -> dict:
+def _add_once(store: Store, text: str, key: str, **kw) -> dict:
     """add with --idempotency-key: the memory an earlier call with the key stored, else a new one under the key."""
     from memory.store.idempotency import add_once
     from memory.store.specs import MemorySpec

@@ -6,9 +6,13 @@ import getpass
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
 from memory.errors import InputError, NotFoundError
+
+if TYPE_CHECKING:
+    from memory.config import Config, RemoteBinding
 
 SECRET_ENV = "MIRADOR_REMOTE_SECRET"
 
@@ -86,7 +90,7 @@ def _secret(a) -> str:
     return secret
 
 
-def _binding(cfg, name: str):
+def _binding(cfg: Config, name: str) -> RemoteBinding:
     for b in cfg.remote.bindings:
         if b.name == name:
             return b
@@ -192,8 +196,9 @@ def cmd_test(a) -> int:
 
     store = open_store()
     shared = store.remotes.shared.get(a.name)
-    if shared is None:
+    if shared is None:  # every binding in the config is open, so this one is not in the config
         _binding(store.config, a.name)  # raises NotFoundError naming the bindings
+        raise NotFoundError(f"no remote binding named {a.name!r} is open")
     t0 = time.perf_counter()
     try:
         probe = shared.probe()

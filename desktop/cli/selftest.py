@@ -8,8 +8,12 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 FACT = "The Mirador self-test parrot is named Captain Lighthouse and eats sunflower seeds."
 QUERY = "what is the name of the self-test parrot?"
@@ -51,7 +55,7 @@ def _step(report: dict, name: str, fn):
         return None
 
 
-def _check_memory(store) -> None:
+def _check_memory(store: Store) -> None:
     """Add one memory, then find it by search and by recall with the normal code paths."""
     from memory.retrieval.recall import recall
     from memory.retrieval.search import search_memories

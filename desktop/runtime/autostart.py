@@ -110,7 +110,7 @@ class RunKey:
 
     def __init__(self, reg=None) -> None:
         if reg is None:
-            import winreg as reg  # type: ignore[import-not-found, no-redef]  # Windows only
+            import winreg as reg  # Windows only
         self.reg = reg
 
     def get(self) -> str | None:

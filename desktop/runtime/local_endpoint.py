@@ -167,7 +167,7 @@ def start_endpoint(store: Any, home: Path | None = None) -> LocalEndpoint | None
 
 def _request_handler(ep: LocalEndpoint):
     import hmac
-    from http.server import BaseHTTPRequestHandler
+    from http.server import BaseHTTPRequestHandler, HTTPServer
 
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -187,7 +187,9 @@ def _request_handler(ep: LocalEndpoint):
             self._answer(405, {"error": f"POST to {ROUTE}"})
 
         def do_POST(self) -> None:
-            port = self.server.server_address[1]
+            server = self.server
+            assert isinstance(server, HTTPServer)  # LocalEndpoint.start serves it on a ThreadingHTTPServer
+            port = server.server_port
             hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
             origin = self.headers.get("Origin")
             if self.headers.get("Host") not in hosts or (origin and origin not in {f"http://{h}" for h in hosts}):

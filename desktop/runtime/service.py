@@ -10,15 +10,19 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 from desktop.runtime.console import print_record
 from desktop.runtime.local_endpoint import start_endpoint
 from desktop.runtime.services import NoCaptureSource, capture_sources, open_capture
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 log = logging.getLogger(__name__)
 
 
-def start_capture(store):
+def start_capture(store: Store):
     """Start capture as configured (desktop/runtime/services.py puts it together, as for the tray app).
 
     Returns the running capture (a desktop.runtime.ports.CaptureAdapter), or None with the reason printed.
@@ -77,7 +81,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
             cap.stop()
 
 
-def start_jobs(store):
+def start_jobs(store: Store):
     """Start the scheduler (extraction, dream, retention, index optimisation); None if it cannot run."""
     try:
         from memory.consolidation.scheduler import start_scheduler

@@ -13,11 +13,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from desktop.runtime.live_config import Applied, restart_needed
 from desktop.runtime.platform import can_grab_screen, has_microphone
 from desktop.runtime.ports import CaptureAdapter
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ def capture_sources(capture_config) -> tuple[bool, bool]:
     return c.screen and can_grab_screen(), c.audio and has_microphone(c.input_device)
 
 
-def open_capture(store, sources: tuple[bool, bool] | None = None) -> CaptureAdapter:
+def open_capture(store: Store, sources: tuple[bool, bool] | None = None) -> CaptureAdapter:
     """Capture over the store with `sources` (default: capture_sources of its config), not started yet.
 
     Raises NoCaptureSource when neither can run; the capture controller's own errors propagate.

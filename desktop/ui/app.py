@@ -14,7 +14,7 @@ import sys
 import threading
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # Importing PySide6 needs no display; this module is imported only by `mirador app` (desktop/cli/app.py).
 from PySide6.QtCore import QObject, Signal
@@ -23,6 +23,9 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 from desktop.runtime.live_config import Applied
 from desktop.runtime.platform import can_show_windows
 from desktop.runtime.services import Services
+
+if TYPE_CHECKING:
+    from desktop.ui.store_watch import LiveViews, StoreWatch
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +37,8 @@ def new_qapp() -> QApplication:
     `python3` in a source checkout, so "Edit memory" would not be excluded as Mirador's. "mirador" is
     an excluded app by default (and the X11 class follows the application name).
     """
-    qapp = QApplication.instance() or QApplication(sys.argv[:1])
+    running = QApplication.instance()
+    qapp = running if isinstance(running, QApplication) else QApplication(sys.argv[:1])
     qapp.setApplicationName("Mirador")
     qapp.setDesktopFileName("mirador")
     return qapp
@@ -100,8 +104,8 @@ class MiradorShell(QObject):
         self.jobs = Jobs(self, max_threads=3)
         self.tray = Tray(self.jobs, None, None, poll_ms=poll_ms, parent=self)
         self.windows: dict[str, Any] = {}
-        self.watch = None  # desktop.ui.store_watch.StoreWatch, once the store is open
-        self.live = None  # desktop.ui.store_watch.LiveViews: the windows that follow the store
+        self.watch: StoreWatch | None = None  # once the store is open
+        self.live: LiveViews | None = None  # the windows that follow the store
         self._quitting = False
         self._stopping = False
         self.stop_times: dict[str, float] = {}
@@ -176,7 +180,7 @@ class MiradorShell(QObject):
 
         win = self.windows.get(name)
         if win is None or name == "settings":
-            win = self._make(name)
+            win = self._make(self.services, name)
             self.windows[name] = win
         if win.isMinimized():  # opened from the tray again: bring a minimised window back
             win.setWindowState(win.windowState() & ~Qt.WindowState.WindowMinimized)
@@ -187,7 +191,7 @@ class MiradorShell(QObject):
             self.live.shown(win)  # it may have missed changes while hidden
         return win
 
-    def _make(self, name: str):
+    def _make(self, services: Services, name: str):
         from desktop.ui.browser import MemoryBrowser
         from desktop.ui.review import ReviewQueue
         from desktop.ui.settings_dialog import SettingsDialog
@@ -195,7 +199,7 @@ class MiradorShell(QObject):
         from desktop.ui.settings_tokens import TokensPanel
         from desktop.ui.timeline import EvidenceTimeline
 
-        store = self.services.store
+        store = services.store
         if name == "settings":
             dlg = SettingsDialog(home=store.home, config=store.config,
                                  extra_tabs=[("MCP tokens", TokensPanel(self.jobs, store.home)),
@@ -203,7 +207,9 @@ class MiradorShell(QObject):
             dlg.saved.connect(self.apply_config)
             dlg.scopes.attach(self.jobs, store)  # "Apply rules to past captures" moves rows in this store
             return dlg
-        cls = {"browser": MemoryBrowser, "review": ReviewQueue, "timeline": EvidenceTimeline}[name]
+        classes: dict[str, type[MemoryBrowser] | type[ReviewQueue] | type[EvidenceTimeline]] = {
+            "browser": MemoryBrowser, "review": ReviewQueue, "timeline": EvidenceTimeline}
+        cls = classes[name]
         win = cls(self.jobs, store)
         win.changed.connect(self.tray.refresh)  # the pending count follows approvals and deletes
         if self.live is not None:
@@ -221,6 +227,8 @@ class MiradorShell(QObject):
             self.tray.refresh()
             self.settings_applied.emit(applied)
 
+        if self.services is None:  # the settings window opens only once they are up
+            return
         self.jobs.submit(self.services.apply_config, config, on_done=done)
 
     def quit(self) -> None:
@@ -242,7 +250,8 @@ class MiradorShell(QObject):
 
     def _stop_services(self) -> None:  # stop thread
         try:
-            self.stop_times = self.services.stop()
+            if self.services is not None:  # quit() starts this thread only once they are up
+                self.stop_times = self.services.stop()
         except Exception:  # quit anyway
             log.exception("stopping the services failed")
         self._services_stopped.emit()
@@ -255,4 +264,6 @@ class MiradorShell(QObject):
         log.info("stopped")
         self.gc.stop()
         self.stopped.emit()
-        QApplication.instance().quit()
+        app = QApplication.instance()
+        if app is not None:
+            app.quit()

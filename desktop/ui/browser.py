@@ -13,7 +13,7 @@ import logging
 from functools import partial
 
 from PySide6.QtCore import QItemSelectionModel, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -55,6 +55,7 @@ from desktop.ui.qt_models import (
     same_row,
     sort_proxy,
 )
+from desktop.ui.qt_typed import proxy_of, shortcut
 from desktop.ui.workers import Jobs
 from memory.errors import InputError
 from memory.types import EVIDENCE_SOURCES, MemoryType
@@ -155,8 +156,8 @@ class MemoryBrowser(QMainWindow):
             self.source_box.addItem(SOURCE_WORDS.get(src, src.capitalize()), src)
         self.source_box.setToolTip("Only what came from the screen, the microphone, a typed note…")
         self.app_edit = QLineEdit(placeholderText="app, e.g. Slack")
-        for w in (self.scope_edit, self.app_edit):
-            w.setMaximumWidth(140)
+        for edit in (self.scope_edit, self.app_edit):
+            edit.setMaximumWidth(140)
         top = QHBoxLayout()
         top.addWidget(self.mode_tabs)
         top.addStretch(1)
@@ -219,13 +220,11 @@ class MemoryBrowser(QMainWindow):
         self._mode_changed(0)
 
     def _shortcuts(self) -> None:
-        QShortcut(QKeySequence.StandardKey.Find, self, activated=self._focus_search)
+        shortcut(QKeySequence.StandardKey.Find, self, self._focus_search)
         for view in (self.table, self.ev_table):
-            QShortcut(QKeySequence(Qt.Key.Key_Delete), view, activated=self.delete_selected,
-                      context=Qt.ShortcutContext.WidgetShortcut)
+            shortcut(QKeySequence(Qt.Key.Key_Delete), view, self.delete_selected, Qt.ShortcutContext.WidgetShortcut)
         for key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            QShortcut(QKeySequence(key), self.table, activated=self.edit_selected,
-                      context=Qt.ShortcutContext.WidgetShortcut)
+            shortcut(QKeySequence(key), self.table, self.edit_selected, Qt.ShortcutContext.WidgetShortcut)
 
     def _focus_search(self) -> None:
         self.search.setFocus()
@@ -429,8 +428,12 @@ class MemoryBrowser(QMainWindow):
             row = rows[0]
         gen = self._detail_gen
         match = row.get("_match") or []
-        self.jobs.submit(load_detail, self.store, row["id"],
-                         on_done=lambda r: gen == self._detail_gen and self.detail.show_row(r, match=match))
+
+        def show(r: dict | None) -> None:
+            if gen == self._detail_gen:  # not one the person has already moved past
+                self.detail.show_row(r, match=match)
+
+        self.jobs.submit(load_detail, self.store, row["id"], on_done=show)
 
     def _select_index(self, table: QTableView, idx) -> None:
         sel = table.selectionModel()
@@ -446,7 +449,7 @@ class MemoryBrowser(QMainWindow):
     def select_ids(self, ids: list[str], scroll_to: bool = True) -> bool:
         """Select the loaded rows with these ids in the list on show; False if none is loaded."""
         model, table = self.current_model(), self.current_table()
-        proxy = table.model()
+        proxy = proxy_of(table)
         idxs = [proxy.mapFromSource(model.index(i, 0)) for i in (model.index_of(x) for x in ids) if i >= 0]
         sel = table.selectionModel()
         if not idxs:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPixmap
@@ -171,8 +172,8 @@ def render(row: dict, revealed: str | None = None, removable: bool = False, matc
     """
     if "source" in row and "captured_at" in row and "type" not in row:
         return render_evidence(row, match, technical)
-    t = row.get("type")
-    kind = TYPE_WORDS.get(t, t or "")
+    t: str = row.get("type") or ""
+    kind = TYPE_WORDS.get(t, t)
     status = STATUS_WORDS.get(row.get("status") or "", row.get("status") or "")
     badge = f" · <span style='color:#a15c00'>{html.escape(status)}</span>" if status else ""
     h = [f"<p style='{MUTED};margin-bottom:0'>{html.escape(kind)} · {html.escape(row.get('scope') or '')}{badge}</p>",
@@ -335,12 +336,13 @@ class DetailView(QTextBrowser):
         self._rendered_fit = 0  # the frame width of the last render
         self.show_row(None)
 
-    def loadResource(self, type_: int, url: QUrl):  # noqa: N802 - Qt override
+    def loadResource(self, type_: int, name: QUrl | str) -> Any:  # noqa: N802 - Qt override
+        url = QUrl(name)  # Qt passes a QUrl; the stubs allow a str too
         if url.scheme() == "thumb" and url.host() in self._images:
             img = self._images[url.host()]
             fit = self._fit_width()  # a narrow pane (Review's) shows the whole frame, not a sideways scroll bar
             return img if img.width() <= fit else img.scaledToWidth(fit, Qt.TransformationMode.SmoothTransformation)
-        return super().loadResource(type_, url)
+        return super().loadResource(type_, name)
 
     def _fit_width(self) -> int:
         return max(160, self.viewport().width() - int(2 * self.document().documentMargin()) - 12)

@@ -158,6 +158,7 @@ class _TypeField:
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         self.is_list = origin is list
         self.is_time = annotation is datetime or datetime in args
+        self.widget: QPlainTextEdit | QLineEdit | QComboBox
         if self.is_list and name == "steps":
             self.widget = QPlainTextEdit("\n".join(value or []))
             self.widget.setPlaceholderText(hint)
@@ -166,10 +167,11 @@ class _TypeField:
             self.widget = QLineEdit(", ".join(value or []))
             self.widget.setPlaceholderText(hint)
         elif name == "block":
-            self.widget = QComboBox()
-            self.widget.setEditable(True)
-            self.widget.addItems(["user", "persona", "preferences"])
-            self.widget.setCurrentText(value or "user")
+            box = QComboBox()
+            box.setEditable(True)
+            box.addItems(["user", "persona", "preferences"])
+            box.setCurrentText(value or "user")
+            self.widget = box
         else:
             self.widget = QLineEdit(_local_text(value) if self.is_time else (value or ""))
             self.widget.setPlaceholderText(hint)
@@ -231,7 +233,8 @@ class EditDialog(QDialog):
 
     def __init__(self, row: dict, parent=None, approve: bool = False, scopes: list[str] | None = None) -> None:
         super().__init__(parent)
-        self.row, self.changes = row, {}
+        self.row = row
+        self.changes: dict[str, typing.Any] = {}
         self.mtype = MemoryType(row["type"])
         self.setWindowTitle("Edit and approve memory" if approve else "Edit memory")
         main = TEXT_FIELD.get(self.mtype, "")

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSize, Qt
 from PySide6.QtGui import QImage, QImageReader
 
 from memory.errors import MiradorError
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 log = logging.getLogger(__name__)
 
 
-def frame_bytes(store, path: str | None) -> bytes | None:
+def frame_bytes(store: Store, path: str | None) -> bytes | None:
     """The frame's image bytes, or None when it is gone or cannot be opened now (locked: said in the log)."""
     try:
         return store.frame_bytes(path)
@@ -21,7 +25,7 @@ def frame_bytes(store, path: str | None) -> bytes | None:
         return None
 
 
-def frame_image(store, path: str | None, fit: QSize | None = None) -> QImage | None:
+def frame_image(store: Store, path: str | None, fit: QSize | None = None) -> QImage | None:
     """The frame as a QImage (worker threads may call it), scaled down to fit `fit` if given; None if unreadable."""
     data = frame_bytes(store, path)
     if not data:

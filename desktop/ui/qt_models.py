@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
     QAbstractTableModel,
@@ -337,7 +337,15 @@ class MemoryTableModel(LazyRowModel):
     KIND = "memory"
 
 
-class _Marked:
+# _Marked is mixed into LazyRowModel subclasses: the type checker reads it as one, Python as a plain mixin
+# (a second QAbstractTableModel base would make Qt's layout of the class ambiguous).
+if TYPE_CHECKING:
+    _MarkedBase = LazyRowModel
+else:
+    _MarkedBase = object
+
+
+class _Marked(_MarkedBase):
     """Search results: the text column as rich text with the query's words marked, and a relevance column."""
 
     TEXT_KEY = "title"

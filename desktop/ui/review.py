@@ -11,9 +11,10 @@ are the tray's (candidates plus open dream proposals: browser_data.pending_count
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QItemSelectionModel, Qt, Signal
-from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -31,9 +32,13 @@ from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.browser_edit import EditDialog
 from desktop.ui.icons import icon
 from desktop.ui.qt_models import Column, MemoryTableModel, confidence_column, local_time, type_column
+from desktop.ui.qt_typed import proxy_of, shortcut
 from desktop.ui.review_proposals import ProposalsPanel
 from desktop.ui.store_watch import restore_selection
 from desktop.ui.workers import Jobs
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 ORIGIN_LABEL = {"extractor": "Your captures", "extraction": "Your captures", "dream": "Nightly tidy-up",
                 "person": "You", "mcp": "An assistant"}
@@ -56,11 +61,11 @@ class ReviewTableModel(MemoryTableModel):
     ]
 
 
-def _set_statuses(store, ids: list[str], status: str) -> list[dict]:
+def _set_statuses(store: Store, ids: list[str], status: str) -> list[dict]:
     return [store.set_status(i, status, actor="person") for i in ids]
 
 
-def _edit_and_approve(store, id_: str, changes: dict) -> list[dict]:
+def _edit_and_approve(store: Store, id_: str, changes: dict) -> list[dict]:
     if changes:
         store.update_memory(id_, actor="person", **changes)
     return [store.set_status(id_, "active", actor="person")]
@@ -108,10 +113,8 @@ class ReviewQueue(QMainWindow):
                                    "versions, stale candidates to archive — nothing changes until you accept")
         self.proposals.counted.connect(self._proposals_counted)
         self.setCentralWidget(self.tabs)
-        QShortcut(QKeySequence("A"), self.table, activated=lambda: self.decide("active"),
-                  context=Qt.ShortcutContext.WidgetShortcut)
-        QShortcut(QKeySequence("R"), self.table, activated=lambda: self.decide("rejected"),
-                  context=Qt.ShortcutContext.WidgetShortcut)
+        shortcut(QKeySequence("A"), self.table, lambda: self.decide("active"), Qt.ShortcutContext.WidgetShortcut)
+        shortcut(QKeySequence("R"), self.table, lambda: self.decide("rejected"), Qt.ShortcutContext.WidgetShortcut)
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._selection_changed())
         self.model.reloaded.connect(self._counted)
         self.model.refreshed.connect(self._refreshed)
@@ -175,8 +178,12 @@ class ReviewQueue(QMainWindow):
             self.detail.show_row(None)
             return
         gen = self._detail_gen
-        self.jobs.submit(load_detail, self.store, rows[0]["id"],
-                         on_done=lambda row: gen == self._detail_gen and self.detail.show_row(row))
+
+        def show(row: dict | None) -> None:
+            if gen == self._detail_gen:  # not one the person has already moved past
+                self.detail.show_row(row)
+
+        self.jobs.submit(load_detail, self.store, rows[0]["id"], on_done=show)
 
     def decide(self, status: str) -> None:
         """Approve (status active) or reject every selected candidate, in a worker."""
@@ -199,7 +206,7 @@ class ReviewQueue(QMainWindow):
     def _decided(self, rows: list[dict], status: str) -> None:
         # The next item takes the place of the first one decided (the person works down the list).
         done = {r["id"] for r in rows}
-        proxy = self.table.model()
+        proxy = proxy_of(self.table)
         positions = [proxy.mapFromSource(self.model.index(i, 0)).row() for i in range(self.model.rowCount())
                      if self.model.row_at(i)["id"] in done]
         at = min(positions) if positions else -1

@@ -13,6 +13,7 @@ from desktop.ui.browser import make_table, selected_rows
 from desktop.ui.browser_data import fetch_rows
 from desktop.ui.browser_detail import DetailView, load_detail
 from desktop.ui.qt_models import ROW_ROLE, Column, local_time
+from desktop.ui.qt_typed import proxy_of
 from desktop.ui.workers import Jobs
 
 KIND_LABEL = {"merge": "Merge duplicate", "supersede": "Newer version", "archive": "Archive stale candidate",
@@ -166,7 +167,7 @@ class ProposalsPanel(QWidget):
         sel = self.table.selectionModel()
         for i, r in enumerate(rows):
             if r["id"] in keep:
-                sel.select(self.table.model().mapFromSource(self.model.index(i, 0)),
+                sel.select(proxy_of(self.table).mapFromSource(self.model.index(i, 0)),
                            QItemSelectionModel.SelectionFlag.Select
                            | QItemSelectionModel.SelectionFlag.Rows)
         self.table.verticalScrollBar().setValue(scroll)
@@ -192,8 +193,12 @@ class ProposalsPanel(QWidget):
             self.detail.show_row(None)
             return
         gen = self._gen
-        self.jobs.submit(load_detail, self.store, rows[0]["target_id"],
-                         on_done=lambda row: gen == self._gen and self.detail.show_row(row))
+
+        def show(row: dict | None) -> None:
+            if gen == self._gen:  # not one the person has already moved past
+                self.detail.show_row(row)
+
+        self.jobs.submit(load_detail, self.store, rows[0]["target_id"], on_done=show)
 
     def decide(self, accept: bool) -> None:
         """Accept (the memory is superseded, or rejected for archive) or dismiss the selected proposals."""

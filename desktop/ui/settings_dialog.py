@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.runtime.live_config import RESTART_FIELDS, restart_needed
+from desktop.ui.qt_typed import line_edit
 from desktop.ui.settings_scopes import ScopeRulesPage, running_apps
 from memory.config import REDACTION_KINDS, Config, load_config, save_config
 from memory.cron import describe as describe_cron  # the scheduler's own reading of the line, in words
@@ -191,6 +192,9 @@ class _Field:
         inner, self.optional = _unwrap(ann)
         self.inner = inner
         origin = typing.get_origin(inner)
+        # Its class follows `kind` (QListWidget, QCheckBox, QComboBox, DeviceBox, QPlainTextEdit or QLineEdit), and
+        # the form calls each kind's own methods: one static type would not describe it.
+        self.widget: Any
         if key == "privacy.redact_kinds":
             self.kind = "checklist"
             self.widget = QListWidget()
@@ -388,7 +392,7 @@ class SettingsDialog(QDialog):
         self.running.setEditable(True)
         self.running.addItems(running_apps())
         self.running.setCurrentText("")
-        self.running.lineEdit().setPlaceholderText("pick an app that is open now, or type its name")
+        line_edit(self.running).setPlaceholderText("pick an app that is open now, or type its name")
         add = QPushButton("Add")
         add.setObjectName("excluded_app_add")
         add.clicked.connect(self.add_excluded_app)
@@ -554,7 +558,8 @@ class SettingsDialog(QDialog):
         w = self.fields[key].widget
         for tabs in (self.tabs, self.advanced):
             for i in range(tabs.count()):
-                if tabs.widget(i) is w or tabs.widget(i).isAncestorOf(w):
+                page = tabs.widget(i)
+                if page is not None and (page is w or page.isAncestorOf(w)):
                     tabs.setCurrentIndex(i)
                     break
 

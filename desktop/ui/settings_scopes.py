@@ -9,6 +9,8 @@ A person picks an app from the windows open now (or types one), types a title as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import ValidationError
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -27,7 +29,12 @@ from PySide6.QtWidgets import (
 )
 
 from capture.scope_rules import ScopeRules, running_apps
+from desktop.ui.qt_typed import line_edit
 from memory.config import Config, ScopeRule
+
+if TYPE_CHECKING:
+    from desktop.ui.workers import Jobs
+    from memory.store.core import Store
 
 COLUMNS = ("App", "Window title contains", "Path or web address", "Scope")
 FIELDS = ("app", "title", "path_or_url", "scope")
@@ -66,7 +73,7 @@ class ScopeRulesPage(QWidget):
         names = apps if apps is not None else running_apps()
         names = sorted({*names, *(r.app for r in config.capture.scope_rules if r.app)}, key=str.lower)
         self.app.addItems(["", *names])
-        self.app.lineEdit().setPlaceholderText("any app — pick one open now or type its name")
+        line_edit(self.app).setPlaceholderText("any app — pick one open now or type its name")
         self.title = QLineEdit()
         self.title.setObjectName("scope_rule_title")
         self.title.setPlaceholderText("any title — e.g. #acme-*  or  ~/src/ledger")
@@ -80,7 +87,7 @@ class ScopeRulesPage(QWidget):
         known |= set(config.hooks.allowed_scopes) | ({config.capture.scope} if config.capture.scope else set())
         self.scope.addItems(sorted(known))
         self.scope.setCurrentText("")
-        self.scope.lineEdit().setPlaceholderText("e.g. work/acme")
+        line_edit(self.scope).setPlaceholderText("e.g. work/acme")
         form = QFormLayout()
         form.addRow("App", self.app)
         form.addRow("Window title contains", self.title)
@@ -90,8 +97,8 @@ class ScopeRulesPage(QWidget):
         self.buttons: dict[str, QPushButton] = {}
         row = QHBoxLayout()
         for name, label, slot in (("add", "Add rule", self.add), ("replace", "Replace selected", self.replace),
-                                  ("remove", "Remove", self.remove), ("up", "Move up", lambda: self.move(-1)),
-                                  ("down", "Move down", lambda: self.move(1))):
+                                  ("remove", "Remove", self.remove), ("up", "Move up", lambda: self.move_rule(-1)),
+                                  ("down", "Move down", lambda: self.move_rule(1))):
             b = QPushButton(label)
             b.setObjectName(f"scope_rule_{name}")
             b.clicked.connect(slot)
@@ -106,7 +113,8 @@ class ScopeRulesPage(QWidget):
         past.clicked.connect(self.apply_to_past)
         self.buttons["past"] = past
         row.addWidget(past)
-        self.jobs = self.store = None
+        self.jobs: Jobs | None = None
+        self.store: Store | None = None
         self.status = QLabel()
         self.status.setObjectName("scope_rule_status")
         self.status.setWordWrap(True)
@@ -131,7 +139,8 @@ class ScopeRulesPage(QWidget):
         """The rules in order, as config.toml holds them."""
         out = []
         for i in range(self.table.rowCount()):
-            rule = {f: (self.table.item(i, c).text() if self.table.item(i, c) else "") for c, f in enumerate(FIELDS)}
+            cells = [self.table.item(i, c) for c in range(len(FIELDS))]
+            rule = {f: (cell.text() if cell else "") for f, cell in zip(FIELDS, cells, strict=True)}
             out.append({k: v for k, v in rule.items() if v or k == "scope"})
         return out
 
@@ -182,7 +191,9 @@ class ScopeRulesPage(QWidget):
     def replace(self) -> bool:
         """Overwrite the selected rule with the form."""
         i = self._selected()
-        rule = self._from_form() if i is not None else None
+        if i is None:
+            return False
+        rule = self._from_form()
         if rule is None:
             return False
         self._fill(i, rule)
@@ -195,7 +206,7 @@ class ScopeRulesPage(QWidget):
             self.table.removeRow(i)
         self._update_buttons()
 
-    def move(self, step: int) -> None:
+    def move_rule(self, step: int) -> None:  # not move(): that is QWidget.move, which this would hide
         """Move the selected rule up (-1) or down (+1): order decides which rule wins."""
         i = self._selected()
         if i is None or not 0 <= i + step < self.table.rowCount():
@@ -218,16 +229,17 @@ class ScopeRulesPage(QWidget):
 
     # ---- past captures ----------------------------------------------------------------------------
 
-    def attach(self, jobs, store) -> None:
+    def attach(self, jobs: Jobs, store: Store) -> None:
         """Give the page the app's workers and store: enables "Apply rules to past captures"."""
         self.jobs, self.store = jobs, store
         self.buttons["past"].setEnabled(True)
 
     def apply_to_past(self) -> None:
         """Work out (in a worker) what the rules listed here would move, ask, then move it (in a worker)."""
-        if self.jobs is None:
+        store = self.store
+        if self.jobs is None or store is None:  # until attach()
             return
-        rules, store = self.rules(), self.store
+        rules = self.rules()
         if not rules.rules:
             self.status.setText("There are no rules to apply: add one first.")
             return
@@ -258,8 +270,10 @@ class ScopeRulesPage(QWidget):
         self.status.setText("Moving…")
         from memory.store.rescope import rescope
 
-        store = self.store
-        self.jobs.submit(lambda: [rescope(store, p) for p in plans], on_done=self._moved, on_error=self._past_failed)
+        store, jobs = self.store, self.jobs
+        if jobs is None or store is None:  # attach() came first: apply_to_past needs them
+            return
+        jobs.submit(lambda: [rescope(store, p) for p in plans], on_done=self._moved, on_error=self._past_failed)
 
     def _moved(self, results: list[dict]) -> None:
         rows, mems, review = (sum(r[k] for r in results) for k in ("evidence", "memories", "review"))

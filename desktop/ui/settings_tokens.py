@@ -40,7 +40,7 @@ class TokensPanel(QWidget):
         self.new_token = QLineEdit(readOnly=True, placeholderText="a new token appears here once")
         self.message = QLabel(wordWrap=True)
         add, revoke = QPushButton("Create token"), QPushButton("Revoke selected")
-        add.clicked.connect(self.create)
+        add.clicked.connect(self.create_token)
         revoke.clicked.connect(self.revoke)
         form = QFormLayout()
         form.addRow("Name", self.name)
@@ -70,7 +70,7 @@ class TokensPanel(QWidget):
             grants = f"read {', '.join(r['read']) or '—'}; write {r['write'] or '—'}" + ("; vault" if r["allow_vault"] else "")
             self.list.addItem(f"{r['name']} — {grants} (since {r['created_at']})")
 
-    def create(self) -> None:
+    def create_token(self) -> None:  # not create(): that is QWidget.create, which this would hide
         """Create a token with the form's grants and show it once."""
         from desktop.ui.browser_data import normalise_scope
         from memory.errors import InputError

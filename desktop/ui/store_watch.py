@@ -10,6 +10,8 @@ comes is not doubled. `store_changed` carries the names of the tables whose vers
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -92,6 +94,13 @@ class StoreWatch(QObject):
         self.probed.emit()
 
 
+class LiveView(Protocol):
+    """A window that follows the store (the browser, review queue, timeline)."""
+
+    def isVisible(self) -> bool: ...
+    def refresh(self) -> None: ...
+
+
 class LiveViews(QObject):
     """The open windows that follow the store: each gets `refresh()` when a table it shows changed.
 
@@ -101,12 +110,12 @@ class LiveViews(QObject):
     def __init__(self, watch: StoreWatch, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.watch = watch
-        self._views: list[tuple[QObject, object]] = []  # (view, tables_fn: () -> set of table names it shows)
-        self._stale: dict[int, QObject] = {}
+        self._views: list[tuple[LiveView, Callable[[], Iterable[str]]]] = []  # (view, the tables it shows)
+        self._stale: dict[int, LiveView] = {}
         watch.store_changed.connect(self._changed)
         watch.probed.connect(self.flush)
 
-    def add(self, view: QObject, tables_fn) -> None:
+    def add(self, view: LiveView, tables_fn: Callable[[], Iterable[str]]) -> None:
         """Follow `view`; tables_fn() names the tables whose changes it shows (asked at each change)."""
         self._views.append((view, tables_fn))
 
@@ -119,11 +128,11 @@ class LiveViews(QObject):
                 self._forget(view)
         self.flush()
 
-    def shown(self, view: QObject) -> None:
+    def shown(self, view: LiveView) -> None:
         """A window was shown again: bring it up to date if it missed a change."""
         self.flush(only=view)
 
-    def flush(self, only: QObject | None = None) -> None:
+    def flush(self, only: LiveView | None = None) -> None:
         """Refresh every stale view that is visible and idle."""
         for key, view in list(self._stale.items()):
             if only is not None and view is not only:
@@ -136,7 +145,7 @@ class LiveViews(QObject):
             except RuntimeError:
                 self._forget(view)
 
-    def _forget(self, view: QObject) -> None:
+    def _forget(self, view: LiveView) -> None:
         self._views = [(v, f) for v, f in self._views if v is not view]
         self._stale.pop(id(view), None)
 

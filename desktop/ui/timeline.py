@@ -200,9 +200,9 @@ class EvidenceTimeline(QMainWindow):
         self.setCentralWidget(central)
 
         self._keys = _Keys(self)
-        for w in (self.table, self.slider, self.strip, self.preview.text, self.preview.frame, self.prev_btn,
-                  self.next_btn, self.next_match, self.del_frame):
-            w.installEventFilter(self._keys)
+        for widget in (self.table, self.slider, self.strip, self.preview.text, self.preview.frame, self.prev_btn,
+                       self.next_btn, self.next_match, self.del_frame):
+            widget.installEventFilter(self._keys)
         self.tree.currentItemChanged.connect(lambda *_: self._show_selection())
         self.table.selectionModel().currentRowChanged.connect(lambda cur, _prev: self._current(cur.row()))
         self.slider.valueChanged.connect(self.go)
@@ -251,8 +251,8 @@ class EvidenceTimeline(QMainWindow):
         it = self.tree.currentItem()
         raw_app = it.data(0, APP_ROLE) if it else None
         if groups != self._groups:
-            expanded = {self.tree.topLevelItem(i).data(0, DAY_ROLE) for i in range(self.tree.topLevelItemCount())
-                        if self.tree.topLevelItem(i).isExpanded()}
+            tops = [self.tree.topLevelItem(i) for i in range(self.tree.topLevelItemCount())]
+            expanded = {top.data(0, DAY_ROLE) for top in tops if top is not None and top.isExpanded()}
             self.tree.blockSignals(True)  # a rebuilt tree is not a new choice of day: no reload, no reset
             try:
                 found = self._fill_tree(groups, keep=(day, raw_app), expanded=expanded)
@@ -320,8 +320,9 @@ class EvidenceTimeline(QMainWindow):
         target = None
         if keep is not None and keep[0] in days:
             item = days[keep[0]]
+            children = [item.child(i) for i in range(item.childCount())]
             target = item if keep[1] is None else next(
-                (item.child(i) for i in range(item.childCount()) if item.child(i).data(0, APP_ROLE) == keep[1]), None)
+                (c for c in children if c is not None and c.data(0, APP_ROLE) == keep[1]), None)
         if target is not None:
             self.tree.setCurrentItem(target)
         elif days:
@@ -453,7 +454,7 @@ class EvidenceTimeline(QMainWindow):
             self.match_label.setText("searching…")
             ids = list(self.model.index_.ids)
             self.jobs.submit(search_day, self.store, ids, query,
-                             on_done=lambda found, q=query: self._found(q, found, first=True),
+                             on_done=lambda found: self._found(query, found, first=True),
                              on_error=lambda _m: setattr(self, "_searching", False))
             return
         self._jump_match(first=False)

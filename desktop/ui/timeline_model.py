@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,12 +53,20 @@ class DayIndex:
         if self.texts is None or len(self.texts) != len(self.ids):
             self.texts = pa.nulls(len(self.ids), pa.string())
 
+    @property
+    def text_column(self) -> pa.Array:
+        """texts, which __post_init__ fills with nulls when not given."""
+        if self.texts is None:
+            raise ValueError("DayIndex.texts is set in __post_init__")
+        return self.texts
+
     def __eq__(self, other) -> bool:
         return (isinstance(other, DayIndex) and all(getattr(self, k) == getattr(other, k) for k in
-                                                    ("ids", "times", *_COLS)) and self.texts.equals(other.texts))
+                                                    ("ids", "times", *_COLS))
+                and self.text_column.equals(other.text_column))
 
     def text(self, n: int) -> str | None:
-        return self.texts[n].as_py()
+        return self.text_column[n].as_py()
 
     def row(self, n: int) -> dict:
         """Line n as an evidence row with what the preview shows (the public row has more fields)."""
@@ -68,9 +76,16 @@ class DayIndex:
 
     def without(self, drop: set[str]) -> DayIndex:
         keep = [n for n, i in enumerate(self.ids) if i not in drop]
-        return DayIndex(*([col[n] for n in keep] for col in (self.ids, self.times, self.apps, self.windows,
-                                                              self.sources, self.frames)),
-                        texts=self.texts.take(pa.array(keep, pa.int64())))
+        return DayIndex(_pick(self.ids, keep), _pick(self.times, keep), _pick(self.apps, keep),
+                        _pick(self.windows, keep), _pick(self.sources, keep), _pick(self.frames, keep),
+                        texts=self.text_column.take(pa.array(keep, pa.int64())))
+
+
+_T = TypeVar("_T")
+
+
+def _pick(col: list[_T], keep: list[int]) -> list[_T]:
+    return [col[n] for n in keep]
 
 
 def day_index(store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
@@ -164,7 +179,7 @@ class LatestFirst(QObject):
 
     _out = Signal(object)
 
-    def __init__(self, fn: Callable[[Any], Any], on_done: Callable[[Hashable, Any], None], parent=None,
+    def __init__(self, fn: Callable[[Any], Any], on_done: Callable[[Any, Any], None], parent=None,
                  limit: int = 400, batch_s: float = 0.0) -> None:
         super().__init__(parent)
         self.fn, self.on_done, self.limit, self.batch_s = fn, on_done, limit, batch_s
@@ -377,7 +392,7 @@ class DayFramesModel(QAbstractTableModel):
             self.thumbs.forget(gone)
         self.index_ = ix
         self._pos = {i: n for n, i in enumerate(ix.ids)}
-        self._cells: dict[tuple[int, int], str] = {}
+        self._cells = {}
 
     def _on_index(self, gen: int, ix: DayIndex) -> None:
         if gen != self._generation:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import timezone
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
@@ -20,12 +21,15 @@ from desktop.ui.browser_data import fetch_rows, resolve_frame
 from desktop.ui.frame_image import frame_image
 from desktop.ui.timeline_model import LatestFirst, mark
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 FRAME_MAX = QSize(1600, 1000)  # decoded at most this large: enough for a full-window preview
 CACHE = 12
 INLINE_BYTES = 256 * 1024  # frame files up to this size are decoded in the GUI thread (see above)
 
 
-def load_frame(store, row: dict) -> tuple[dict, QImage | None]:  # worker thread
+def load_frame(store: Store, row: dict) -> tuple[dict, QImage | None]:  # worker thread
     """The row (read when only its id is given) and its frame image, or None when it has no frame file."""
     if "captured_at" not in row:
         got = fetch_rows(store, "evidence", [row["id"]])

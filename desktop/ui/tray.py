@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QAction
@@ -13,6 +14,9 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 from desktop.runtime import autostart
 from desktop.runtime.ports import CaptureControl, HealthView, read_health
 from desktop.ui.icons import icon
+
+if TYPE_CHECKING:
+    from memory.store.keys import DataKeys
 from desktop.ui.workers import Jobs
 from memory.types import utcnow
 
@@ -68,7 +72,7 @@ class Tray(QObject):
         self.sharing_fn: Callable[[], list[dict]] | None = None
         self.sharing: list[dict] = []
         # The data key (memory.store.keys.DataKeys), set by the app once the store is open: Lock / Unlock.
-        self.keys = None
+        self.keys: DataKeys | None = None
         self._paused_by_lock = False
         self._mic_checked = 0.0
         self.stopping = False
@@ -233,6 +237,8 @@ class Tray(QObject):
 
     def lock(self) -> None:
         """Drop the data key from every process of this data dir and pause capture until unlocked."""
+        if self.keys is None:  # the store is not open yet
+            return
         self.keys.lock()
         if self.capture and self.health.state == "capturing":
             self._paused_by_lock = True
@@ -246,6 +252,8 @@ class Tray(QObject):
 
         from memory.errors import MiradorError
 
+        if self.keys is None:  # the store is not open yet
+            return
         phrase = None
         if self.keys.method() == "passphrase":
             phrase, ok = QInputDialog.getText(None, "Unlock Mirador", "Mirador passphrase:", QLineEdit.EchoMode.Password)

@@ -18,7 +18,7 @@ from memory.errors import MiradorError
 
 log = logging.getLogger(__name__)
 
-Callback = Callable[[Any], None]
+Callback = Callable[[Any], object]  # what it returns is not used
 
 
 class _Task(QRunnable):

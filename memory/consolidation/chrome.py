@@ -452,7 +452,8 @@ def _runs(signs: list[LineSigns]) -> list[list[int]]:
     """Runs of three or more lines that enumerate: one token each of one non-word shape ("v0.7.2", "v0.7.3",
     ...), or one value beside one repeated word ("6 AM", "7 AM", ...). A word that changes from line to line
     ("Rent 1,240", "Savings 500") makes a table of values, which is left to the model."""
-    out, run = [], []
+    out: list[list[int]] = []
+    run: list[int] = []
 
     def same(a: int, b: int) -> bool:
         sa, sb = signs[a], signs[b]

@@ -27,6 +27,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import overload
 
 from memory.consolidation.rules import find_commands
 from memory.consolidation.write_policy import (
@@ -99,9 +100,20 @@ class DreamPlan:
         return d
 
 
+@overload
+def _iso_us(dt: datetime) -> str: ...
+@overload
+def _iso_us(dt: datetime | None) -> str | None: ...
 def _iso_us(dt: datetime | None) -> str | None:
     # Full precision: a checkpoint cut to the second would count rows from that second twice.
     return dt.isoformat(timespec="microseconds") + "Z" if dt else None
+
+
+def _spec(step: Step) -> dict:
+    """The memory a crystallise step adds: planned with it (the other kinds carry none)."""
+    if step.spec is None:
+        raise ValueError(f"a {step.kind} step carries no memory to add")
+    return step.spec
 
 
 def state_path(store) -> Path:
@@ -170,7 +182,7 @@ def _near(store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in rows:
         groups.setdefault((mtype or r["type"], r["scope"]), []).append(r)
-    out = {}
+    out: dict[str, list[dict]] = {}
     for (t, scope), members in groups.items():
         for i in range(0, len(members), _BATCH):
             _check(stop)
@@ -214,7 +226,8 @@ def _plan_pairs(store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
 
 def _plan_crystallise(store, changed: list[dict], cfg, stop=None) -> list[Step]:
     """Candidates for patterns that repeat across episodic memories."""
-    steps, used = [], set()
+    steps: list[Step] = []
+    used: set[str] = set()
     episodes = [r for r in changed if r["type"] == "episodic"]
     around = _near(store, episodes, "episodic", cfg.neighbours + 4, stop)
     for m in episodes:
@@ -247,12 +260,12 @@ def _drop_forbidden(store, steps: list[Step]) -> list[Step]:
     # Never recreate what the person deleted: by fingerprint, or from evidence whose derivation they deleted.
     if not steps:
         return steps
-    dead = tombstoned_fps(store, [fingerprint(s.spec["text"]) for s in steps])
+    dead = tombstoned_fps(store, [fingerprint(_spec(s)["text"]) for s in steps])
     # The ledger's source ids include the episodes' memory ids, so a deleted crystallisation of a
     # person's own notes stays deleted too; any blocked source is enough to stay away.
-    blocked = blocked_derivations(store, sorted({e for s in steps for e in s.spec["provenance"]}))
-    return [s for s in steps if fingerprint(s.spec["text"]) not in dead and s.spec["provenance"]
-            and not any((e, s.spec["type"]) in blocked for e in s.spec["provenance"])]
+    blocked = blocked_derivations(store, sorted({e for s in steps for e in _spec(s)["provenance"]}))
+    return [s for s in steps if fingerprint(_spec(s)["text"]) not in dead and _spec(s)["provenance"]
+            and not any((e, _spec(s)["type"]) in blocked for e in _spec(s)["provenance"])]
 
 
 def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta) -> str:
@@ -289,7 +302,7 @@ def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[S
 
 
 def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
-    targets = sorted({s.target_id for s in steps if s.action == "propose"})
+    targets = sorted({s.target_id for s in steps if s.action == "propose" and s.target_id is not None})
     if not targets:
         return set()
     table = store.table(T.PROPOSALS)
@@ -382,7 +395,7 @@ def _apply_decay(store, step: Step) -> None:
 
 
 def _apply_crystallise(store, step: Step) -> None:
-    s = step.spec
+    s = _spec(step)
     spec = MemorySpec(text=s["text"], type=s["type"], scope=step.scope, details=s["details"], status="candidate",
                       confidence=0.5, provenance=s["provenance"], origin="dream:crystallise")
     row = store.add_memories([spec], actor=ACTOR)[0]
@@ -390,6 +403,7 @@ def _apply_crystallise(store, step: Step) -> None:
 
 
 def _apply_proposal(store, step: Step) -> None:
+    assert step.target_id is not None  # a proposal is about one memory (_plan_pairs, _plan_archive)
     table = store.table(T.PROPOSALS)
     row = {"id": "prp_" + uuid.uuid4().hex[:24], "kind": step.kind, "target_id": step.target_id,
            "other_id": step.other_id, "scope": step.scope, "reason": step.reason, "status": "open",

@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
@@ -117,7 +118,10 @@ class Extractor:
                          or d.evidence_ids[0] not in cited]
 
 
-_shared: dict[tuple, object] = {}
+if TYPE_CHECKING:
+    from models.llm import LLM
+
+_shared: dict[tuple, LLM] = {}
 _shared_lock = threading.Lock()
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from memory.consolidation.rules import Draft, find_commands, find_paths, find_people, find_urls, resolve_date
 from memory.errors import InputError
 from memory.store.fingerprint import fingerprint
-from memory.types import MemoryType, build_details
+from memory.types import MemoryType, Resource, build_details
 
 EXTRACT_TYPES = ["semantic", "episodic", "procedural", "resource", "core"]  # never vault
 
@@ -169,7 +169,7 @@ def parse_output(data, items: list[dict], confidence: float = 0.75) -> tuple[lis
         except InputError:
             dropped.append(f"invalid {mtype.value} fields")
             continue
-        if mtype == MemoryType.RESOURCE and not (d.uri or d.path):
+        if isinstance(d, Resource) and not (d.uri or d.path):
             dropped.append("a resource needs a link or a path")
             continue
         subj = subject.lower() if mtype in (MemoryType.SEMANTIC, MemoryType.PROCEDURAL) else None

@@ -10,10 +10,15 @@ See docs/architecture.md for the package map.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memory.store import lifecycle
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
-def _drop_edges_and_usage(store, memory_ids: list[str], actor: str) -> None:
+
+def _drop_edges_and_usage(store: Store, memory_ids: list[str], actor: str) -> None:
     from memory.graph.reinforcement import forget_usage
     from memory.graph.relations import drop_for_memories
 
@@ -21,7 +26,7 @@ def _drop_edges_and_usage(store, memory_ids: list[str], actor: str) -> None:
     forget_usage(store, memory_ids)  # use counts of a memory that is gone
 
 
-def _move_edges(store, memory_id: str, scope: str) -> None:
+def _move_edges(store: Store, memory_id: str, scope: str) -> None:
     from memory.graph.relations import rescope
 
     rescope(store, memory_id, scope)

@@ -166,6 +166,7 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     Each result is the edge's public row plus `created` (False when it existed: its provenance and
     confidence were merged in instead).
     """
+    rows: dict[str, dict]  # id -> the edge row to write
     if not specs:
         return []
     for s in specs:
@@ -398,6 +399,7 @@ def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] |
     rels = tuple(parse_relation(r) for r in relations) if relations else CAUSAL
     start = _anchor(store, id_, scopes)
     fwd, back = _follow(rels, direction)
+    hops: list[dict]
     seen, frontier, hops, cut = {id_}, [id_], [], False
     for level in range(1, int(depth) + 1):
         if not frontier:

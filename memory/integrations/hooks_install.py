@@ -216,6 +216,7 @@ def status(paths: list[Path], data_home: Path) -> list[dict]:
         seen.add(_key(p))
         rec = records.get(_key(p))
         raw = p.read_bytes() if p.exists() else None
+        events: dict[str, int] | dict[str, str]
         try:
             events = count_ours(_parse(p, raw))
         except InputError as e:

@@ -207,8 +207,8 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
     now = utcnow()
     for s in mem_specs:
         (store.vault_row if parse_type(s.type) == MemoryType.VAULT else store.memory_row)(s, now)
-    for s in ev_specs:
-        store.evidence_row(s, now)
+    for ev in ev_specs:
+        store.evidence_row(ev, now)
     existing = _existing_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
     forgotten = _forgotten_ids(store, [s.id for s in mem_specs + ev_specs if s.id])
     skip = existing | forgotten

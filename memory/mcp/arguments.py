@@ -36,11 +36,14 @@ class Arguments:
     def of(cls, fn: Callable[..., Any]) -> Arguments:
         """The arguments of a tool function: every parameter after the store and the caller."""
         fields: dict[str, Any] = {}
-        for name, param in inspect.signature(fn, eval_str=True).parameters.items():
-            if name in SERVER_FILLED:
+        for name, param in inspect.signature(fn).parameters.items():
+            if name in SERVER_FILLED:  # not evaluated: the Store is imported for the type checker only
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[name] = (param.annotation, default)
+            # Written as strings (`from __future__ import annotations`): evaluated as inspect's eval_str does.
+            annotation = eval(param.annotation, fn.__globals__) if isinstance(param.annotation, str) \
+                else param.annotation
+            fields[name] = (annotation, default)
         model = create_model(f"{fn.__name__}Arguments", __config__=ConfigDict(extra="forbid"), **fields)
         return cls(model, model.model_json_schema(by_alias=True))
 
@@ -76,7 +79,7 @@ class Arguments:
         return out
 
 
-def argument_error(e: ValidationError, schema: dict) -> str:
+def argument_error(e: ValidationError, schema: dict[str, Any]) -> str:
     """One line: which argument was wrong, why, and what to send instead."""
     props = schema.get("properties", {})
     err = e.errors(include_url=False)[0]
@@ -92,7 +95,7 @@ def argument_error(e: ValidationError, schema: dict) -> str:
     return f"argument {name!r} is wrong ({msg}; got {got}): send {expected(props.get(top, {}))}"
 
 
-def expected(prop: dict) -> str:
+def expected(prop: dict[str, Any]) -> str:
     """What a schema property takes, in words, with its description."""
     desc = prop.get("description")
     kinds = [prop, *prop.get("anyOf", [])]

@@ -17,12 +17,17 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import InputError
 from memory.scopes import in_scopes, validate_scope
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
 from memory.store.rows import iso
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import AccessToken
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +54,12 @@ class Principal:
         """True if a row in this scope is visible to the client."""
         return in_scopes(scope, self.read)
 
-    def claims(self) -> dict:
+    def claims(self) -> dict[str, Any]:
         """What travels with a verified HTTP request (AccessToken.claims)."""
         return {"read": list(self.read), "write": self.write, "allow_vault": self.allow_vault}
 
     @classmethod
-    def from_claims(cls, name: str, claims: dict) -> Principal:
+    def from_claims(cls, name: str, claims: dict[str, Any]) -> Principal:
         """Rebuild a principal from a verified token's claims."""
         return cls(name, tuple(claims.get("read") or ()), claims.get("write"), bool(claims.get("allow_vault")))
 
@@ -93,6 +98,12 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def _now() -> str:
+    stamp = iso(utcnow())
+    assert stamp is not None  # iso() is None only for None
+    return stamp
+
+
 @dataclass
 class TokenRecord:
     """One stored token: its hash and grants, never the token itself."""
@@ -102,13 +113,13 @@ class TokenRecord:
     read: list[str]
     write: str | None
     allow_vault: bool = False
-    created_at: str = field(default_factory=lambda: iso(utcnow()))
+    created_at: str = field(default_factory=lambda: _now())
 
     def principal(self) -> Principal:
         """The grants of this token."""
         return Principal(self.name, tuple(self.read), self.write, self.allow_vault)
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         """What `token list` shows (no hash)."""
         d = asdict(self)
         d.pop("sha256")
@@ -190,7 +201,7 @@ class MiradorTokenVerifier:
     def __init__(self, tokens: TokenStore) -> None:
         self.tokens = tokens
 
-    async def verify_token(self, token: str):
+    async def verify_token(self, token: str) -> AccessToken | None:
         """Return an AccessToken for a known token, None otherwise (the SDK answers 401)."""
         from mcp.server.auth.provider import AccessToken
 
@@ -213,12 +224,12 @@ class HostOriginGuard:
     answers a rebinding page with 421/403 without touching the token verifier at all.
     """
 
-    def __init__(self, app, port: int, extra_origins: Iterable[str] = ()) -> None:
+    def __init__(self, app: ASGIApp, port: int, extra_origins: Iterable[str] = ()) -> None:
         self.app = app
         self.hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
         self.origins = {f"http://{h}" for h in self.hosts} | set(extra_origins)
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             host, origin = headers.get("host"), headers.get("origin")

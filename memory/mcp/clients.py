@@ -15,7 +15,7 @@ import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from memory.config import data_dir
 from memory.errors import InputError
@@ -38,7 +38,7 @@ def mirador_command() -> list[str]:
     return [sys.executable, "-m", "desktop.cli.main"]
 
 
-def server_entry(client: str, url: str, token: str, home: Path | None = None) -> tuple[str, dict]:
+def server_entry(client: str, url: str, token: str, home: Path | None = None) -> tuple[str, dict[str, Any]]:
     """(top-level key, our entry) for a client's config file; home: the data dir a stdio server must use."""
     headers = {"Authorization": f"Bearer {token}"}
     if client == "claude-code":
@@ -107,7 +107,7 @@ def token_in(path: Path, client: str) -> str | None:
     return tok if isinstance(tok, str) and tok else None
 
 
-def merge_into(path: Path, client: str, url: str, token: str, home: Path | None = None) -> dict:
+def merge_into(path: Path, client: str, url: str, token: str, home: Path | None = None) -> dict[str, Any]:
     """Add or replace our entry in the client's file, keeping everything else; backs up the original.
 
     A symlinked file is written at its target (the link stays). VS Code's file may be JSONC: the
@@ -116,7 +116,7 @@ def merge_into(path: Path, client: str, url: str, token: str, home: Path | None 
     key, entry = server_entry(client, url, token, home)
     path = Path(path)
     target = Path(os.path.realpath(path))  # a dotfiles link is followed, never replaced by a plain file
-    data: dict = {}
+    data: dict[str, Any] = {}
     raw = ""
     backup = None
     if target.exists():
@@ -151,7 +151,7 @@ def merge_into(path: Path, client: str, url: str, token: str, home: Path | None 
 _TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*|/\*.*?\*/|[^"/]+|/', re.S)
 
 
-def _parse(raw: str, client: str, path: Path):
+def _parse(raw: str, client: str, path: Path) -> Any:
     """The file's JSON; for VS Code, JSONC (comments and trailing commas) as VS Code itself accepts."""
     try:
         return json.loads(_strip_jsonc(raw) if client == "vscode" else raw)
@@ -172,28 +172,37 @@ def _has_comments(raw: str) -> bool:
     return any(t.startswith(("//", "/*")) for t in _TOKEN_RE.findall(raw))
 
 
+def _match(pattern: re.Pattern[str], text: str, pos: int) -> re.Match[str]:
+    """pattern matched at text[pos]; ValueError where it does not (the callers treat the text as unreadable)."""
+    m = pattern.match(text, pos)
+    if m is None:
+        raise ValueError(f"expected {pattern.pattern!r} at {pos}")
+    return m
+
+
 def _members(text: str, start: int) -> tuple[list[tuple[str, int, int, int]], int]:
     """The members of the object whose '{' is at text[start] (comments already blanked):
     [(key, key_start, value_start, value_end)], and the position of its closing '}'."""
     dec = json.JSONDecoder()
     ws = re.compile(r"[\s,]*")
-    members, i = [], start + 1
+    members: list[tuple[str, int, int, int]] = []
+    i = start + 1
     while True:
-        i = ws.match(text, i).end()
+        i = _match(ws, text, i).end()
         if text[i] == "}":
             return members, i
         key, j = dec.raw_decode(text, i)
-        j = re.compile(r"\s*:\s*").match(text, j).end()
+        j = _match(re.compile(r"\s*:\s*"), text, j).end()
         _, end = dec.raw_decode(text, j)
         members.append((key, i, j, end))
         i = end
 
 
-def _splice(raw: str, key: str, entry: dict) -> str | None:
+def _splice(raw: str, key: str, entry: dict[str, Any]) -> str | None:
     """raw with servers.mirador set to entry by editing the text only where it goes, or None."""
     try:
         blank = _strip_jsonc(raw)
-        top = re.compile(r"\s*").match(blank).end()
+        top = _match(re.compile(r"\s*"), blank, 0).end()
         if blank[top] != "{":
             return None
         members, _ = _members(blank, top)
@@ -225,7 +234,7 @@ def _blank_comments(raw: str) -> str:
 
 def _line_indent(text: str, pos: int) -> str:
     line_start = text.rfind("\n", 0, pos) + 1
-    return re.compile(r"[ \t]*").match(text, line_start).group(0)
+    return _match(re.compile(r"[ \t]*"), text, line_start).group(0)
 
 
 def _indent(block: str, pad: str) -> str:

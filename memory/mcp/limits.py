@@ -173,17 +173,19 @@ def _string(tok: str) -> str:
     if len(tok) > 202:  # a key or name that long is not one we look for; show its start only
         return tok[1:60] + "…"
     try:
-        return json.loads(tok)
+        value = json.loads(tok)
     except ValueError:
         return tok[1:-1]
+    return value if isinstance(value, str) else tok[1:-1]
 
 
 def _refuse(found: _Found, expect: Callable[[str, str], str | None]) -> Refusal:
     path = found.path
     where = ".".join(path[:_PATH_SHOWN]) + ("…" if len(path) > _PATH_SHOWN else "") or "the top level"
     argument = path[2] if len(path) > 2 and path[:2] == ["params", "arguments"] else None
-    wanted = expect(found.tool, argument) if found.tool and argument and found.method == "tools/call" else None
-    if wanted is not None and found.id is not None:
+    tool = found.tool
+    wanted = expect(tool, argument) if tool and argument and found.method == "tools/call" else None
+    if tool and wanted is not None and found.id is not None:
         # A tool's error like any other wrong argument (memory/mcp/replies.py): clients show it to the model,
         # and the session goes on.
         if found.problem == "deep":
@@ -192,7 +194,7 @@ def _refuse(found: _Found, expect: Callable[[str, str], str | None]) -> Refusal:
             text = (f"argument {argument!r} is wrong (a number of {found.digits:,} digits; at most "
                     f"{MAX_DIGITS:,} are read): send {wanted}")
         return Refusal(200, {"jsonrpc": "2.0", "id": found.id,
-                             "result": refusal(found.tool, text, "invalid_arguments")})
+                             "result": refusal(tool, text, "invalid_arguments")})
     if found.problem == "deep":
         return _error(400, found.id, INVALID_REQUEST, f"the message is nested deeper than {MAX_DEPTH} levels (at "
                       f"{where}); flatten it: no MCP request needs more than a few levels")

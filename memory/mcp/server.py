@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic_core
@@ -38,6 +38,12 @@ from memory.mcp.limits import Refusal, screen
 from memory.mcp.replies import for_model, refusal
 from memory.store.io_faults import storage_error
 from memory.store.keys import LockedError
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from memory.mcp.auth import HostOriginGuard
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +85,14 @@ LOCKED = LockedError("Mirador is locked: no memory can be read or written until 
 class ServerState:
     """What every session shares: the store (opened once) and, outside HTTP, the fixed caller."""
 
-    open_store: Callable[[], Any]
+    open_store: Callable[[], Store]
     principal: Principal | None = None
     http: bool = False
-    _store: Any = None
+    _store: Store | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _limiter: Any = None
+    _limiter: anyio.CapacityLimiter | None = None
 
-    def limiter(self, spec: ToolSpec) -> Any:
+    def limiter(self, spec: ToolSpec) -> anyio.CapacityLimiter | None:
         """The worker threads a tool body waits for (None: anyio's default pool)."""
         if not spec.queued:
             return None
@@ -95,7 +101,7 @@ class ServerState:
         return self._limiter
 
     @property
-    def store(self):
+    def store(self) -> Store:
         """The process's Store, opened on first use."""
         with self._lock:
             if self._store is None:
@@ -136,13 +142,14 @@ class MiradorServer(Server[ServerState, Any]):
 
         super().__init__(SERVER_NAME, version=mirador_version(), instructions=INSTRUCTIONS, lifespan=lifespan)
         self.state = state
-        self.list_tools()(list_tools)
+        # The SDK's lowlevel decorator factories are unannotated (mcp 1.x): hence the ignores below.
+        self.list_tools()(list_tools)  # type: ignore[no-untyped-call]
         # The SDK's own input check (jsonschema, lax) is off: each tool's strict model checks its arguments.
         self.call_tool(validate_input=False)(self.run_tool)
-        self.list_resources()(list_resources)
-        self.read_resource()(self.read_profile)
-        self.list_resource_templates()(no_templates)
-        self.list_prompts()(no_prompts)
+        self.list_resources()(list_resources)  # type: ignore[no-untyped-call]
+        self.read_resource()(self.read_profile)  # type: ignore[no-untyped-call]
+        self.list_resource_templates()(no_templates)  # type: ignore[no-untyped-call]
+        self.list_prompts()(no_prompts)  # type: ignore[no-untyped-call]
 
     async def run_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """One tools/call: arguments checked, the body run in a worker thread, the result checked."""
@@ -212,7 +219,7 @@ def _refused(tool: str, text: str, code: str) -> types.CallToolResult:
     return types.CallToolResult.model_validate(refusal(tool, text, code))
 
 
-def build_server(open_store: Callable[[], Any], principal: Principal | None = None, *,
+def build_server(open_store: Callable[[], Store], principal: Principal | None = None, *,
                  http: bool = False) -> MiradorServer:
     """A server over one store; `principal` fixes the caller for stdio/in-process use."""
     return MiradorServer(ServerState(open_store, principal, http))
@@ -231,9 +238,9 @@ def mirador_version() -> str:
 # ---- transports -------------------------------------------------------------------------------
 
 
-def open_store_at(home: Path | None) -> Callable[[], Any]:
+def open_store_at(home: Path | None) -> Callable[[], Store]:
     """A store opener for a data dir (None = $MIRADOR_HOME / the default)."""
-    def _open():
+    def _open() -> Store:
         from memory.store.core import Store
 
         return Store(home)
@@ -294,8 +301,8 @@ def quiet_disconnects() -> None:
         sdk_log.addFilter(_CLIENT_GONE)
 
 
-def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
-             extra_origins: list[str] | tuple = ()) -> tuple[Any, MiradorServer]:
+def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[], Store] | None = None,
+             extra_origins: list[str] | tuple[str, ...] = ()) -> tuple[HostOriginGuard, MiradorServer]:
     """The ASGI app for http://127.0.0.1:PORT/mcp: Host/Origin guard → message limits → bearer auth → MCP
     endpoint (the SDK's streamable HTTP session manager, one JSON response per call), and its server."""
     from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -322,7 +329,7 @@ def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[]
     # progress), which spares both ends the event-stream machinery on every call.
     sessions = StreamableHTTPSessionManager(app=server, json_response=True, security_settings=security)
 
-    async def endpoint(scope, receive, send) -> None:
+    async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         await sessions.handle_request(scope, receive, send)
 
     # Every request needs a valid bearer token (401 otherwise); the verified token is the caller (principal_of).
@@ -338,8 +345,8 @@ def http_app(home: Path | None = None, port: int = 8765, open_store: Callable[[]
 class HttpServer:
     """uvicorn serving the MCP app on 127.0.0.1 in a background thread (the app's and `serve`'s server)."""
 
-    def __init__(self, home: Path | None = None, port: int = 8765, open_store: Callable[[], Any] | None = None,
-                 extra_origins: list[str] | tuple = ()) -> None:
+    def __init__(self, home: Path | None = None, port: int = 8765, open_store: Callable[[], Store] | None = None,
+                 extra_origins: list[str] | tuple[str, ...] = ()) -> None:
         import uvicorn
 
         self.port = port

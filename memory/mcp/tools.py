@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import InputError, NotFoundError
 from memory.mcp.args import (
@@ -85,6 +86,13 @@ from memory.scopes import in_scopes, scope_filter, sql_literal, validate_scope
 from memory.store.audit import utcnow
 from memory.store.fingerprint import fingerprint
 from memory.store.rows import iso, jsonable, kind_of, parse_time
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+    from memory.consolidation.dream import Step
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +170,7 @@ MEMORY_BRIEF_COLS = ["id", "type", "scope", "title", "text", "status", "confiden
 EVIDENCE_BRIEF_COLS = ["id", "captured_at", "source", "app", "window", "scope", "text"]
 
 
-def _memory_brief(m: dict, score: float | None = None) -> dict:
+def _memory_brief(m: dict[str, Any], score: float | None = None) -> dict[str, Any]:
     if m.get("type") == "vault":
         out = {"id": m["id"], "type": "vault", "scope": m["scope"], "label": m.get("label") or m.get("text"),
                "note": "a secret; its value is returned only to tokens allowed to read the vault (memory_get)"}
@@ -175,7 +183,7 @@ def _memory_brief(m: dict, score: float | None = None) -> dict:
     return out
 
 
-def _evidence_brief(e: dict, score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict:
+def _evidence_brief(e: dict[str, Any], score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict[str, Any]:
     out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
            "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems,
                                                                screen=e.get("source") == "screen")}
@@ -191,9 +199,9 @@ def _statuses(include_inactive: bool) -> list[str] | None:
 # ---- memory tools -----------------------------------------------------------------------------
 
 
-def memory_search(store, p: Principal, query: Query, types: SearchTypes = None, scope: ScopeArg = None,
+def memory_search(store: Store, p: Principal, query: Query, types: SearchTypes = None, scope: ScopeArg = None,
                   since: Since = None, until: Until = None, include_inactive: Inactive = False,
-                  limit: Limit = 10) -> dict:
+                  limit: Limit = 10) -> dict[str, Any]:
     """Hybrid search over the client's memories."""
     from memory.retrieval.search import search_memories
 
@@ -208,8 +216,8 @@ def memory_search(store, p: Principal, query: Query, types: SearchTypes = None, 
             else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
 
 
-def memory_recall(store, p: Principal, query: Query, budget_tokens: Budget = 1000, types: RecallTypes = None,
-                  scope: ScopeArg = None, include_evidence: WithEvidence = True) -> dict:
+def memory_recall(store: Store, p: Principal, query: Query, budget_tokens: Budget = 1000, types: RecallTypes = None,
+                  scope: ScopeArg = None, include_evidence: WithEvidence = True) -> dict[str, Any]:
     """Budgeted context for a task, built by memory/retrieval/recall.py."""
     try:
         from memory.retrieval.recall import recall
@@ -226,14 +234,14 @@ def memory_recall(store, p: Principal, query: Query, budget_tokens: Budget = 100
             "scopes": scopes, "text": res.text, "items": items}
 
 
-def _appeared(store, p: Principal, ids: list[str], scopes: list[str]) -> None:
+def _appeared(store: Store, p: Principal, ids: list[str], scopes: list[str]) -> None:
     # Showing a memory is not using it; only when the person configured it does it count (weaker).
     from memory.graph.reinforcement import note_appearances
 
     note_appearances(store, ids, actor=p.actor, scopes=scopes)
 
 
-def memory_reinforce(store, p: Principal, ids: UsedIds) -> dict:
+def memory_reinforce(store: Store, p: Principal, ids: UsedIds) -> dict[str, Any]:
     """Record that an answer used these memories: their salience rises (and decays again without use)."""
     from memory.graph.reinforcement import reinforce
 
@@ -260,7 +268,7 @@ def _item(item: Any) -> Any:
     return jsonable(item)
 
 
-def memory_get(store, p: Principal, id: GetId) -> dict:
+def memory_get(store: Store, p: Principal, id: GetId) -> dict[str, Any]:
     """Every field of one memory (or vault entry) the client may see."""
     kind = _kind(id, SEARCH_HINT)
     if kind == "evidence":
@@ -283,9 +291,9 @@ def memory_get(store, p: Principal, id: GetId) -> dict:
     return row
 
 
-def memory_add(store, p: Principal, text: MemoryText, type: AddTypeArg = "semantic", title: Title = None,
+def memory_add(store: Store, p: Principal, text: MemoryText, type: AddTypeArg = "semantic", title: Title = None,
                details: Details = None, scope: WriteScopeArg = None, status: AddStatus = "active",
-               confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict:
+               confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Create a memory in the client's write scope, recorded with the client's name.
 
     idempotency_key: a retry with the same key returns the first call's memory and stores nothing
@@ -294,20 +302,23 @@ def memory_add(store, p: Principal, text: MemoryText, type: AddTypeArg = "semant
     from memory.store.specs import MemorySpec
 
     ws = write_scope(p, scope)
-    if type == "vault":
+    asked: str = type  # the schema leaves vault out; a direct caller could still pass it
+    if asked == "vault":
         raise InputError("secrets are added by the person only (`mirador add --type vault`), never over MCP")
     _check_details(details)
     if idempotency_key is not None:
         keyed_id("memory", p.actor, idempotency_key)  # a bad key is refused before anything is looked at
     # Redacted first, as the store will write it: the tombstone and same-text checks compare what is stored.
-    text, secrets = store.scrubber.text(text)
-    fields = dict(type=type, scope=ws, title=title, details=details, status=status, confidence=confidence,
-                  origin=p.actor)
-    out: dict = {}
+    scrubbed, secrets = store.scrubber.text(text)
+    text = scrubbed or ""  # a str stays a str
+    fields: dict[str, Any] = dict(type=type, scope=ws, title=title, details=details, status=status,
+                                  confidence=confidence, origin=p.actor)
+    out: dict[str, Any] = {}
 
-    def write(id_: str | None = None) -> dict:
+    def write(id_: str | None = None) -> dict[str, Any]:
         out.update(_add_checked(store, p, text, fields, secrets, id_))
-        return out.get("created") or out["existing"]
+        row: dict[str, Any] = out.get("created") or out["existing"]
+        return row
 
     if idempotency_key is None:
         write()
@@ -317,7 +328,7 @@ def memory_add(store, p: Principal, text: MemoryText, type: AddTypeArg = "semant
     return _memory_added(p, first, secrets, replayed=True) if replayed else out
 
 
-def _add_checked(store, p: Principal, text: str, fields: dict, secrets: Any, id_: str | None) -> dict:
+def _add_checked(store: Store, p: Principal, text: str, fields: dict[str, Any], secrets: Any, id_: str | None) -> dict[str, Any]:
     """Store the memory unless the person erased this text, or the scope holds it already (then say which)."""
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
@@ -338,8 +349,8 @@ def _add_checked(store, p: Principal, text: str, fields: dict, secrets: Any, id_
     return _memory_added(p, row, secrets)
 
 
-def _memory_added(p: Principal, row: dict, secrets: Any, replayed: bool = False) -> dict:
-    out: dict = {"created": _memory_brief(row), "actor": p.actor}
+def _memory_added(p: Principal, row: dict[str, Any], secrets: Any, replayed: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"created": _memory_brief(row), "actor": p.actor}
     if secrets or "[REDACTED:" in row["text"] + row["title"]:
         out["hint"] = ("secrets in the text were replaced by [REDACTED:kind] before anything was stored; a secret "
                        "the person wants kept belongs in the vault, which only they add to (`mirador add --type vault`)")
@@ -350,8 +361,8 @@ def _memory_added(p: Principal, row: dict, secrets: Any, replayed: bool = False)
     return out
 
 
-def memory_update(store, p: Principal, id: MemId, text: NewText = None, title: NewTitle = None,
-                  details: Details = None, confidence: NewConfidence = None, status: NewStatus = None) -> dict:
+def memory_update(store: Store, p: Principal, id: MemId, text: NewText = None, title: NewTitle = None,
+                  details: Details = None, confidence: NewConfidence = None, status: NewStatus = None) -> dict[str, Any]:
     """Edit a memory in the client's write scope (text, title, details, confidence and/or status)."""
     ws = write_scope(p, None)
     if _kind(id, SEARCH_HINT) != "memory":
@@ -377,7 +388,7 @@ def memory_update(store, p: Principal, id: MemId, text: NewText = None, title: N
     return {"updated": _memory_brief(row), "actor": p.actor}
 
 
-def memory_forget(store, p: Principal, ids: ForgetIds) -> dict:
+def memory_forget(store: Store, p: Principal, ids: ForgetIds) -> dict[str, Any]:
     """Erase memories or evidence in the client's write scope, for good (tombstone + purge)."""
     from memory.store.erasure import forget
 
@@ -395,8 +406,8 @@ def memory_forget(store, p: Principal, ids: ForgetIds) -> dict:
     return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
 
 
-def evidence_forget(store, p: Principal, app: ForgetApp = None, since: Since = None, until: Until = None,
-                    scope: WriteScopeArg = None, confirm: Confirm = False) -> dict:
+def evidence_forget(store: Store, p: Principal, app: ForgetApp = None, since: Since = None, until: Until = None,
+                    scope: WriteScopeArg = None, confirm: Confirm = False) -> dict[str, Any]:
     """Erase captured evidence by app and/or time range in the client's write scope (or `scope` below it),
     with the memories derived only from it (memory/store/erasure.py forget_where). Without confirm: the
     plan with counts, nothing changed. Every memory the delete erases or sends to review must lie in the
@@ -435,15 +446,15 @@ def evidence_forget(store, p: Principal, app: ForgetApp = None, since: Since = N
 # ---- relation tools ---------------------------------------------------------------------------
 
 
-def _visible_memory(store, p: Principal, id: str, scopes: list[str]) -> None:
+def _visible_memory(store: Store, p: Principal, id: str, scopes: list[str]) -> None:
     if _kind(id, SEARCH_HINT) != "memory":
         raise InputError(f"{id} is not a memory id (mem_…); relations link memories only")
     if not store.get_many("memory", [id], ["id"], scopes=scopes):  # a shared scope's memory too
         raise NotFoundError(f"no memory with id {id} is visible to this client — {SEARCH_HINT}")
 
 
-def memory_related(store, p: Principal, id: MemId, relations: Relations = None, direction: Direction = "both",
-                   scope: ScopeArg = None, include_inactive: Inactive = False, limit: EdgeLimit = 20) -> dict:
+def memory_related(store: Store, p: Principal, id: MemId, relations: Relations = None, direction: Direction = "both",
+                   scope: ScopeArg = None, include_inactive: Inactive = False, limit: EdgeLimit = 20) -> dict[str, Any]:
     """A memory's neighbours by relation, both ends inside the client's scopes."""
     from memory.graph.relations import related
 
@@ -455,8 +466,8 @@ def memory_related(store, p: Principal, id: MemId, relations: Relations = None, 
             if edges else "no relations visible; memory_relate adds one"}
 
 
-def memory_chain(store, p: Principal, id: MemId, direction: ChainDirection = "causes", depth: Depth = 3,
-                 relations: Relations = None, scope: ScopeArg = None, include_inactive: Inactive = False) -> dict:
+def memory_chain(store: Store, p: Principal, id: MemId, direction: ChainDirection = "causes", depth: Depth = 3,
+                 relations: Relations = None, scope: ScopeArg = None, include_inactive: Inactive = False) -> dict[str, Any]:
     """Causes (why) or consequences (what followed) of a memory, hop by hop, with each hop's evidence."""
     from memory.graph.relations import chain
 
@@ -469,8 +480,8 @@ def memory_chain(store, p: Principal, id: MemId, direction: ChainDirection = "ca
     return out
 
 
-def memory_relate(store, p: Principal, src: SrcId, relation: Relation, dst: DstId, evidence: EdgeEvidence = None,
-                  confidence: Confidence = 0.8) -> dict:
+def memory_relate(store: Store, p: Principal, src: SrcId, relation: Relation, dst: DstId, evidence: EdgeEvidence = None,
+                  confidence: Confidence = 0.8) -> dict[str, Any]:
     """Add the edge `src RELATION dst`: src in the client's write scope, dst readable; audited as the client."""
     from memory.graph.relations import add_relation
 
@@ -484,9 +495,9 @@ def memory_relate(store, p: Principal, src: SrcId, relation: Relation, dst: DstI
 # ---- evidence tools ---------------------------------------------------------------------------
 
 
-def evidence_search(store, p: Principal, query: Query, apps: Names = None, sources: Sources = None,
+def evidence_search(store: Store, p: Principal, query: Query, apps: Names = None, sources: Sources = None,
                     scope: ScopeArg = None, since: Since = None, until: Until = None,
-                    limit: Limit = 10) -> dict:
+                    limit: Limit = 10) -> dict[str, Any]:
     """Hybrid search over captured evidence (screen text, transcripts, notes)."""
     from memory.retrieval.search import search_evidence
 
@@ -503,7 +514,7 @@ def evidence_search(store, p: Principal, query: Query, apps: Names = None, sourc
             else "no match: try other words, fewer filters, or timeline for a time range"}
 
 
-def evidence_get(store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -> dict:
+def evidence_get(store: Store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -> dict[str, Any]:
     """One evidence row, its text cut to max_chars."""
     if _kind(id, EVIDENCE_HINT) != "evidence":
         raise InputError(f"{id} is not an evidence id (evd_…); call memory_get for mem_/vlt_ ids")
@@ -518,8 +529,8 @@ def evidence_get(store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -
     return row
 
 
-def timeline(store, p: Principal, since: TimelineSince = None, until: TimelineUntil = None, scope: ScopeArg = None,
-             apps: Names = None, samples_per_app: Samples = 5) -> dict:
+def timeline(store: Store, p: Principal, since: TimelineSince = None, until: TimelineUntil = None, scope: ScopeArg = None,
+             apps: Names = None, samples_per_app: Samples = 5) -> dict[str, Any]:
     """What happened between two times: evidence grouped by app, plus episodic memories of that span."""
     end = parse_time(until, "until") or utcnow() + timedelta(seconds=1)
     start = parse_time(since, "since") if since is not None else end - timedelta(hours=24)
@@ -561,7 +572,7 @@ def timeline(store, p: Principal, since: TimelineSince = None, until: TimelineUn
 # of rows, and a Python object per row cost more than reading them.
 
 
-def _codes(col) -> tuple[Any, list]:
+def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[str]]:
     """A string column as (int codes, names): codes number the distinct non-empty values in order of
     first appearance; null and "" are -1."""
     import numpy as np
@@ -574,7 +585,7 @@ def _codes(col) -> tuple[Any, list]:
     return codes, names
 
 
-def _by_app(table) -> dict[str, Any]:
+def _by_app(table: pa.Table) -> dict[str, np.ndarray]:
     """Row numbers per app (in table order), apps in order of first appearance; no app is "(unknown app)"."""
     import numpy as np
 
@@ -588,7 +599,7 @@ def _by_app(table) -> dict[str, Any]:
     return {keys[c]: parts[c] for c in present[np.argsort(first, kind="stable")].tolist()}
 
 
-def _most_common(codes, names: list, n: int) -> list[str]:
+def _most_common(codes: np.ndarray, names: list[str], n: int) -> list[str]:
     """The n most frequent values among codes (-1 ignored); ties: the one seen first."""
     import numpy as np
 
@@ -600,21 +611,21 @@ def _most_common(codes, names: list, n: int) -> list[str]:
     return [names[values[k]] for k in top]
 
 
-def _spread(ids: list, n: int) -> list:
+def _spread(ids: list[str], n: int) -> list[str]:
     if len(ids) <= n:
         return ids
     step = (len(ids) - 1) / max(n - 1, 1)
     return list(dict.fromkeys(ids[round(i * step)] for i in range(n)))
 
 
-def _texts(store, ids: list[str]) -> dict[str, str]:
+def _texts(store: Store, ids: list[str]) -> dict[str, str]:
     return {i: r["text"] for i, r in store.get_many("evidence", ids, ["id", "text"]).items()}
 
 
 # ---- status and profile -----------------------------------------------------------------------
 
 
-def status(store, p: Principal) -> dict:
+def status(store: Store, p: Principal) -> dict[str, Any]:
     """Who the client is, what it may do, and how much it can see."""
     # Kept counts (memory/store/tallies.py), summed over the client's scopes only: no table scan, and
     # rows in scopes it may not read are neither counted nor dated.
@@ -631,12 +642,12 @@ def status(store, p: Principal) -> dict:
     }
 
 
-def core_profile(store, p: Principal) -> str:
+def core_profile(store: Store, p: Principal) -> str:
     """The person's core profile (core memories in the client's scopes) as Markdown."""
     rows = store.list("memory", scopes=list(p.read), types=["core"], statuses=["active"], limit=200)
     if not rows:
         return "# Core profile\n\n(no core memories in the scopes this client may read)\n"
-    blocks: dict[str, list[dict]] = {}
+    blocks: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         blocks.setdefault((r.get("details") or {}).get("block", "user"), []).append(r)
     lines = ["# Core profile", ""]
@@ -659,7 +670,7 @@ def _kind(id_: str, hint: str) -> str:
         raise InputError(f"{id_!r} is not an id: ids start with mem_, evd_ or vlt_ — {hint}") from None
 
 
-def _check_details(details: dict | None) -> None:
+def _check_details(details: dict[str, Any] | None) -> None:
     if details is not None and _nesting(details, MAX_DETAILS_DEPTH) > MAX_DETAILS_DEPTH:  # before json.dumps recurses
         raise InputError(f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it: a few fields whose "
                          "values are text, numbers or lists of text, e.g. {\"steps\": [\"build\", \"deploy\"]}")
@@ -688,9 +699,9 @@ LIST_STATUSES = ["active", "candidate"]
 PLAN_MAX_STEPS = 100  # steps a consolidate result lists (counts cover them all)
 
 
-def evidence_add(store, p: Principal, text: EvidenceText, scope: WriteScopeArg = None, app: EvidenceApp = None,
+def evidence_add(store: Store, p: Principal, text: EvidenceText, scope: WriteScopeArg = None, app: EvidenceApp = None,
                  window: Window = None, captured_at: CapturedAt = None,
-                 idempotency_key: IdempotencyKey = None) -> dict:
+                 idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
     """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does.
 
     idempotency_key: a retry with the same key returns the first call's row and stores nothing
@@ -712,9 +723,9 @@ def evidence_add(store, p: Principal, text: EvidenceText, scope: WriteScopeArg =
     # A title or app name can quote a secret too (a window titled with a token); capture redacts both.
     app_text = redactor.redact(app).text if app else p.name
     window_text = redactor.redact(window).text if window else ""
-    fields = dict(source="mcp", app=app_text, window=window_text, scope=ws, captured_at=at, redactions=red.total)
+    fields: dict[str, Any] = dict(source="mcp", app=app_text, window=window_text, scope=ws, captured_at=at, redactions=red.total)
 
-    def write(id_: str | None = None) -> dict:
+    def write(id_: str | None = None) -> dict[str, Any]:
         return store.add_evidence(red.text, actor=p.actor, id=id_, **fields)
 
     replayed = False
@@ -724,7 +735,7 @@ def evidence_add(store, p: Principal, text: EvidenceText, scope: WriteScopeArg =
         row, replayed = add_once(store, "evidence", p.actor, idempotency_key,
                                  dict(store.evidence_row(EvidenceSpec(text=red.text, **fields))), write,
                                  scopes=list(p.read))
-    out = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
+    out: dict[str, Any] = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
            "hint": "extraction turns it into memories later (consolidate runs it now); evidence_get reads it back"}
     if red.total:
         out["hint"] = (f"{red.total} secret(s) were replaced by [REDACTED:kind] markers before storing; "
@@ -736,7 +747,7 @@ def evidence_add(store, p: Principal, text: EvidenceText, scope: WriteScopeArg =
     return out
 
 
-def _list_key(scopes: list[str], types: list[str] | None, statuses: list[str]) -> str:
+def _list_key(scopes: Sequence[str], types: Sequence[str] | None, statuses: Sequence[str]) -> str:
     import hashlib
 
     basis = json.dumps([sorted(scopes), sorted(types or []), sorted(statuses)])
@@ -747,17 +758,16 @@ _CURSOR_HELP = ("send next_cursor exactly as the previous memory_list call retur
                 "types and status, or omit cursor to start from the most recently changed memory")
 
 
-def _encode_cursor(key: str, updated_at, id_: str) -> str:
+def _encode_cursor(key: str, updated_at: datetime, id_: str) -> str:
     import base64
 
     raw = json.dumps({"k": key, "u": updated_at.isoformat(timespec="microseconds"), "i": id_})
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str, key: str):
+def _decode_cursor(cursor: str, key: str) -> tuple[datetime, str]:
     import base64
     import binascii
-    from datetime import datetime
 
     try:
         raw = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
@@ -769,8 +779,8 @@ def _decode_cursor(cursor: str, key: str):
     return at, id_
 
 
-def memory_list(store, p: Principal, scope: ScopeArg = None, types: RecallTypes = None,
-                status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> dict:
+def memory_list(store: Store, p: Principal, scope: ScopeArg = None, types: RecallTypes = None,
+                status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> dict[str, Any]:
     """A page of the client's memories, most recently changed first (then by id), filtered; cursor pages on."""
     from memory.store.filters import and_
     from memory.store.rows import ts_literal
@@ -805,7 +815,7 @@ def memory_list(store, p: Principal, scope: ScopeArg = None, types: RecallTypes 
             else ("that is all of them" if results else "no memories match these filters")}
 
 
-def relation_remove(store, p: Principal, id: RelId) -> dict:
+def relation_remove(store: Store, p: Principal, id: RelId) -> dict[str, Any]:
     """Remove the edge `id` (rel_…) whose src is in the client's write scope; audited as the client."""
     from memory.graph.relations import edge_rows, remove_relation
 
@@ -826,8 +836,8 @@ def relation_remove(store, p: Principal, id: RelId) -> dict:
     return {"removed": edge, "actor": p.actor}
 
 
-def _step(s) -> dict:
-    out = {"kind": s.kind, "action": "apply" if s.action == "apply" else "propose to the person",
+def _step(s: Step) -> dict[str, Any]:
+    out: dict[str, Any] = {"kind": s.kind, "action": "apply" if s.action == "apply" else "propose to the person",
            "scope": s.scope, "reason": s.reason}
     if s.target_id:
         out["target_id"] = s.target_id
@@ -841,15 +851,15 @@ def _step(s) -> dict:
     return out
 
 
-def _counts(steps) -> dict[str, int]:
-    out: Counter = Counter()
+def _counts(steps: list[Step]) -> dict[str, int]:
+    out: Counter[str] = Counter()
     for s in steps:
         out[f"{s.kind}:{s.action}"] += len(s.ids) if s.kind == "decay" else 1
     return dict(out)
 
 
-def consolidate(store, p: Principal, dry_run: DryRun = True, limit: ConsolidateLimit = 20,
-                scope: ConsolidateScope = None) -> dict:
+def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: ConsolidateLimit = 20,
+                scope: ConsolidateScope = None) -> dict[str, Any]:
     """Dry run: what extraction and a dream pass would do in the client's read scopes (or `scope`). Otherwise
     extract up to `limit` pending evidence rows of the client's write scope (or `scope` below it) and apply
     the dream steps inside it."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
@@ -19,6 +19,10 @@ from mcp.types import JSONRPCMessage
 from pydantic import ValidationError
 
 from memory.mcp.limits import MAX_MESSAGE_BYTES, PARSE_ERROR, Refusal, message_id, plain
+
+if TYPE_CHECKING:
+    from mcp.server.auth.provider import TokenVerifier
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +34,13 @@ class MessageLimits:
     every request without a valid token, goes to the app with its body as sent (strangers get the SDK's
     401, which parses no body)."""
 
-    def __init__(self, app: Any, screen: Screen, verifier: Any) -> None:
+    def __init__(self, app: ASGIApp, screen: Screen, verifier: TokenVerifier) -> None:
         self.app, self.screen, self.verifier = app, screen, verifier
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         messages, body = await _read_body(receive, MAX_MESSAGE_BYTES)
         # A plain body (nearly all) goes straight on. Any other is looked at closely only for a caller with a
         # valid token: a stranger's goes on too, to the SDK's 401. A body cut short is past the limit: too large.
@@ -50,21 +55,21 @@ class MessageLimits:
             await send({"type": "http.response.body", "body": data})
             return None
 
-        async def replay():
+        async def replay() -> Message:
             return messages.pop(0) if messages else await receive()
 
-        return await self.app(scope, replay, send)
+        await self.app(scope, replay, send)
 
-    async def _authenticated(self, scope) -> bool:
+    async def _authenticated(self, scope: Scope) -> bool:
         headers = dict(scope.get("headers") or [])
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         return scheme.lower() == "bearer" and await self.verifier.verify_token(token.strip()) is not None
 
 
-async def _read_body(receive, limit: int) -> tuple[list[dict], bytes]:
+async def _read_body(receive: Receive, limit: int) -> tuple[list[Message], bytes]:
     """The ASGI messages read (to hand on unchanged) and the body; stops once the body passes `limit`,
     so a huge body is never held whole."""
-    messages: list[dict] = []
+    messages: list[Message] = []
     chunks: list[bytes] = []
     size = 0
     while True:

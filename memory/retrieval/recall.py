@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memory.errors import Hint, InputError
 from memory.retrieval.rank import embedded_text
@@ -28,6 +29,9 @@ from memory.retrieval.tokens import count_joined, count_tokens, truncate_to_toke
 from memory.store.audit import utcnow
 from memory.store.rows import parse_time
 from memory.types import MemoryType, parse_type
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +118,7 @@ def _memory_types(types) -> list[str]:
     return out
 
 
-def recall(store, query: str, budget_tokens: int = 1000, scopes=None, *, types=None,
+def recall(store: Store, query: str, budget_tokens: int = 1000, scopes=None, *, types=None,
            include_evidence: bool = True, now: datetime | None = None) -> RecallResult:
     """The best memories and evidence for query, rendered into a block that fits budget_tokens."""
     budget = check_budget(budget_tokens)
@@ -159,7 +163,7 @@ _MEMORY_READ = ["id", "type", "scope", "text", "valid_from", "created_at", "upda
 _EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "captured_at"]
 
 
-def _candidates(store, query, scopes, mem_types, include_evidence, pool, now
+def _candidates(store: Store, query, scopes, mem_types, include_evidence, pool, now
                 ) -> tuple[list[_Cand], dict[str, list[_Cand]]]:
     """The scored candidates, best first, and the reasons of the memory candidates (see _reasons)."""
     # Both searches' query vectors at once, before the threads (they then hit the embedder's cache): the
@@ -232,7 +236,7 @@ def _overlap(a: frozenset, b: frozenset) -> float:
     return shared / (len(a) + len(b) - shared)
 
 
-def _reasons(store, ids: list[str], scopes, mem_types) -> dict[str, list[_Cand]]:
+def _reasons(store: Store, ids: list[str], scopes, mem_types) -> dict[str, list[_Cand]]:
     """Per memory candidate id, the memories it is BECAUSE of (memory/graph/relations.py), visible in scopes and
     candidate/active: one edge query and one memory query for the whole pool."""
     from memory.graph.relations import reasons_for

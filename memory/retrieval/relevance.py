@@ -11,8 +11,12 @@ shares one).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from memory.retrieval.snippets import stems
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 __all__ = ["RELEVANCE_FLOOR", "Relevance", "cosine", "judge", "relevant"]
 
@@ -38,7 +42,7 @@ def _hit_text(h) -> str:
     return f"{row.get('title') or row.get('label') or ''} {row.get('text') or getattr(h, 'text', '') or ''}"
 
 
-def judge(store, query: str, hits: list, *, measure_all: bool = False) -> dict[str, Relevance]:
+def judge(store: Store, query: str, hits: list, *, measure_all: bool = False) -> dict[str, Relevance]:
     """Relevance of each hit by id. Similarity is measured for hits sharing no word with the query, or for
     every memory and evidence hit when measure_all (a view that shows it); vault hits match by label words."""
     q_stems = stems(query)
@@ -62,7 +66,7 @@ def judge(store, query: str, hits: list, *, measure_all: bool = False) -> dict[s
     return out
 
 
-def relevant(store, query: str, hits: list) -> list:
+def relevant(store: Store, query: str, hits: list) -> list:
     """The memory hits that are about the query (see the module doc); other kinds of hit are kept as they are."""
     mem = [h for h in hits if h.kind == "memory"]
     if not mem:

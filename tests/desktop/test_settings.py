@@ -90,7 +90,7 @@ def test_mcp_token_created_once_and_revocable(qtbot, jobs, mirador_home, monkeyp
     panel.name.setText("claude-code")
     panel.read.setText("work, personal")
     panel.write.setText("work")
-    panel.create()
+    panel.create_token()
     qtbot.waitUntil(lambda: panel.new_token.text() != "" and panel.list.count() == 1, timeout=20_000)
     token = panel.new_token.text()
     assert "claude-code" in panel.list.item(0).text()

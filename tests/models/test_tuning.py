@@ -71,6 +71,15 @@ def test_a_delta_for_other_weights_is_not_applied(tmp_path):
     assert emb.tuning is None and emb.model_dir == emb.base_dir == embedder_dir()
 
 
+def test_a_folder_without_weights_is_not_tuned(tmp_path):
+    # A delta that names no base weights met a folder without any: the two "fingerprints" (None) matched, and
+    # naming the merged copy failed with a TypeError instead of the mismatch every caller handles.
+    tuning.write_delta(tmp_path / "d.npz", {"base_fingerprint": None, "scale": 0.5, "rank": 4}, {})
+    (tmp_path / "model").mkdir()
+    with pytest.raises(tuning.TuningMismatch, match="other weights"):
+        tuning.tuned_dir(tmp_path / "model", tmp_path / "d.npz", tmp_path / "cache")
+
+
 def test_a_missing_delta_embeds_as_shipped(tmp_path, caplog):
     emb = Embedder(tuning=tmp_path / "gone.npz")
     assert emb.tuning is None and emb.model_dir == embedder_dir()

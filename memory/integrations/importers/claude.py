@@ -63,7 +63,8 @@ class ClaudeImporter(ConversationExport):
 
 def _text(msg: dict) -> tuple[str, list]:
     """The message's text blocks joined (tool use, tool results and thinking left out), else `text`."""
-    blocks = msg.get("content") if isinstance(msg.get("content"), list) else []
+    content = msg.get("content")
+    blocks: list = content if isinstance(content, list) else []
     parts = [b["text"] for b in blocks
              if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) and b["text"].strip()]
     if parts:

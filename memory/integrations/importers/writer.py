@@ -43,7 +43,7 @@ class _Writer:
     def __init__(self, store, importer: Importer, redactor: Redacts, scope: str, actor: str) -> None:
         self.store, self.importer, self.redactor, self.actor = store, importer, redactor, actor
         self.report = ImportReport(format=importer.name, path=str(importer.path), scope=scope)
-        self.pending: list[tuple[EvidenceSpec, str]] = []
+        self.pending: list[tuple[str, EvidenceSpec, str]] = []  # (id, row, where it was read)
         self.written: set[str] = set()  # ids written by this run (~60 bytes each): tells duplicates apart
 
     def _redact(self, text: str) -> str:
@@ -78,11 +78,12 @@ class _Writer:
             extra = {"import_key": key, **({"part": i + 1, "parts": len(pieces)} if len(pieces) > 1 else {})}
             from memory.store.core import EvidenceSpec  # lazily: LanceDB takes seconds to import
 
+            eid = "evd_" + key[:24]
             spec = EvidenceSpec(
-                id="evd_" + key[:24], text=piece, source="import", app=self.importer.app, window=window,
+                id=eid, text=piece, source="import", app=self.importer.app, window=window,
                 speaker=speaker, scope=self.report.scope, captured_at=item.captured_at,
                 redactions=piece.count("[REDACTED:"), meta={**meta, **extra})
-            self.pending.append((spec, self.scrub(item.where)))
+            self.pending.append((eid, spec, self.scrub(item.where)))
 
     def flush(self) -> None:
         """Write the queued rows that are new; count the rest as skipped with their reason."""
@@ -90,24 +91,26 @@ class _Writer:
         if not batch:
             return
         store = self.store
-        ids = list(dict.fromkeys(s.id for s, _ in batch))
+        ids = list(dict.fromkeys(eid for eid, _, _ in batch))
         existing = ids_present(store, store.evidence, ids)
         gone = ids_present(store, store.tombstones, ids)
         new: list[EvidenceSpec] = []
-        for spec, where in batch:
-            if spec.id in self.written:
+        new_ids: list[str] = []
+        for eid, spec, where in batch:
+            if eid in self.written:
                 self.report.skip(SKIP_SEEN, where)
-            elif spec.id in gone:
+            elif eid in gone:
                 self.report.skip(SKIP_TOMBSTONED, where)
-            elif spec.id in existing:
+            elif eid in existing:
                 self.report.skip(SKIP_EXISTING, where)
             else:
-                self.written.add(spec.id)
+                self.written.add(eid)
                 new.append(spec)
+                new_ids.append(eid)
         if new:
             store.add_evidence_batch(new, actor=self.actor)
             self.report.imported += len(new)
-            self.report.first_ids.extend(s.id for s in new[: max(0, 5 - len(self.report.first_ids))])
+            self.report.first_ids.extend(new_ids[: max(0, 5 - len(self.report.first_ids))])
         self.report.batches += 1
         log.info("import %s: batch %d, %d new of %d", self.importer.name, self.report.batches, len(new), len(batch))
 
