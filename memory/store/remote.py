@@ -46,20 +46,19 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
 
 from memory.errors import InputError, MiradorError
-from memory.scopes import sql_literal
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.lifecycle import on_forget
 from memory.store.remote_check import PROBE, SETTINGS, Problem, StoreRefused, checked, problem
 from memory.store.remote_io import fresh
 from memory.store.remote_io import retry as _retry
-from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +307,7 @@ class Shared:
             t = fresh(self.relations(create=False))
         except (ValueError, FileNotFoundError):
             return 0
-        return _delete_ids(t, _ids_where(t, ids, "id IN {}", 500))
+        return _delete_ids(t, _ids_where(t, ids, F.id_in, 500))
 
     def unlink(self, memory_ids: list[str]) -> int:
         """Delete every edge touching these (forgotten) memories, by edge id: the memory ids never go into a
@@ -317,7 +316,7 @@ class Shared:
             t = fresh(self.relations(create=False))
         except (ValueError, FileNotFoundError):
             return 0
-        return _delete_ids(t, _ids_where(t, memory_ids, "src IN {0} OR dst IN {0}", 200))
+        return _delete_ids(t, _ids_where(t, memory_ids, F.touching, 200))
 
     def edge_query(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
         """Edges of the bucket under the filter; none when no device has shared one yet."""
@@ -348,7 +347,7 @@ class Shared:
             t = self.edits(create=False)
         except (ValueError, FileNotFoundError):
             return {}
-        rows = fresh(t).search().where(f"id IN {sql_id_list(ids)}").select(edits_schema().names).limit(None)
+        rows = fresh(t).search().where(F.id_in(ids)).select(edits_schema().names).limit(None)
         return {(r["id"], r["updated_at"]): r for r in rows.to_arrow().to_pylist()}
 
     def log_edits(self, rows: list[dict[str, Any]]) -> None:
@@ -463,9 +462,9 @@ class Shared:
         row = pa.Table.from_pylist([{"id": LEASE, "device": device, "until": now + timedelta(minutes=minutes)}],
                                    schema=schema)
         _retry(lambda: t.merge_insert("id")
-               .when_matched_update_all(where=f"target.until < {ts_literal(now)} OR target.device = {sql_literal(device)}")
+               .when_matched_update_all(where=F.lease_free(now, device))
                .when_not_matched_insert_all().execute(row))
-        held = t.search().where(f"id = '{LEASE}'").select(["device"]).limit(1).to_arrow().to_pylist()
+        held = t.search().where(F.id_is(LEASE)).select(["device"]).limit(1).to_arrow().to_pylist()
         return bool(held) and held[0]["device"] == device
 
     def maintain(self, stop: Any = None) -> dict[str, Any]:
@@ -517,9 +516,9 @@ class Shared:
         _retry(lambda: table.add(pa.table({"id": [token]})))
         out["write_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         t1 = time.perf_counter()
-        found = table.count_rows(f"id = '{token}'")
+        found = table.count_rows(F.id_is(token))
         out["read_ms"] = round((time.perf_counter() - t1) * 1000, 1)
-        _retry(lambda: table.delete(f"id = '{token}'"))
+        _retry(lambda: table.delete(F.id_is(token)))
         if found != 1:
             raise MiradorError(f"the probe row written to {self.binding.url} was not read back ({found} found)")
         try:
@@ -622,7 +621,7 @@ class Remotes:
         # A memory written before its scope was bound is still in the local table: it is new to the shared
         # store (no base version there), and its local copy goes, or reads (local first) would keep answering
         # with it and the edit would seem lost.
-        mem, where = self.store.memories, f"id = {sql_literal(row['id'])}"
+        mem, where = self.store.memories, F.id_is(row["id"])
         made_before = same and bool(mem.count_rows(where))
         self.divert([row], actor=actor, base=old.get("updated_at") if same and old and not made_before else None)
         if made_before:
@@ -632,10 +631,8 @@ class Remotes:
     def made_before(self) -> dict[str, int]:
         """Per binding, the memories of its scope still in this device's local table: made before the scope was
         bound, and not shared until `push` (or an edit) sends them. Local reads only."""
-        from memory.scopes import scope_filter
-
         mem = self.store.memories
-        return {n: mem.count_rows(scope_filter([s.binding.scope])) for n, s in self.shared.items()}
+        return {n: mem.count_rows(F.scope_in([s.binding.scope])) for n, s in self.shared.items()}
 
     def push(self, name: str) -> dict[str, int]:
         """Share what this device made in a scope before it was bound: its local memories of the scope (and
@@ -644,32 +641,30 @@ class Remotes:
         s = self.shared.get(name)
         if s is None:
             raise InputError(f"no shared scope binding named {name!r} — see `mirador remote list`")
-        from memory.scopes import scope_filter
-
-        sf = scope_filter([s.binding.scope])
+        sf = F.scope_in([s.binding.scope])
         mem = self.store.memories
-        rows = self.store.rows(mem, sf, [*T.MEMORY_COLS, "vector"], None)
+        rows = self.store.table_rows(mem, sf, [*T.MEMORY_COLS, "vector"], None)
         ids = [r["id"] for r in rows]
         if rows:
             self.divert(rows, actor="person")  # queued first: readable from the outbox while the local rows go
             for start in range(0, len(ids), 500):
-                chunk = sql_id_list(ids[start:start + 500])
-                self.store.commit(lambda c=chunk: mem.delete(f"id IN {c}"))
+                chunk = F.id_in(ids[start:start + 500])
+                self.store.commit(lambda c=chunk: mem.delete(c))
         edges = 0
-        rel = self.store.db.open_table(T.RELATIONS) if T.RELATIONS in self.store.db.table_names() else None
+        rel = self.store.table(T.RELATIONS) if self.store.has_table(T.RELATIONS) else None
         if rel is not None:
-            both = f"{sf} AND {scope_filter([s.binding.scope], 'dst_scope')}"
-            found = self.store.rows(rel, both, list(rel.schema.names), None)
+            both = F.both_ends([s.binding.scope])
+            found = self.store.table_rows(rel, both, list(rel.schema.names), None)
             # Only the edges the outbox took leave the local table (one with its ends in two bindings stays).
             kept = {e["id"] for e in self.divert_edges(found)} if found else set()
             sent = [e["id"] for e in found if e["id"] not in kept]
             for start in range(0, len(sent), 500):
-                chunk = sql_id_list(sent[start:start + 500])
-                self.store.commit(lambda c=chunk: rel.delete(f"id IN {c}"))
+                chunk = F.id_in(sent[start:start + 500])
+                self.store.commit(lambda c=chunk: rel.delete(c))
             edges = len(sent)
         evidence = 0
         if s.binding.evidence and self.evidence is not None:
-            ev = self.store.rows(self.store.evidence, sf, [*T.EVIDENCE_COLS, "vector"], None)
+            ev = self.store.table_rows(self.store.evidence, sf, [*T.EVIDENCE_COLS, "vector"], None)
             evidence = self.evidence.mirror(ev) if ev else 0  # a copy: the local rows stay (mirrored, not moved)
         self.store.reader.forget_cached()
         self.flush(quiet=True)
@@ -684,7 +679,7 @@ class Remotes:
             self.flush(quiet=True)
         if was is None and now is not None:
             mem = self.store.memories
-            self.store.commit(lambda: mem.delete(f"id IN {sql_id_list([id_])}"))
+            self.store.commit(lambda: mem.delete(F.id_in([id_])))
 
     def forget(self, ids: list[str]) -> None:
         """Forget these memories remotely: deleted, purged from every old version, now if the remote answers
@@ -692,20 +687,19 @@ class Remotes:
         never re-creates one."""
         if not self.shared or not ids:
             return
-        id_list = sql_id_list(ids)
         queued = self._drop_queued_puts(ids)
         self._drop_queued_edges(ids)  # an edge waiting to be sent must not carry a forgotten id to the bucket
         # Only ids a shared store holds (a local forget must not purge the bucket), unless one could not
         # be asked: then every id is queued for it, and a delete of an absent id changes nothing.
-        found = {r["id"] for r in self.rows(None, f"id IN {id_list}", ["id"], len(ids))}
+        found = {r["id"] for r in self.rows(None, F.id_in(ids), ["id"], len(ids))}
         unsure = [s for s in self.shared.values() if s.last_error]
         # Each delete goes with an unlink: the memory's shared edges are removed with it.
         items = [(s.binding.name, op, {"id": i}) for s in self.shared.values() for i in ids
                  if i in found or (s in unsure and i not in queued) for op in ("unlink", "delete")]
         # The tombstones erasure wrote here go to the bucket first (a delete without its tombstone could
         # be undone by another device's queued write).
-        stones = [(s.binding.name, "stone", r) for r in self.store.rows(
-                      self.store.tombstones, f"id IN {id_list}", T.tombstones_schema().names, None)
+        stones = [(s.binding.name, "stone", r) for r in self.store.table_rows(
+                      self.store.tombstones, F.id_in(ids), T.tombstones_schema().names, None)
                   if (s := self.binding_for(r["scope"])) is not None]
         if stones or items:
             self._enqueue(stones + items)
@@ -762,18 +756,17 @@ class Remotes:
         stores = self.reading(scopes)
         if not stores:
             return []
-        names = sql_id_list(s.binding.name for s in stores)
+        names = [s.binding.name for s in stores]
         waiting: list[dict[str, Any]] = []
         pending: set[str] = set()  # edges with a queued op: the bucket's version of them is not current
         ob = self.outbox()
-        if ob.count_rows(f"outbox_op IN ('rput', 'rdelete') AND outbox_binding IN {names}"):
-            ops = self.store.rows(ob, f"outbox_op IN ('rput', 'rdelete') AND outbox_binding IN {names}",
-                                  ["id", "outbox_seq", "outbox_op"], None)
+        if ob.count_rows(F.queued(("rput", "rdelete"), names)):
+            ops = self.store.table_rows(ob, F.queued(("rput", "rdelete"), names), ["id", "outbox_seq", "outbox_op"], None)
             newest = {r["id"]: r for r in sorted(ops, key=lambda r: r["outbox_seq"])}
             pending = set(newest)
             live = {r["outbox_seq"] for r in newest.values() if r["outbox_op"] == "rput"}
-            pred = f"outbox_op = 'rput' AND outbox_binding IN {names}" + (f" AND ({where})" if where else "")
-            waiting = [{k: r[k] for k in cols} for r in self.store.rows(ob, pred, [*cols, "outbox_seq"], None)
+            pred = F.and_(F.queued(("rput",), names), where)
+            waiting = [{k: r[k] for k in cols} for r in self.store.table_rows(ob, pred, [*cols, "outbox_seq"], None)
                        if r["outbox_seq"] in live]
         found = self._each(scopes, lambda s: s.edge_query(where, cols, limit))
         out = waiting + [r for r in found if r["id"] not in pending]
@@ -804,8 +797,8 @@ class Remotes:
     def _drop_queued_puts(self, ids: list[str]) -> set[str]:
         """Remove queued puts of these ids, and every old outbox version that held their text."""
         ob = self.outbox()
-        pred = f"outbox_op = 'put' AND id IN {sql_id_list(ids)}"
-        queued = {r["id"] for r in self.store.rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
+        pred = F.and_(F.queued(("put",)), F.id_in(ids))
+        queued = {r["id"] for r in self.store.table_rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
         if queued:
             self.store.commit(lambda: ob.delete(pred))
             with warnings.catch_warnings():
@@ -817,13 +810,13 @@ class Remotes:
         """Remove queued edges touching these memories (forgotten here or on another device), and every old
         outbox version that held them."""
         ob = self.outbox()
-        if not memory_ids or not ob.count_rows("outbox_op = 'rput'"):
+        if not memory_ids or not ob.count_rows(F.queued(("rput",))):
             return
         gone = set(memory_ids)
-        queued = self.store.rows(ob, "outbox_op = 'rput'", ["outbox_seq", "src", "dst"], None)
+        queued = self.store.table_rows(ob, F.queued(("rput",)), ["outbox_seq", "src", "dst"], None)
         seqs = [r["outbox_seq"] for r in queued if r["src"] in gone or r["dst"] in gone]
         if seqs:
-            pred = f"outbox_seq IN ({','.join(str(v) for v in seqs)})"
+            pred = F.numbers_in("outbox_seq", seqs)
             self.store.commit(lambda: ob.delete(pred))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -834,8 +827,8 @@ class Remotes:
         ob = self.outbox()
         if not ob.count_rows():
             return []
-        pred = "outbox_op = 'put'" + (f" AND ({where})" if where else "")
-        rows = self.store.rows(ob, pred, list(dict.fromkeys([*cols, "id", "outbox_seq"])), None)
+        pred = F.and_(F.queued(("put",)), where)
+        rows = self.store.table_rows(ob, pred, list(dict.fromkeys([*cols, "id", "outbox_seq"])), None)
         newest: dict[str, dict[str, Any]] = {}
         for r in sorted(rows, key=lambda r: r["outbox_seq"]):
             newest[r["id"]] = r
@@ -846,7 +839,7 @@ class Remotes:
         if not self.shared:
             return {}
         ob = self.outbox()
-        names = self.store.rows(ob, None, ["outbox_binding"], None) if ob.count_rows() else []
+        names = self.store.table_rows(ob, None, ["outbox_binding"], None) if ob.count_rows() else []
         out = dict.fromkeys(self.shared, 0)
         for r in names:
             out[r["outbox_binding"]] = out.get(r["outbox_binding"], 0) + 1
@@ -907,10 +900,10 @@ class Remotes:
                             errors[name] = shared.last_error
                             continue
                     while True:
-                        where = f"outbox_binding = '{name}'"
+                        where = F.equals("outbox_binding", name)
                         if not ob.count_rows(where):
                             break
-                        table = self.store.scan(ob, where, ob.schema.names)
+                        table = self.store.scan_table(ob, where, ob.schema.names)
                         if not table.num_rows:  # another process of this home sent them since the count
                             break
                         table = table.sort_by("outbox_seq").slice(0, FLUSH_BATCH)
@@ -925,8 +918,8 @@ class Remotes:
                                         shared.binding.scope, shared.last_error, ob.count_rows(where))
                             break
                         shared._ok()
-                        seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
-                        self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
+                        seqs = F.numbers_in("outbox_seq", table["outbox_seq"].to_pylist())
+                        self.store.commit(lambda s=seqs: ob.delete(s))
                         self._audit_dropped(name, dropped)
                         sent += len(batch) - len(dropped)
                         ops = {r["op"] for r in batch}
@@ -1042,7 +1035,7 @@ class Remotes:
         ids = sorted({rows["id"][n].as_py() for n in put_rows})
         fps = sorted({rows["fingerprint"][n].as_py() for n in put_rows if _automated(rows["origin"][n].as_py())}
                      - {None})
-        where = f"id IN {sql_id_list(ids)}" + (f" OR fingerprint IN {sql_id_list(fps)}" if fps else "")
+        where = F.or_(F.id_in(ids), F.id_in(fps, "fingerprint") if fps else None)
         found = shared.stones(where)
         dead_ids = {r["id"] for r in found} - stoned_here
         dead_fps = {r["fingerprint"] for r in found}
@@ -1057,7 +1050,7 @@ class Remotes:
         if not put_rows:
             return set()
         ends = sorted({table[c][n].as_py() for n in put_rows for c in ("src", "dst")})
-        dead = {r["id"] for r in shared.stones(f"id IN {sql_id_list(ends)}")}
+        dead = {r["id"] for r in shared.stones(F.id_in(ends))}
         return {n for n in put_rows if table["src"][n].as_py() in dead or table["dst"][n].as_py() in dead}
 
     def _audit_dropped(self, name: str, dropped: list[dict[str, Any]]) -> None:
@@ -1080,10 +1073,7 @@ class Remotes:
         from memory.store.lifecycle import memories_forgotten
 
         audit = self.store.audit
-        for start in range(0, len(ids), 500):
-            chunk = sql_id_list(ids[start:start + 500])
-            self.store.commit(lambda c=chunk: audit.update(where=f"entity_id IN {c}",
-                                                           values={"before": None, "after": None}))
+        self.store.clear_audit_content(ids)
         _PULLING.active = True  # the listeners' remote half (Remotes.forget) has nothing left to do
         try:
             memories_forgotten(self.store, ids, f"shared:{name}")
@@ -1112,7 +1102,7 @@ class Remotes:
         if not stones:
             self._pulled[shared.binding.name] = version
             return 0
-        have = set(self.store.get_many(self.store.tombstones, [r["id"] for r in stones], ["id"]))
+        have = set(self.store.get_many(T.TOMBSTONES, [r["id"] for r in stones], ["id"]))
         new = [r for r in stones if r["id"] not in have]
         if new:
             from memory.store.audit import audit_row
@@ -1131,8 +1121,8 @@ class Remotes:
         if ob.count_rows():
             dead_ids = {r["id"] for r in stones}
             dead_fps = {r["fingerprint"] for r in stones}
-            queued = self.store.rows(ob, f"outbox_op = 'put' AND outbox_binding = '{shared.binding.name}'",
-                                     ["id", "scope", "fingerprint", "origin"], None)
+            queued = self.store.table_rows(ob, F.queued(("put",), [shared.binding.name]),
+                                           ["id", "scope", "fingerprint", "origin"], None)
             drop = [q for q in queued if q["id"] in dead_ids
                     or (_automated(q["origin"]) and q["fingerprint"] in dead_fps)]
             if drop:
@@ -1177,21 +1167,40 @@ class Remotes:
                                                                               text=text))
         vec = self._each(scopes, lambda s: s.query(where, ["id", "_distance"], limit, vector=vector))
         fts = fts_later.result()
-        ob = self.outbox()
-        if ob.count_rows():
-            # Writes still queued (the remote was down): found by their vector, in their newest version.
-            pred = "outbox_op = 'put'" + (f" AND ({where})" if where else "")
-            # The outbox is a table of this data folder: sealed, its vectors turned (memory/store/sealer.py).
-            got = self.store.sealer.open_arrow(OUTBOX, (
-                ob.search(self.store.sealer.query_vector(vector), vector_column_name="vector").distance_type("cosine")
-                .where(pred, prefilter=True).select([*dict.fromkeys([*cols, "id", "outbox_seq"]), "_distance"])
-                .limit(limit * 4).to_arrow())).to_pylist()
-            newest: dict[str, dict[str, Any]] = {}
-            for r in sorted(got, key=lambda r: r["outbox_seq"]):
-                newest[r["id"]] = {k: r[k] for k in (*cols, "_distance")}
+        # Writes still queued (the remote was down): found by their vector, in their newest version.
+        newest = self._queued_nearest(where, vector, cols, limit * 4)
+        if newest:
             vec = [*newest.values(), *(r for r in vec if r["id"] not in newest)]
             fts = [r for r in fts if r["id"] not in newest]
         return vec, fts
+
+    def _queued_nearest(self, where: str | None, vector: Any, cols: list[str], k: int) -> dict[str, dict[str, Any]]:
+        """Memories waiting in the outbox nearest the vector, under the filter, by id in their newest version
+        (with cols and `_distance`)."""
+        ob = self.outbox()
+        if not ob.count_rows():
+            return {}
+        pred = F.and_(F.queued(("put",)), where)
+        # The outbox is a table of this data folder: sealed, its vectors turned (memory/store/sealer.py).
+        got = self.store.sealer.open_arrow(OUTBOX, (
+            ob.search(self.store.sealer.query_vector(vector), vector_column_name="vector").distance_type("cosine")
+            .where(pred, prefilter=True).select([*dict.fromkeys([*cols, "id", "outbox_seq"]), "_distance"])
+            .limit(k).to_arrow())).to_pylist()
+        newest: dict[str, dict[str, Any]] = {}
+        for r in sorted(got, key=lambda r: r["outbox_seq"]):
+            newest[r["id"]] = {c: r[c] for c in (*cols, "_distance")}
+        return newest
+
+    def nearest(self, scopes: Iterable[str] | None, where: str | None, vector: Any, cols: list[str],
+                k: int) -> list[dict[str, Any]]:
+        """The k shared memories nearest one query vector under the filter, with cols and `_distance` (Store.nearest
+        merges them with the local table's); a write still queued is found in its newest version."""
+        if not self.shared:
+            return []
+        cols = list(dict.fromkeys(["id", *cols]))
+        found = self._each(scopes, lambda s: s.query(where, [*cols, "_distance"], k, vector=vector))
+        queued = self._queued_nearest(where, vector, cols, k)
+        return [*queued.values(), *(r for r in found if r["id"] not in queued)]
 
     def fetch(self, scopes: Iterable[str] | None, ids: list[str], cols: list[str]) -> dict[str, dict[str, Any]]:
         """The columns of these shared memories (the winners of a search), by id; a row deleted since the
@@ -1199,7 +1208,7 @@ class Remotes:
         if not self.shared or not ids:
             return {}
         cols = list(dict.fromkeys(["id", *cols]))
-        where = f"id IN {sql_id_list(ids)}"
+        where = F.id_in(ids)
         return {r["id"]: r for r in self._each(scopes, lambda s: s.query(where, cols, len(ids)))}
 
     def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
@@ -1270,22 +1279,21 @@ class Remotes:
                  "settings": bool(s.last_error) and s.problem in SETTINGS} for n, s in self.shared.items()]
 
 
-def _ids_where(t: Any, values: list[str], predicate: str, chunk: int) -> list[str]:
-    """The ids of the rows matching `predicate` (`{}` / `{0}` stands for an `IN` list of values, sent
-    `chunk` values at a time so a long list does not make one huge filter), each once."""
+def _ids_where(t: Any, values: list[str], predicate: Callable[[list[str]], str], chunk: int) -> list[str]:
+    """The ids of the rows matching predicate(values) (a filter from memory/store/filters.py, made for `chunk`
+    values at a time so a long list does not make one huge filter), each once."""
     found: set[str] = set()
     for start in range(0, len(values), chunk):
-        listed = sql_id_list(values[start:start + chunk])
-        found.update(r["id"] for r in t.search().where(predicate.format(listed)).select(["id"]).limit(None)
-                     .to_arrow().to_pylist())
+        found.update(r["id"] for r in t.search().where(predicate(values[start:start + chunk])).select(["id"])
+                     .limit(None).to_arrow().to_pylist())
     return sorted(found)
 
 
 def _delete_ids(t: Any, ids: list[str]) -> int:
     """Delete these rows by id, 500 to a commit; returns how many."""
     for start in range(0, len(ids), 500):
-        chunk = sql_id_list(ids[start:start + 500])
-        _retry(lambda c=chunk: t.delete(f"id IN {c}"))
+        chunk = F.id_in(ids[start:start + 500])
+        _retry(lambda c=chunk: t.delete(c))
     return len(ids)
 
 
@@ -1324,6 +1332,18 @@ def _purge_local(store: Any, table: Any) -> None:
         # keeps with its predicate (the forgotten ids): a config-only version on top makes it an old one.
         store.commit(lambda: table.to_lance().update_config({"mirador.purged_at": str(time.time_ns())}))
         store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
+
+
+def drop_queued(home: Any, name: str) -> None:
+    """Drop the writes queued for a binding being removed (`mirador remote remove`): they will never be sent.
+    Opens the data folder's outbox alone, not a whole store: the binding is already gone from the config."""
+    from pathlib import Path
+
+    import lancedb
+
+    db = lancedb.connect(str(Path(home) / "lancedb"))
+    if OUTBOX in db.table_names():
+        db.open_table(OUTBOX).delete(F.equals("outbox_binding", name))
 
 
 def _device(home: Any) -> str:

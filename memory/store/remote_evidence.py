@@ -31,8 +31,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory.store import filters as F
 from memory.store import tables as T
-from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class EvidenceMirror:
         ob = self.outbox()
         out: dict[str, int] = {}
         if ob.count_rows():
-            for r in self.store.rows(ob, None, ["outbox_binding"], None):
+            for r in self.store.table_rows(ob, None, ["outbox_binding"], None):
                 out[r["outbox_binding"]] = out.get(r["outbox_binding"], 0) + 1
         return out
 
@@ -149,9 +149,9 @@ class EvidenceMirror:
         shared_rows = [(s, r) for r in rows if (s := self.binding_for(r["scope"])) is not None]
         if not shared_rows:
             return  # evidence of local scopes: nothing of it was ever sent
-        id_list = sql_id_list([r["id"] for _, r in shared_rows])
-        stones = [(s.binding.name, "estone", r) for r in self.store.rows(
-                      self.store.tombstones, f"id IN {id_list}", T.tombstones_schema().names, None)
+        stones = [(s.binding.name, "estone", r) for r in self.store.table_rows(
+                      self.store.tombstones, F.id_in([r["id"] for _, r in shared_rows]), T.tombstones_schema().names,
+                      None)
                   if (s := self.binding_for(r["scope"])) is not None]
         deletes = [(s.binding.name, "edelete", {"id": r["id"]}) for s, r in shared_rows]
         if stones or deletes:
@@ -172,9 +172,9 @@ class EvidenceMirror:
         items = list(leaving)
         if now is not None:
             for start in range(0, len(ids), 500):
-                chunk = sql_id_list(ids[start:start + 500])
+                chunk = F.id_in(ids[start:start + 500])
                 items += [(now.binding.name, "eput", shareable(r))
-                          for r in self.store.rows(self.store.evidence, f"id IN {chunk}", self.schema().names, None)]
+                          for r in self.store.table_rows(self.store.evidence, chunk, self.schema().names, None)]
         if items:
             self._enqueue(items)
             self.remotes.flush(quiet=True)
@@ -186,8 +186,8 @@ class EvidenceMirror:
         ob = self.outbox()
         queued: set[str] = set()
         for start in range(0, len(ids), 500):
-            pred = f"outbox_op = 'eput' AND id IN {sql_id_list(ids[start:start + 500])}"
-            found = {r["id"] for r in self.store.rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
+            pred = F.and_(F.queued(("eput",)), F.id_in(ids[start:start + 500]))
+            found = {r["id"] for r in self.store.table_rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
             if found:
                 self.store.commit(lambda p=pred: ob.delete(p))
                 queued |= found
@@ -214,13 +214,13 @@ class EvidenceMirror:
         if EV_OUTBOX not in self.store.db.table_names():
             return 0, [], False
         ob = self.outbox()
-        where = f"outbox_binding = '{name}'"
+        where = F.equals("outbox_binding", name)
         sent, dropped, deleted = 0, [], False
         while ob.count_rows(where):
-            table = self.store.scan(ob, where, ob.schema.names).sort_by("outbox_seq").slice(0, FLUSH_BATCH)
+            table = self.store.scan_table(ob, where, ob.schema.names).sort_by("outbox_seq").slice(0, FLUSH_BATCH)
             gone, dels = self._apply(shared, table)
-            seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
-            self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
+            seqs = F.numbers_in("outbox_seq", table["outbox_seq"].to_pylist())
+            self.store.commit(lambda s=seqs: ob.delete(s))
             sent += table.num_rows - len(gone)
             dropped += gone
             deleted = deleted or dels
@@ -238,7 +238,7 @@ class EvidenceMirror:
         put_ids = sorted({i for i, op in zip(ids, ops, strict=True) if op == "eput"})
         stoned_here = {i for i, op in zip(ids, ops, strict=True) if op == "estone"}
         # Evidence another device forgot is never sent again (its tombstone is in the bucket).
-        dead = ({r["id"] for r in shared.stones(f"id IN {sql_id_list(put_ids)}")} - stoned_here) if put_ids else set()
+        dead = ({r["id"] for r in shared.stones(F.id_in(put_ids))} - stoned_here) if put_ids else set()
         cols = self.schema().names
         t = bucket_table(shared, self.schema())
         dropped: list[dict[str, Any]] = []
@@ -266,7 +266,7 @@ class EvidenceMirror:
                     "fingerprint": run["content_hash"], "deleted_at": run["captured_at"], "scope": run["scope"]},
                     schema=T.tombstones_schema()))
             else:
-                held = _ids_where(fresh_table(t), sorted(set(run["id"].to_pylist())), "id IN {}", 500)
+                held = _ids_where(fresh_table(t), sorted(set(run["id"].to_pylist())), F.id_in, 500)
                 _delete_ids(t, held)
                 deleted = deleted or bool(held)
             n = end
@@ -338,14 +338,14 @@ def _erase_here(store: Any, ids: list[str]) -> int:
     cols = ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]
     rows: list[dict[str, Any]] = []
     for start in range(0, len(ids), 500):
-        chunk = sql_id_list(ids[start:start + 500])
-        rows += store.rows(store.evidence, f"id IN {chunk}", cols, None)
+        rows += store.table_rows(store.evidence, F.id_in(ids[start:start + 500]), cols, None)
     if not rows:
         return 0
     for start in range(0, len(rows), 500):
-        chunk = sql_id_list([r["id"] for r in rows[start:start + 500]])
-        store.commit(lambda c=chunk: store.evidence.delete(f"id IN {c}"))
-        store.commit(lambda c=chunk: store.audit.update(where=f"entity_id IN {c}", values={"before": None, "after": None}))
+        some = [r["id"] for r in rows[start:start + 500]]
+        gone = F.id_in(some)
+        store.commit(lambda c=gone: store.evidence.delete(c))
+        store.clear_audit_content(some)
     store.reader.forget_cached()
     refresh_neighbours(store, rows)
     for r in rows:
