@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -26,6 +27,11 @@ from bench.desktop_paging import _Vectors  # noqa: E402
 from desktop.ui.browser_data import MemoryFilter, fetch_rows, memory_keys, rows_to_refetch  # noqa: E402
 from desktop.ui.store_watch import table_versions  # noqa: E402
 from memory.store.core import MemorySpec, Store  # noqa: E402
+
+# The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
+# (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the bench's stores")
 
 
 def _times(fn, n: int) -> dict:

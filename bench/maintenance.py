@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import shutil
 import statistics
@@ -27,6 +28,11 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
+# (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the bench's stores")
 
 QUERIES = ["what did Luis say about the pricing page", "why did we pick Rust for Orion",
            "who is blocked on the on-call rotation", "notes on incident 4821 and the release date"]

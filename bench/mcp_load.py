@@ -44,6 +44,11 @@ INGEST = """
 import json, sys, time
 from pathlib import Path
 from memory.store.core import Store, EvidenceSpec
+
+# The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
+# (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
+os.environ.setdefault("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the bench's stores")
 store = Store()
 stop = Path(sys.argv[1])
 per_write, pause = int(sys.argv[2]), float(sys.argv[3])

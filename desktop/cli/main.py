@@ -178,9 +178,11 @@ def _one_shot() -> None:
     embedder's onnxruntime session skips pre-packing its weights: a copy made for many runs, and such
     a process embeds one or two texts (models/onnx_encoder.py, set_short_lived).
     """
+    from memory.store import lifetime
     from models import onnx_encoder
 
     onnx_encoder.set_short_lived(True)
+    lifetime.set_short_lived(True)  # no search row cache built in the background: the process is about to go
 
 
 # Commands that run until stopped: they take the passphrase from MIRADOR_PASSPHRASE or the tray, never a prompt.

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory.store import filters as F
+from memory.store import lifetime
 from memory.store.rowcache import (
     BASE_MAX_BYTES,
     BASE_MAX_ROWS,
@@ -299,7 +300,7 @@ class Reader:
             out[i] = rows
         for name in missing:
             cache = self._caches[name]
-            epoch = cache.build_due()
+            epoch = cache.build_due() if not lifetime.short_lived else None  # (memory/store/lifetime.py)
             if epoch is not None:
                 task = asyncio.get_running_loop().create_task(self._build(name, cache, epoch))
                 self._builds.add(task)
