@@ -92,8 +92,8 @@ def lost_edits(shared: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Every recorded edit checked against the bucket (module docstring): {"tried", "raced", "lost": [...],
     "kept_versions", "current", "duplicates"}. `raced`: edits that started from a version another recorded
     edit also started from (a real race)."""
-    from memory.store.remote import fresh
     from memory.store.filters import id_in
+    from memory.store.remote import fresh
 
     ids = sorted({r["id"] for r in records})
     t = fresh(shared.memories(create=False))

@@ -109,6 +109,17 @@ def test_mcp_memory_list_and_the_same_text_check_see_the_shared_memories(seeded)
     mine = call(b, make_principal("home-bot", ["personal"], None), personal_list)
     assert [m["id"] for m in mine["results"]] == [ids["b_private"]]  # no shared row leaks into another scope
 
+    async def add_in_personal(client):
+        r = await client.call_tool("memory_add", {"text": shared_text, "scope": "personal"})
+        status = json.loads((await client.call_tool("status", {})).content[0].text)
+        return json.loads(r.content[0].text), status
+
+    # The same-text check looks in the scope written to only: the shared memory is not "already remembered" in
+    # `personal`, and a personal client learns nothing of it.
+    added, status = call(b, make_principal("home-bot", ["personal"], "personal"), add_in_personal)
+    assert added["created"] is not None and added["created"]["id"] != ids["shared"]
+    assert status["visible"]["memories"] == 2  # its own two; neither shared one
+
 
 def test_browser_listing_cards_and_review_count_show_the_shared_memories(seeded):
     from desktop.ui.browser_data import MemoryFilter, fetch_rows, memory_detail, memory_keys, pending_count
@@ -123,6 +134,10 @@ def test_browser_listing_cards_and_review_count_show_the_shared_memories(seeded)
     # Review lists the shared candidate, and the tray's count says so.
     assert ids["candidate"] in memory_keys(b, MemoryFilter(statuses=["candidate"])).ids
     assert pending_count(b) == 1 and review_pending(b) == 1
+    assert not memory_keys(b, MemoryFilter(statuses=["candidate"], scopes=["personal"])).ids
+    # B holds neither the shared memory nor its evidence: its card still opens, from the bucket.
+    assert b.rows("memory", F.id_in([ids["shared"]]), ["id"], local=True) == []
+    assert memory_detail(b, ids["shared"])["text"] == a.get(ids["shared"])["text"]
     # The card of the shared memory, with the evidence it rests on where that evidence is (A).
     card = memory_detail(a, ids["shared"])
     assert card["text"].startswith("The acme deploy freeze") and [e["id"] for e in card["_evidence"]] == [ids["ev"]]
@@ -136,10 +151,12 @@ def test_a_dream_pass_proposes_merging_shared_duplicates(seeded):
     from memory.consolidation.dream import plan_dream
 
     a, b, ids = seeded
-    dup = b.add_memory(a.get(ids["shared"])["text"], scope=SHARED)  # the same fact, written again on B
+    text = a.get(ids["shared"])["text"]
+    dup = b.add_memory(text, scope=SHARED)  # the same fact, written again on B
+    elsewhere = b.add_memory(text, scope="personal")  # and in another scope: never merged across scopes
     plan = plan_dream(b)
     merges = [s for s in plan.steps if s.kind == "merge"]
     assert [{s.target_id, s.other_id} for s in merges] == [{ids["shared"], dup["id"]}]
     # Decay is this device's alone (every device runs its own pass): no shared memory is halved here.
     assert not any(set(s.ids) & {ids["shared"], ids["candidate"], dup["id"]} for s in plan.steps if s.kind == "decay")
-    assert not any(ids["b_private"] in {s.target_id, s.other_id} for s in plan.steps)
+    assert not any({ids["b_private"], elsewhere["id"]} & {s.target_id, s.other_id} for s in plan.steps)
