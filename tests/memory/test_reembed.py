@@ -93,7 +93,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
     gone = search_evidence(store, "deploy failed token", limit=1)[0].id
     forget(store, [gone])
     mem = store.list("memory", scopes=["work"])[0]
-    real_rows = store.rows
+    real_rows = store.table_rows  # the pass reads its table by handle (it is store-internal)
 
     edits = []
 
@@ -105,7 +105,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
             store.update_memory(mem["id"], text="Ledger service moved to PostgreSQL 17")
         return out
 
-    monkeypatch.setattr(store, "rows", rows_then_edit)
+    monkeypatch.setattr(store, "table_rows", rows_then_edit)
     report = R.reembed(store, settle=0)
     monkeypatch.undo()
     assert report["evidence"] == 3 and report["memories"] == 2 and report["skipped"] == 0
