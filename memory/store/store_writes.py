@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +22,7 @@ from memory.store import audit_hold, io_faults
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.filters import Where
+from memory.store.retrying import retry_conflicts
 from memory.store.rows import to_arrow
 from memory.store.sealer import SEALED
 from memory.store.store_reads import ID_CHUNK, SIDE_TABLES
@@ -31,12 +31,6 @@ if TYPE_CHECKING:
     from memory.store.sealer import Sealer
 
 log = logging.getLogger(__name__)
-
-
-def is_conflict(exc: Exception) -> bool:
-    """Whether LanceDB refused a commit because another writer committed first (worth retrying)."""
-    text = str(exc).lower()
-    return "conflict" in text or "retryable" in text or "concurrent" in text
 
 
 class Writes:
@@ -59,25 +53,21 @@ class Writes:
         A full, read-only or failing disk raises a StorageError that says what to do (memory/store/io_faults.py),
         never LanceDB's text. landed: whether the write is in the table after all; asked when fn raised, since
         a commit can go through before an error, and a write reported failed is retried into a duplicate."""
-        delay = 0.05
-        for i in range(attempts):
-            try:
-                with self.write_lock:
-                    return fn()
-            except Exception as e:  # lance raises plain RuntimeError/OSError for commit conflicts
-                if landed is not None and landed():
-                    log.warning("a write raised after its commit went through; it is kept as written (%s)",
-                                str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
-                    return None
-                fault = io_faults.storage_error(e, self.home)
-                if fault is not None:
-                    raise fault from e
-                if i == attempts - 1 or not is_conflict(e):
-                    raise
-                log.info("commit conflict, retrying (%s)", e)
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        def on_error(e: Exception) -> bool:
+            if landed is not None and landed():
+                log.warning("a write raised after its commit went through; it is kept as written (%s)",
+                            str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+                return True
+            fault = io_faults.storage_error(e, self.home)
+            if fault is not None:
+                raise fault from e
+            return False
+
+        def locked() -> Any:
+            with self.write_lock:
+                return fn()
+
+        return retry_conflicts(locked, attempts, on_error=on_error)
 
     def append(self, table: Any, rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> None:
         """Add rows to a table of this data folder in one commit, sealed (memory/store/sealer.py); schema: how
