@@ -71,9 +71,10 @@ def main() -> None:
                                 for i in range(n)])
 
         if a.indexes:
-            from memory.store.indexes import SCALAR_INDEXES, ensure_scalar_indexes
+            from memory.store import tables as T
+            from memory.store.indexes import maintain
 
-            ensure_scalar_indexes(store.memories, SCALAR_INDEXES["memories"], force=True)
+            maintain(store, force_vector=True, tables=[T.MEMORIES])  # the scalar indexes too, whatever the size
         keys = memory_keys(store, MemoryFilter())
         shown = {r["id"]: r for r in fetch_rows(store, "memory", keys.ids[:a.shown])}
         reread: list[int] = []

@@ -49,10 +49,12 @@ class _Direct:
 async def _latencies(path: str, vectors: list, n: int, rnd: random.Random) -> dict:
     import lancedb
 
+    from memory.store import filters as F
+
     db = await lancedb.connect_async(path, read_consistency_interval=timedelta(0))
     t = await db.open_table("evidence")
     addrs = (await t.query().with_row_id().select(["id"]).to_arrow())["_rowid"].to_pylist()
-    where = "scope = 'work'"
+    where = F.equals("scope", "work")
     runs = {
         "vector_leg": lambda i: t.vector_search(vectors[i % len(vectors)]).column("vector").distance_type("cosine")
         .nprobes(40).where(where).with_row_id().select(["_distance"]).limit(50),

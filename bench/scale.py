@@ -152,7 +152,7 @@ def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_rat
     rng = random.Random(size)
     now = utcnow()
     t0 = time.perf_counter()
-    if store.memories.count_rows() >= size:  # --dir with a store built by an earlier run: reuse it
+    if store.count("memory", local=True) >= size:  # --dir with a store built by an earlier run: reuse it
         size = evidence_ratio = 0
     for start in range(0, size, batch):
         n = min(batch, size - start)
@@ -178,7 +178,7 @@ def build(home: Path, size: int, corpus: Corpus, emb: BulkEmbedder, evidence_rat
     t0 = time.perf_counter()
     report = maintain(store)
     return {"store": store, "bulk_ingest_s": round(ingest_s, 1), "maintain_s": round(time.perf_counter() - t0, 1),
-            "indexes": report, "memories": store.memories.count_rows(), "evidence": store.evidence.count_rows()}
+            "indexes": report, "memories": store.count("memory", local=True), "evidence": store.count("evidence", local=True)}
 
 
 def _pct(xs: list[float]) -> tuple[float, float]:

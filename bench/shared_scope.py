@@ -194,6 +194,7 @@ def main() -> int:
     import pyarrow as pa
 
     from memory.config import Config, save_config
+    from memory.store import tables as T
     from memory.store.core import Store
     from memory.store.remote import save_credentials
     from memory.store.specs import MemorySpec
@@ -243,7 +244,7 @@ def main() -> int:
                     row["vector"] = (v / np.linalg.norm(v)).tolist()
                     rows.append(row)
                 if table is None:
-                    shared.put(pa.Table.from_pylist(rows, schema=a_store.memories.schema))
+                    shared.put(pa.Table.from_pylist(rows, schema=T.memories_schema(a_store.embedder.dim)))
                     table = shared.memories()
                 else:
                     table.add(rows)

@@ -114,10 +114,8 @@ def untuned_embedder():
 
 
 def dia_of(store, id_: str) -> str | None:
-    from memory.scopes import sql_literal
-
-    rows = store.evidence.search().where(f"id = {sql_literal(id_)}").select(["meta"]).limit(1).to_list()
-    return json.loads(rows[0]["meta"]).get("dia_id") if rows else None
+    row = store.get_many("evidence", [id_], ["id", "meta"]).get(id_)
+    return json.loads(row["meta"]).get("dia_id") if row else None
 
 
 def train(gs: list[dict], rounds: int = ROUNDS, params: dict | None = None):

@@ -31,10 +31,11 @@ from capture.regions import Plan, gray_of, plan
 from capture.scope_rules import ScopeRules, window_names
 from capture.window import WindowInfo, WindowProbe, default_probe
 from memory.errors import MiradorError
+from memory.store import filters as F
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.io_faults import storage_error
-from memory.store.rows import new_id, ts_literal
+from memory.store.rows import new_id
 
 log = logging.getLogger(__name__)
 
@@ -227,8 +228,9 @@ def recent_screen_rows(store, hours: float, now: datetime | None = None) -> list
     if hours <= 0:
         return []
     since = (now or utcnow()) - timedelta(hours=hours)
-    where = f"source = 'screen' AND captured_at >= {ts_literal(since)}"
-    rows = store.rows(store.evidence, where, ["id", "app", "window", "text", "meta", "captured_at"])
+    where = F.and_(F.equals("source", "screen"), F.at_or_after("captured_at", since))
+    # This device's own capture: the dedupe is of what this screen showed.
+    rows = store.rows("evidence", where, ["id", "app", "window", "text", "meta", "captured_at"], local=True)
     for r in rows:
         meta = r.pop("meta", None)
         if not (r.get("app") or r.get("window")) and meta:

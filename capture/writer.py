@@ -23,7 +23,6 @@ from capture.health import Health
 from memory.errors import DiskFullError, StorageError
 from memory.store.core import EvidenceSpec
 from memory.store.io_faults import free_bytes
-from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +183,7 @@ class EvidenceWriter(threading.Thread):
         if not rest:
             return found
         try:
-            rows = self.store.rows(self.store.evidence, f"id IN {sql_id_list(rest)}", ["id"], limit=len(rest))
+            rows = self.store.get_many("evidence", sorted(rest), ["id"], local=True).values()  # what this device wrote
         except Exception as e:
             log.warning("could not check stored evidence ids: %s", e)
             return set(ids)

@@ -42,7 +42,7 @@ class StopAfter:
 
 def memory_texts(store, where: str | None = None) -> list[str]:
     """The text of every memory row (sealed at rest: read through the store, which opens it)."""
-    return [r["text"] for r in store.rows(store.memories, where, ["text"], None)]
+    return [r["text"] for r in store.rows("memory", where, ["text"])]
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:

@@ -133,3 +133,132 @@ def test_no_sql_predicate_on_a_sealed_column():
                 if pattern.search(line) and "equal_value" not in line:
                     found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not found, "SQL on a sealed column (read the rows instead):\n" + "\n".join(found)
+
+
+# ---- filters and table handles (issue 42): one module builds every filter; nothing outside the store holds a table
+
+FILTER_HOME = {ROOT / "memory" / "store" / "filters.py", ROOT / "memory" / "scopes.py"}
+# The quoting and predicate helpers only memory/store/filters.py may call.
+QUOTING = {"sql_literal", "sql_list", "sql_id_list", "ts_literal", "scope_filter"}
+# A SQL predicate in a string (constant parts of an f-string, `{}` where a value goes): a column compared with a
+# quoted or timestamp literal, `col IN (`, `IS [NOT] NULL`, the provenance array functions, or predicates joined by
+# AND/OR. Uppercase keywords and spaced operators, as every filter here is written, so prose and config keys
+# (`models.reranker = false`) do not match; values spliced in through the quoting helpers are caught above.
+_PREDICATE = re.compile(r"""
+    (?<![\w.])[a-z_][a-z0-9_]*\s+(?:=|<>|!=|<=|>=|<|>)\s+(?:'|timestamp\s)
+  | (?<![\w.])[a-z_][a-z0-9_]*\s+(?:NOT\s+)?IN\s+[({]
+  | \bIS\s+(?:NOT\s+)?NULL\b
+  | \b(?:array_has_any|array_has|make_array)\s*\(
+  | \s(?:AND|OR)\s+\(?[a-z_]+\s+(?:=|<>|<=|>=|<|>|IN|IS)\s
+""", re.X)
+
+
+def _not_a_filter(text: str) -> bool:
+    """Text that cannot be a LanceDB filter: several lines (TOML, a script), HTML, or a whole SQL statement
+    (sqlite's, in bench/embedder_compare.py)."""
+    return "\n" in text or re.search(r"<[a-zA-Z/]", text) is not None or "SELECT " in text
+
+
+def _strings(tree: ast.AST):
+    """(line, text) of every string literal and f-string that is not a docstring; an f-string's values as `{}`."""
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            inside.update(id(v) for v in node.values)
+            yield node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings \
+                and id(node) not in inside:
+            yield node.lineno, node.value
+
+
+def _python_files(*packages: str):
+    for pkg in packages:
+        yield from sorted((ROOT / pkg).rglob("*.py"))
+
+
+def test_every_filter_is_built_in_the_filters_module():
+    """A filter written by hand drifts (five copies of "derived from this evidence" in two spellings), can quote a
+    value wrongly, or can compare a sealed column and silently match nothing: memory/store/filters.py builds them."""
+    found = []
+    for path in _python_files(*PACKAGES, "bench"):
+        if path in FILTER_HOME:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        rel = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and any(a.name in QUOTING for a in node.names):
+                found.append(f"{rel}:{node.lineno}: imports {', '.join(a.name for a in node.names if a.name in QUOTING)}")
+            elif isinstance(node, ast.Attribute) and node.attr in QUOTING:
+                found.append(f"{rel}:{node.lineno}: uses {node.attr}")
+        for line, text in _strings(tree):
+            if not _not_a_filter(text) and _PREDICATE.search(text):
+                found.append(f"{rel}:{line}: {text[:100]!r}")
+    assert not found, "filters built outside memory/store/filters.py (use its helpers):\n" + "\n".join(found)
+
+
+def test_the_filter_check_catches_hand_written_predicates():
+    # What the test above must see, so a blind regex cannot pass it.
+    for text in ("id = '{}'", "outbox_op = 'put'", "id IN {}", "outbox_seq IN ({})", "extracted_at IS NULL",
+                 "status = 'candidate' AND pinned = false", "updated_at <= timestamp '{}'", "tbl = '{}' AND {}",
+                 "array_has_any(provenance, [{}])", "{} AND captured_at >= {}", "entity_id IN {}"):
+        assert _PREDICATE.search(text) and not _not_a_filter(text), text
+    for text in ("in (the store)", "Waiting for your review", "x must be between 1 and {}", "a = b",
+                 "models.reranker = false", "<span style='{}'>{}</span>", "[models]\nembedder_onnx = false\n"):
+        assert _not_a_filter(text) or not _PREDICATE.search(text), text
+
+
+# What a store holds that only the store package's modules may touch: its table handles, the connection, and the
+# handle-level reads and writes (which take a handle). Everything else goes through Store's typed methods.
+HANDLES = {"memories", "evidence", "vault", "tombstones", "audit", "relations", "usage", "db", "table", "kind_table",
+           "scan_table", "table_rows", "nearest_table", "commit", "merge_rows", "append", "reopen_tables"}
+
+
+def _is_store(node: ast.expr) -> bool:
+    """An expression naming a store: `store`, `a_store`, `self.store`, `ctx.store`."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "store" or name.endswith("_store")
+
+
+def test_nothing_outside_the_store_package_holds_a_table_handle():
+    found = []
+    for path in _python_files(*PACKAGES):
+        if path.is_relative_to(ROOT / "memory" / "store"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        rel = path.relative_to(ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in HANDLES and _is_store(node.value):
+                found.append(f"{rel}:{node.lineno}: .{node.attr}")
+            elif isinstance(node, ast.Attribute) and node.attr in ("open_table", "connect", "connect_async") \
+                    and isinstance(node.value, ast.Name) and node.value.id in ("lancedb", "db"):
+                found.append(f"{rel}:{node.lineno}: {node.value.id}.{node.attr}")
+    assert not found, "table handles outside memory/store (use Store's typed methods):\n" + "\n".join(found)
+
+
+# ---- the shared scopes' modules (issue 42): one job each, none of them long
+
+REMOTE_MAX_LINES = 400
+
+
+def test_each_remote_module_stays_short():
+    """memory/store/remote.py once held credentials, the outbox, conflict settling, tombstone pulls, a lease, edge
+    routing and a search pool in 1,400 lines; it is split by job (its docstring lists the parts)."""
+    long = {p.name: n for p in sorted((ROOT / "memory" / "store").glob("remote*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > REMOTE_MAX_LINES}
+    assert not long, f"over {REMOTE_MAX_LINES} lines (split by job): {long}"
+
+
+def test_one_commit_retry_loop():
+    """Store.commit's retry on a raced commit is the one loop (memory/store/retrying.py): the shared scopes' bucket
+    commits go through it too, rather than a copy of it."""
+    found = []
+    for path in (ROOT / "memory").rglob("*.py"):
+        if path.name == "retrying.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        if re.search(r"for \w+ in range\(attempts\)", text) and "conflict" in text:
+            found.append(str(path.relative_to(ROOT)))
+    assert not found, f"a copied commit-retry loop (use memory/store/retrying.py): {found}"

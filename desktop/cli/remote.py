@@ -142,9 +142,9 @@ def cmd_add(a) -> int:
         save_credentials(b.name, a.key_id, secret)  # the keyring first: a binding without credentials is useless
     save_config(new, home)
     from desktop.cli.common import open_store
-    from memory.scopes import scope_filter
 
-    before = open_store().memories.count_rows(scope_filter([b.scope]))  # made before the binding: not shared
+    # This device's memories of the scope, made before the binding: not shared until pushed.
+    before = open_store().count("memory", None, scopes=[b.scope], local=True)
     hint = (f" {before} memory(ies) of {b.scope} made on this device before stay here only: "
             f"`mirador remote push {b.name}` shares them.") if before else ""
     ok = (f"; the store answered (list {checked['list_ms']} ms, write {checked['write_ms']} ms)" if checked else
@@ -289,13 +289,9 @@ def cmd_remove(a) -> int:
 
 
 def _drop_queued(home, name: str) -> None:
-    import lancedb
+    from memory.store.remote import drop_queued
 
-    from memory.store.remote import OUTBOX
-
-    db = lancedb.connect(str(home / "lancedb"))
-    if OUTBOX in db.table_names():
-        db.open_table(OUTBOX).delete(f"outbox_binding = '{name}'")
+    drop_queued(home, name)
 
 
 def _report(a, doc: dict, text: str) -> int:

@@ -9,7 +9,8 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from memory.scopes import sql_literal
+from memory.store import filters as F
+from memory.store import tables as T
 from memory.store.audit import utcnow
 from memory.store.rows import kind_of, public_evidence, public_memory, public_vault
 
@@ -105,8 +106,8 @@ def newest_first(table, time_col: str) -> tuple[list[str], Any]:
 def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
     if not (f.sources or f.apps):
         return None
-    where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps)
-    return [r["id"] for r in store.rows(store.evidence, where, ["id"], limit=None)]
+    where = F.where("evidence", sources=f.sources, apps=f.apps)
+    return [r["id"] for r in store.rows("evidence", where, ["id"], scopes=f.scopes)]
 
 
 def vault_view(row: dict) -> dict:
@@ -142,15 +143,14 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
 
     parts = []
     if not f.types or mem_types:
-        where = store.where("memory", scopes=f.scopes, types=mem_types, statuses=f.statuses,
-                            since=f.since, until=f.until)
+        where = F.where("memory", types=mem_types, statuses=f.statuses, since=f.since, until=f.until)
         if ev_ids is not None:
-            prov = "array_has_any(provenance, [" + ", ".join(sql_literal(i) for i in ev_ids) + "])"
-            where = f"{where} AND {prov}" if where else prov
-        parts.append(store.scan(store.memories, where, ["id", "updated_at"]))
+            where = F.and_(where, F.derived_from(ev_ids))
+        # This device's memories and the shared scopes' (Store.scan), the scope filter inside every query.
+        parts.append(store.scan("memory", where, ["id", "updated_at"], scopes=f.scopes))
     if _with_vault(f):
-        parts.append(store.scan(store.vault, store.where("vault", scopes=f.scopes, since=f.since, until=f.until),
-                                ["id", "updated_at"]))
+        parts.append(store.scan("vault", F.where("vault", since=f.since, until=f.until), ["id", "updated_at"],
+                                scopes=f.scopes))
     parts = [p for p in parts if p.num_rows]
     if not parts:
         return KeyList([])
@@ -238,10 +238,11 @@ def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
                                until=f.until, limit=SEARCH_LIMIT)
         hits, rel = _judged(store, f.text, hits)
         return KeyList([h.id for h in hits], {h.id: _with_relevance(h.row, rel[h.id]) for h in hits})
-    where = store.where("evidence", scopes=f.scopes, sources=f.sources, apps=f.apps, since=f.since, until=f.until)
+    where = F.where("evidence", sources=f.sources, apps=f.apps, since=f.since, until=f.until)
     # no stamps: a captured row can change (its scope, its context) without a new time, so a refresh
     # re-reads the rows it shows
-    return KeyList(newest_first(store.scan(store.evidence, where, ["id", "captured_at"]), "captured_at")[0])
+    return KeyList(newest_first(store.scan("evidence", where, ["id", "captured_at"], scopes=f.scopes),
+                                "captured_at")[0])
 
 
 def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
@@ -296,22 +297,24 @@ def memory_detail(store, memory_id: str) -> dict:
 
 def pending_count(store) -> int:
     """What waits for the person: candidate memories plus open dream proposals."""
-    n = store.memories.count_rows("status = 'candidate'")
-    if "proposals" in store.db.table_names():  # the table arrives with the dream migration
-        n += store.db.open_table("proposals").count_rows("status = 'open'")
+    n = store.count("memory", F.equals("status", "candidate"))  # a shared scope's candidates too
+    if store.has_table(T.PROPOSALS):  # the table arrives with the dream migration
+        n += store.count(T.PROPOSALS, F.equals("status", "open"))
     return n
 
 
 def evidence_keys(store, *, day: datetime | None = None, app: str | None = None, scopes=None) -> KeyList:
-    """Evidence ids for one local day (naive UTC bounds given) and/or app, newest first."""
+    """Evidence ids this device captured on one local day (naive UTC bounds given) and/or app, newest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
-    where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    return KeyList(newest_first(store.scan(store.evidence, where, ["id", "captured_at"]), "captured_at")[0])
+    where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    # The timeline is this device's capture (its frames): another device's shared copies are not its days.
+    return KeyList(newest_first(store.scan("evidence", where, ["id", "captured_at"], scopes=scopes, local=True),
+                                "captured_at")[0])
 
 
 def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
-    """(local day 'YYYY-MM-DD', app, count) for all evidence, newest day first."""
-    t = store.scan(store.evidence, store.where("evidence", scopes=scopes), ["captured_at", "app"])
+    """(local day 'YYYY-MM-DD', app, count) for all the evidence this device captured, newest day first."""
+    t = store.scan("evidence", None, ["captured_at", "app"], scopes=scopes, local=True)
     counts: dict[tuple[str, str], int] = {}
     for at, app in zip(t["captured_at"].to_pylist(), t["app"].to_pylist(), strict=True):
         local = at.replace(tzinfo=timezone.utc).astimezone()

@@ -52,14 +52,12 @@ def load_detail(store, row_id: str) -> dict:
 
 def load_evidence_detail(store, evidence_id: str) -> dict:
     """Worker: one captured row, its frame image, and the memories drawn from it."""
-    from memory.scopes import sql_literal
-
     row = dict(store.get(evidence_id))
     frame = resolve_frame(store, row.get("frame_path"))
     row["_frame"] = str(frame) if frame else None
     row["_thumb"] = _thumb(store, row.get("frame_path")) if frame else None
-    where = f"array_has_any(provenance, [{sql_literal(evidence_id)}])"
-    row["_derived"] = store.rows(store.memories, where, ["id", "title", "text", "type", "status"], limit=50)
+    # A shared scope's memories drawn from it too (Store.derived_from).
+    row["_derived"] = store.derived_from([evidence_id], ["id", "title", "text", "type", "status"], limit=50)
     return row
 
 

@@ -40,10 +40,11 @@ def load_proposals(store) -> list[dict]:
 def review_pending(store) -> int:
     """What waits in Review, counted as the Review window counts it (the tray shows this number): candidate
     memories plus open proposals whose memory still exists (one erased since has nothing left to decide)."""
+    from memory.store import filters as F
     from memory.store import tables as T
 
-    n = store.memories.count_rows("status = 'candidate'")
-    if T.PROPOSALS not in store.db.table_names():  # the table arrives with the dream migration
+    n = store.count("memory", F.equals("status", "candidate"))  # a shared scope's candidates too
+    if not store.has_table(T.PROPOSALS):  # the table arrives with the dream migration
         return n
     from memory.consolidation.dream import list_proposals
 

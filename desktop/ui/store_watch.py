@@ -26,15 +26,7 @@ INTERVAL_MS = 1000  # a change shows within two ticks of the probe plus one refr
 
 def table_versions(store, names=WATCHED) -> dict[str, int]:  # worker thread
     """Each watched table's latest committed version (0 for a table the store does not have yet)."""
-    present = set(store.db.table_names())
-    out = {}
-    for name in names:
-        if name not in present:
-            out[name] = 0
-            continue
-        handle = {T.MEMORIES: store.memories, T.EVIDENCE: store.evidence, T.VAULT: store.vault}.get(name)
-        out[name] = int((handle if handle is not None else store.table(name)).version)
-    return out
+    return {name: store.version(name) if store.has_table(name) else 0 for name in names}
 
 
 def _probe(store) -> dict[str, int] | None:  # worker thread

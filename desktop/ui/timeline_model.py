@@ -25,7 +25,8 @@ from desktop.ui.browser_data import MARK_STYLE
 from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, Column, _one_line
 from desktop.ui.workers import Jobs
-from memory.store.rows import iso, sql_id_list
+from memory.store import filters as F
+from memory.store.rows import iso
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,10 @@ def _pick(col: list[_T], keep: list[int]) -> list[_T]:
 def day_index(store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
     """Every evidence line of one local day (naive UTC bounds given) and/or app, oldest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
-    where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
-    t = store.scan(store.evidence, where, ["id", "captured_at", "app", "window", "source", "frame_path", "text"])
+    where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    # This device's capture (its frames): another device's shared copies are not lines of its day.
+    t = store.scan("evidence", where, ["id", "captured_at", "app", "window", "source", "frame_path", "text"],
+                   local=True)
     if not t.num_rows:
         return DayIndex()
     # Sorted in Arrow; the texts stay there (a Python string each only when a line or the preview shows it),
@@ -112,7 +115,7 @@ def search_day(store, ids: list[str], query: str) -> list[str]:  # worker thread
     found: set[str] = set()
     for start in range(0, len(ids), 2000):
         chunk = ids[start:start + 2000]
-        for r in store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", ["id", "text", "window", "app"], limit=None):
+        for r in store.get_many("evidence", chunk, ["id", "text", "window", "app"], local=True).values():
             hay = " ".join(str(r.get(k) or "") for k in ("text", "window", "app")).lower()
             if all(w in hay for w in words):
                 found.add(r["id"])

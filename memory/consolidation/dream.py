@@ -39,13 +39,13 @@ from memory.consolidation.write_policy import (
     tombstoned_fps,
 )
 from memory.errors import InputError, NotFoundError
-from memory.scopes import scope_filter, sql_literal
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.atomic import write_atomic
 from memory.store.audit import audit_row, utcnow
 from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint
-from memory.store.rows import parse_time, sql_id_list, to_arrow, ts_literal
+from memory.store.rows import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +155,10 @@ def set_checkpoint(store, when: datetime) -> None:
 
 
 def _changed(store, since: datetime | None, until: datetime) -> list[dict]:
-    where = f"status IN ('candidate', 'active') AND updated_at <= {ts_literal(until)}"
-    if since:
-        where += f" AND updated_at > {ts_literal(since)}"
-    return store.rows(store.memories, where, _COLS, None)
+    # A shared scope's memories too: their duplicates and stale facts are proposed here as for local ones.
+    where = F.and_(F.one_of("status", VISIBLE), F.at_or_before("updated_at", until),
+                   F.after("updated_at", since) if since else None)
+    return store.rows("memory", where, _COLS)
 
 
 def _protected(row: dict) -> bool:
@@ -268,12 +268,9 @@ def _drop_forbidden(store, steps: list[Step]) -> list[Step]:
             and not any((e, _spec(s)["type"]) in blocked for e in _spec(s)["provenance"])]
 
 
-def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta) -> str:
+def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta) -> F.Where | None:
     """Rows whose `col` + age fell inside (since, until]: each boundary is crossed in exactly one pass."""
-    where = f"{col} <= {ts_literal(until - age)}"
-    if since:
-        where += f" AND {col} > {ts_literal(since - age)}"
-    return where
+    return F.and_(F.at_or_before(col, until - age), F.after(col, since - age) if since else None)
 
 
 def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
@@ -284,9 +281,11 @@ def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Ste
         for k in range(1, cfg.max_half_lives + 1):
             if since is None and until - k * hl < datetime(1970, 1, 2):
                 break
-            where = (f"type = {sql_literal(mtype)} AND status IN ('candidate', 'active') AND pinned = false AND "
-                     + _crossing("created_at", since, until, k * hl))
-            rows = store.rows(store.memories, where, ["id", "scope"], None)
+            where = F.and_(F.equals("type", mtype), F.one_of("status", VISIBLE), F.equals("pinned", False),
+                           _crossing("created_at", since, until, k * hl))
+            # This device's memories: every device sharing a scope runs its own pass, so a shared memory decayed
+            # here would be halved once per device (Store.decay_salience).
+            rows = store.rows("memory", where, ["id", "scope"], local=True)
             if rows:
                 steps.append(Step("decay", "apply", rows[0]["scope"], f"{mtype}: half-life {k}",
                                   ids=[r["id"] for r in rows]))
@@ -295,19 +294,18 @@ def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Ste
 
 def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
     """Unreviewed candidates past the retention limit: propose archiving (rejecting) them."""
-    where = ("status = 'candidate' AND pinned = false AND user_edited = false AND "
-             + _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
+    where = F.and_(F.equals("status", "candidate"), F.equals("pinned", False), F.equals("user_edited", False),
+                   _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
     return [Step("archive", "propose", r["scope"], f"unreviewed for {cfg.candidate_retention_days:g} days", r["id"])
-            for r in store.rows(store.memories, where, ["id", "scope"], None)]
+            for r in store.rows("memory", where, ["id", "scope"])]
 
 
 def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
     targets = sorted({s.target_id for s in steps if s.action == "propose" and s.target_id is not None})
     if not targets:
         return set()
-    table = store.table(T.PROPOSALS)
-    where = f"target_id IN {sql_id_list(targets)}"
-    return {(r["kind"], r["target_id"], r["other_id"]) for r in store.rows(table, where, ["kind", "target_id", "other_id"], None)}
+    return {(r["kind"], r["target_id"], r["other_id"])
+            for r in store.rows(T.PROPOSALS, F.id_in(targets, "target_id"), ["kind", "target_id", "other_id"])}
 
 
 def plan_dream(store, now: datetime | None = None, stop=None) -> DreamPlan:
@@ -388,8 +386,7 @@ def _apply_provenance(store, step: Step) -> None:
 
 
 def _apply_decay(store, step: Step) -> None:
-    where = f"id IN {sql_id_list(step.ids)} AND pinned = false"
-    store.commit(lambda: store.memories.update(where=where, values_sql={"salience": "salience * 0.5"}))
+    store.decay_salience(step.ids)
     store.write_audit([audit_row(ACTOR, "decay", "memory", step.ids[0] if len(step.ids) == 1 else f"batch:{len(step.ids)}",
                             step.scope, after={"ids": step.ids, "salience": "x0.5", "reason": step.reason})])
 
@@ -404,12 +401,10 @@ def _apply_crystallise(store, step: Step) -> None:
 
 def _apply_proposal(store, step: Step) -> None:
     assert step.target_id is not None  # a proposal is about one memory (_plan_pairs, _plan_archive)
-    table = store.table(T.PROPOSALS)
     row = {"id": "prp_" + uuid.uuid4().hex[:24], "kind": step.kind, "target_id": step.target_id,
            "other_id": step.other_id, "scope": step.scope, "reason": step.reason, "status": "open",
            "created_at": utcnow(), "decided_at": None}
-    data = to_arrow([row], T.proposals_schema())
-    store.commit(lambda: table.add(data))
+    store.add_rows(T.PROPOSALS, [row])
     store.write_audit([audit_row(ACTOR, "propose", "memory", step.target_id, step.scope,
                             after={"proposal": row["id"], "kind": step.kind, "other": step.other_id})])
 
@@ -420,9 +415,8 @@ _APPLY = {"provenance": _apply_provenance, "decay": _apply_decay, "crystallise":
 
 def list_proposals(store, status: str | None = "open", scopes=None) -> list[dict]:
     """Proposals for review, newest first (status None = all)."""
-    parts = [p for p in (f"status = {sql_literal(status)}" if status else None, scope_filter(scopes)) if p]
-    rows = store.rows(store.table(T.PROPOSALS), " AND ".join(parts) or None,
-                       [f.name for f in T.proposals_schema()], None)
+    rows = store.rows(T.PROPOSALS, F.equals("status", status) if status else None,
+                      [f.name for f in T.proposals_schema()], scopes=scopes)
     return sorted(rows, key=lambda r: r["created_at"], reverse=True)
 
 
@@ -433,8 +427,7 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
 
     if actor in ACTORS_AUTOMATED:
         raise InputError(f"{actor} may propose but not decide; a person accepts or dismisses proposals")
-    table = store.table(T.PROPOSALS)
-    rows = store.rows(table, f"id = {sql_literal(proposal_id)}", [f.name for f in T.proposals_schema()], 1)
+    rows = list(store.get_many(T.PROPOSALS, [proposal_id], [f.name for f in T.proposals_schema()]).values())
     if not rows or rows[0]["status"] != "open":
         raise NotFoundError(f"no open proposal {proposal_id} — list them with `mirador dream --proposals`")
     p = rows[0]
@@ -445,17 +438,15 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
         store.update_memory(p["target_id"], actor=actor, text=mine["text"], title=mine["title"],
                             details=mine["details"])
     elif accept:
-        store.set_status(p["target_id"], "rejected" if p["kind"] == "archive" else "superseded", actor=actor)
-        if p["kind"] != "archive" and p["other_id"]:  # keep the chain: what replaced it
-            where = f"id = {sql_literal(p['target_id'])}"
-            store.commit(lambda: store.memories.update(where=where, values={"superseded_by": p["other_id"]}))
+        # Superseded keeps the chain: what replaced it (one write, wherever the memory lives).
+        store.set_status(p["target_id"], "rejected" if p["kind"] == "archive" else "superseded", actor=actor,
+                         superseded_by=p["other_id"] if p["kind"] != "archive" else None)
         if p["kind"] == "supersede" and p["other_id"]:
             from memory.graph.relations import UPDATES, add_relation
 
             add_relation(store, p["other_id"], UPDATES, p["target_id"], actor=actor, confidence=0.9, origin="dream")
     status = "accepted" if accept else "dismissed"
     now = utcnow()
-    store.commit(lambda: table.update(where=f"id = {sql_literal(proposal_id)}",
-                                       values={"status": status, "decided_at": now}))
+    store.update_rows(T.PROPOSALS, F.id_is(proposal_id), {"status": status, "decided_at": now})
     store.write_audit([audit_row(actor, status, "memory", p["target_id"], p["scope"], after={"proposal": proposal_id})])
     return {**p, "status": status, "decided_at": now}

@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
 from memory.consolidation.write_policy import WritePolicy
-from memory.scopes import scope_filter
+from memory.store import filters as F
 from memory.store.audit import utcnow
-from memory.store.filters import and_
-from memory.store.rows import sql_id_list
 
 log = logging.getLogger(__name__)
 
@@ -162,23 +160,25 @@ def make_extractor(store, engine: str | None = None, llm=None) -> Extractor:
 
 def pending_count(store) -> int:
     """Evidence rows not yet extracted."""
-    return store.evidence.count_rows("extracted_at IS NULL")
+    return store.count("evidence", F.is_null("extracted_at"), local=True)
 
 
 def load_evidence(store, all_evidence: bool, limit: int | None, scopes=None) -> list[dict]:
     """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null); scopes: only
     rows in these scopes and below (None: every scope)."""
-    where = and_(None if all_evidence else "extracted_at IS NULL", scope_filter(scopes))
+    # This device's capture only (local=True below): another device extracts the evidence it captured, and a
+    # shared copy of it here is never marked extracted.
+    where = F.and_(None if all_evidence else F.is_null("extracted_at"), F.scope_in(scopes))
     if limit:
         # After a large import most rows are pending: choose the oldest by id and time alone, then read
         # the full rows of those only, instead of every pending row's text.
-        keys = store.scan(store.evidence, where, ["id", "captured_at"]).to_pylist()
+        keys = store.scan("evidence", where, ["id", "captured_at"], local=True).to_pylist()
         keys.sort(key=lambda r: (r["captured_at"], r["id"]))
         ids = [r["id"] for r in keys[:limit]]
         # Still under the filter: a row another process extracted meanwhile is not taken twice.
-        rows = list(store.get_many("evidence", ids, _EV_COLS, where=where).values())
+        rows = list(store.get_many("evidence", ids, _EV_COLS, where=where, local=True).values())
     else:
-        rows = store.rows(store.evidence, where, _EV_COLS, None)
+        rows = store.rows("evidence", where, _EV_COLS, local=True)
     rows.sort(key=lambda r: (r["captured_at"], r["id"]))
     return rows
 
@@ -205,9 +205,7 @@ def mark_extracted(store, ids: list[str]) -> None:
     """Set extracted_at on these evidence rows (one update)."""
     if not ids:
         return
-    now = utcnow()
-    where = f"id IN {sql_id_list(ids)}"
-    store.commit(lambda: store.evidence.update(where=where, values={"extracted_at": now}))
+    store.mark_extracted(ids, utcnow())
 
 
 def run_extraction(store, *, all_evidence: bool = False, extractor: Extractor | None = None,

@@ -135,8 +135,8 @@ def job_purge(store, stopping: threading.Event | None = None) -> str:
     start runs it again (CATCH_UP_DELAY): until then, what it forgot is out of every search but still
     in old table versions on disk.
     """
+    from memory.store import filters as F
     from memory.store.erasure import forget, purge
-    from memory.store.rows import ts_literal
 
     stopping = stopping or threading.Event()
     days = store.config.scheduler.evidence_retention_days
@@ -145,7 +145,8 @@ def job_purge(store, stopping: threading.Event | None = None) -> str:
         cutoff = utcnow() - timedelta(days=days)
         # By id, evidence only: retention ages out raw evidence and keeps what was learnt from it, while
         # forget_where (a person's erasure) would also erase the memories derived only from that evidence.
-        ids = [r["id"] for r in store.rows(store.evidence, f"captured_at < {ts_literal(cutoff)}", ["id"], None)]
+        # This device's capture: another device's shared copies age out by that device's own retention.
+        ids = [r["id"] for r in store.rows("evidence", F.before("captured_at", cutoff), ["id"], local=True)]
         for i in range(0, len(ids), 500):
             _unless_stopping(stopping, f"{removed} evidence rows past retention removed")
             removed += forget(store, ids[i:i + 500], actor="retention", purge_now=False)["deleted"]
@@ -181,7 +182,7 @@ def enforce_storage_cap(store, max_rounds: int = 20, stop: threading.Event | Non
     for _ in range(max_rounds):
         if cap <= 0 or (stop is not None and stop.is_set()) or evidence_bytes(store) <= cap:
             break
-        rows = store.rows(store.evidence, None, ["id", "captured_at"], None)
+        rows = store.rows("evidence", None, ["id", "captured_at"], local=True)  # this device's disk
         if not rows:
             break
         rows.sort(key=lambda r: r["captured_at"])

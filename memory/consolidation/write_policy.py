@@ -26,12 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from memory.consolidation.rules import Draft
-from memory.scopes import sql_list, sql_literal
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import utcnow
 from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint, normalise
-from memory.store.rows import sql_id_list, to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +64,9 @@ class WriteReport:
 
 def blocked_derivations(store, evidence_ids: list[str]) -> set[tuple[str, str]]:
     """(evidence id, type) pairs whose derived memory the person deleted."""
-    if not evidence_ids or T.DERIVATIONS not in store.db.table_names():
+    if not evidence_ids or not store.has_table(T.DERIVATIONS):
         return set()
-    ledger = store.table(T.DERIVATIONS)
-    rows = store.rows(ledger, f"evidence_id IN {sql_id_list(evidence_ids)}", ["memory_id", "evidence_id", "type"], None)
+    rows = store.rows(T.DERIVATIONS, F.id_in(evidence_ids, "evidence_id"), ["memory_id", "evidence_id", "type"])
     if not rows:
         return set()
     mem_ids = sorted({r["memory_id"] for r in rows})
@@ -81,18 +79,13 @@ def record_derivations(store, pairs: list[tuple[str, str, str]], actor: str) -> 
     if not pairs:
         return
     now = utcnow()
-    rows = [{"memory_id": m, "evidence_id": e, "type": t, "actor": actor, "created_at": now} for m, e, t in pairs]
-    ledger = store.table(T.DERIVATIONS)
-    data = to_arrow(rows, T.derivations_schema())
-    store.commit(lambda: ledger.add(data))
+    store.add_rows(T.DERIVATIONS, [{"memory_id": m, "evidence_id": e, "type": t, "actor": actor, "created_at": now}
+                                   for m, e, t in pairs])
 
 
 def tombstoned_fps(store, fps: list[str]) -> set[str]:
     """Which of these fingerprints belong to something the person deleted (one query)."""
-    if not fps:
-        return set()
-    rows = store.rows(store.tombstones, f"fingerprint IN {sql_id_list(sorted(set(fps)))}", ["fingerprint"], None)
-    return {r["fingerprint"] for r in rows}
+    return store.tombstoned(fingerprints=fps) if fps else set()
 
 
 _ALL_STATUSES = ("candidate", "active", "superseded", "rejected")
@@ -108,14 +101,15 @@ def detail_terms(text: str) -> set[str]:
     return set(_DIGITS.findall(t)) | names
 
 
-def _neighbour_filter(mtype: str, scope: str, statuses) -> str:
-    return f"type = {sql_literal(mtype)} AND scope = {sql_literal(scope)} AND status IN {sql_list(statuses)}"
+def _neighbour_filter(mtype: str, scope: str, statuses) -> F.Where | None:
+    return F.and_(F.equals("type", mtype), F.equals("scope", scope), F.one_of("status", statuses))
 
 
 def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
     """Nearest memories of one type in exactly one scope, with cosine similarity (filter inside the query)."""
-    rows = store.nearest(store.memories, np.asarray(vec, dtype=np.float32), _neighbour_filter(mtype, scope, statuses),
-                         _NEIGHBOUR_COLS, k)
+    # A shared scope's memories too (Store.nearest): its duplicates are found wherever they live.
+    rows = store.nearest("memory", np.asarray(vec, dtype=np.float32), _neighbour_filter(mtype, scope, statuses),
+                         _NEIGHBOUR_COLS, k, scopes=[scope])
     for r in rows:
         r["similarity"] = 1.0 - float(r["_distance"])
     return rows
@@ -132,7 +126,7 @@ def neighbours_many(store, vecs, mtype: str, scope: str, k: int = 5, statuses=_A
         return []
     if len(vecs) == 1:  # a single vector is not a batch to LanceDB (no query_index column)
         return [neighbours(store, vecs[0], mtype, scope, k, statuses)]
-    rows = store.nearest(store.memories, vecs, _neighbour_filter(mtype, scope, statuses), _NEIGHBOUR_COLS, k)
+    rows = store.nearest("memory", vecs, _neighbour_filter(mtype, scope, statuses), _NEIGHBOUR_COLS, k, scopes=[scope])
     out: list[list[dict]] = [[] for _ in vecs]
     for r in rows:
         r["similarity"] = 1.0 - float(r["_distance"])

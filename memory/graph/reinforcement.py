@@ -27,19 +27,16 @@ import logging
 from collections.abc import Iterable
 from datetime import datetime
 
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
-from memory.store.rows import iso, kind_of, sql_id_list, to_arrow
+from memory.store.rows import iso, kind_of
 
 log = logging.getLogger(__name__)
 
 MAX_IDS = 200
 NOT_VISIBLE = "no memory with this id is visible here (it never existed, is outside your scopes, or was forgotten)"
 NOT_MEMORY = "not a memory id (mem_…): only memories are reinforced"
-
-
-def _table(store):
-    return store.usage  # the store keeps the handle open: this runs inside every search
 
 
 def strength_at(strength: float, last_used_at: datetime | None, mtype: str, now: datetime, cfg) -> float:
@@ -68,7 +65,7 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     if not ids:
         return {}
     cols = [f.name for f in T.usage_schema()]
-    rows = store.rows(_table(store), f"memory_id IN {sql_id_list(ids)}", cols, len(ids))
+    rows = store.rows(T.USAGE, F.id_in(ids, "memory_id"), cols, limit=len(ids))
     return {r["memory_id"]: r for r in rows}
 
 
@@ -80,8 +77,8 @@ def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
     holds ids and numbers, never memory text.
     """
     cols = [f.name for f in T.usage_schema()]
-    return store.versioned("_usage_snapshot", _table(store),
-                           lambda t: {r["memory_id"]: r for r in store.rows(t, None, cols, None)}, version)
+    return store.versioned("_usage_snapshot", T.USAGE,
+                           lambda: {r["memory_id"]: r for r in store.rows(T.USAGE, None, cols)}, version)
 
 
 def rank_factors(store, ids: Iterable[str], now: datetime | None = None,
@@ -167,10 +164,7 @@ def reinforce(store, ids: Iterable[str], actor: str = "person", scopes=None, now
                     "strength": round(s, 6), "salience": round(float(m["salience"]), 6),
                     "effective_salience": round(effective_salience(m["salience"], s, cfg), 6),
                     "last_used_at": iso(now)})
-    data = to_arrow(rows, T.usage_schema())
-    table = _table(store)
-    store.commit(lambda: table.merge_insert("memory_id").when_matched_update_all()
-                  .when_not_matched_insert_all().execute(data))
+    store.upsert_rows(T.USAGE, rows, on="memory_id")
     scopes_seen = ",".join(sorted({r["scope"] for r in rows}))
     entity = rows[0]["memory_id"] if len(rows) == 1 else f"batch:{len(rows)}"
     store.write_audit([audit_row(actor, action, "memory", entity, scopes_seen,
@@ -217,9 +211,7 @@ def usage_of(store, ids: Iterable[str], scopes=None, now: datetime | None = None
 def forget_usage(store, ids: Iterable[str]) -> None:
     """Drop the usage rows of erased memories (ids only; called when memories are forgotten)."""
     ids = list(ids)
-    if not ids or T.USAGE not in store.db.table_names():
+    if not ids or not store.has_table(T.USAGE):
         return
-    table = _table(store)
     for start in range(0, len(ids), 500):
-        chunk = sql_id_list(ids[start:start + 500])
-        store.commit(lambda c=chunk: table.delete(f"memory_id IN {c}"))
+        store.delete_rows(T.USAGE, F.id_in(ids[start:start + 500], "memory_id"))

@@ -32,10 +32,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memory.errors import InputError, NotFoundError
-from memory.scopes import scope_filter, sql_list, sql_literal
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
-from memory.store.rows import iso, kind_of, sql_id_list, to_arrow
+from memory.store.rows import iso, kind_of
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,6 @@ class EdgeSpec:
     origin: str | None = None
 
 
-def table(store):
-    """The relations table (created by migration m005_relations); the store keeps the handle open."""
-    return store.relations
-
-
 def parse_relation(name: str) -> str:
     """The canonical relation name, or an InputError listing the allowed ones."""
     rel = str(name or "").strip().upper()
@@ -91,23 +86,12 @@ def public_edge(row: dict) -> dict:
     return out
 
 
-def _both_ends(scopes) -> str | None:
-    """The scope filter on both ends of an edge, for inside a relations query."""
-    a, b = scope_filter(scopes, "scope"), scope_filter(scopes, "dst_scope")
-    return f"{a} AND {b}" if a else None
-
-
-def _and(*parts: str | None) -> str | None:
-    kept = [p for p in parts if p]
-    return " AND ".join(f"({p})" for p in kept) if kept else None
-
-
 def memory_rows(store, ids: Iterable[str], scopes=None, statuses=None, cols=None) -> dict[str, dict]:
     """Memories by id that are visible in scopes with these statuses (None = candidate+active, [] = all)."""
     ids = sorted(set(ids))
     if not ids:
         return {}
-    return store.get_many("memory", ids, cols or _END_COLS, where=store.where("memory", scopes=scopes, statuses=statuses))
+    return store.get_many("memory", ids, cols or _END_COLS, scopes=scopes, where=F.where("memory", statuses=statuses))
 
 
 def brief(row: dict) -> dict:
@@ -119,21 +103,16 @@ def brief(row: dict) -> dict:
 
 def edge_rows(store, where: str | None, cols: list[str], limit: int | None, scopes=None,
               shared_too: bool = True) -> list[dict]:
-    """Edges under the filter: the local table's and those of every shared store the scopes reach (None:
-    all), the same filter inside each query. An edge in both (one made before its scope was shared) once.
-    shared_too=False: the caller knows no shared edge can match (an end in a local scope)."""
-    local = store.rows(table(store), where, cols, limit)
-    shared = store.remotes.edges(scopes, where, cols, limit) if shared_too else []
-    if not shared:
-        return local
-    have = {r["id"] for r in local} if "id" in cols else set()
-    out = local + [{k: r[k] for k in cols} for r in shared if r["id"] not in have]
-    return out if limit is None else out[:limit]
+    """Edges under the filter whose two ends are both in scopes (None: all): the local table's and those of
+    every shared store the scopes reach, the same filter inside each query (Store.rows). An edge in both (one
+    made before its scope was shared) once. shared_too=False: the caller knows no shared edge can match (an
+    end in a local scope)."""
+    return store.rows(T.RELATIONS, where, cols, scopes=scopes, limit=limit, local=not shared_too)
 
 
 def export_edges(store, scopes=None) -> list[dict]:
     """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
-    rows = edge_rows(store, _both_ends(scopes), _EDGE_COLS, None, scopes)
+    rows = edge_rows(store, None, _EDGE_COLS, None, scopes)
     return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
 
 
@@ -179,9 +158,8 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if check_evidence:
         _check_evidence(store, [e for s in specs for e in s.provenance], scopes)
     ids = [edge_id(s.src, s.relation, s.dst) for s in specs]
-    here = {r["id"]: r for r in store.rows(table(store), f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
-    old = {r["id"]: r for r in store.remotes.edges(None, f"id IN {sql_id_list(ids)}", _EDGE_COLS, len(ids))}
-    old.update(here)
+    here = store.get_many(T.RELATIONS, ids, _EDGE_COLS, local=True)
+    old = store.get_many(T.RELATIONS, ids, _EDGE_COLS)  # this device's first, then a shared store's
     now, rows, audits, out = utcnow(), {}, [], []
     for s, eid in zip(specs, ids, strict=True):
         prev = rows.get(eid) or old.get(eid)
@@ -195,14 +173,10 @@ def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, chec
     if rows:
         # Edges between two memories of one shared scope go to its store; the rest are written here.
         local = store.remotes.divert_edges(list(rows.values()))
-        t = table(store)
-        if local:
-            data = to_arrow(local, T.relations_schema())
-            store.commit(
-                lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
-        moved = sql_id_list(r["id"] for r in rows.values() if r["id"] in here and r not in local)
-        if moved != "()":  # made here before its scope was shared: now kept in the shared store only
-            store.commit(lambda: t.delete(f"id IN {moved}"))
+        store.upsert_rows(T.RELATIONS, local)
+        moved = [r["id"] for r in rows.values() if r["id"] in here and r not in local]
+        if moved:  # made here before its scope was shared: now kept in the shared store only
+            store.delete_rows(T.RELATIONS, F.id_in(moved))
         store.write_audit(audits)
     return out
 
@@ -238,29 +212,25 @@ def rescope(store, memory_id: str, scope: str) -> None:
     Reads filter edges by those columns inside the query: left stale, an edge into a scope the
     reader can see would stay hidden (never shown where it should not be: the other end is read
     through the memories table under the same filter)."""
-    t, lit = table(store), sql_literal(memory_id)
-    store.commit(lambda: t.update(where=f"src = {lit}", values={"scope": scope}))
-    store.commit(lambda: t.update(where=f"dst = {lit}", values={"dst_scope": scope}))
+    store.update_rows(T.RELATIONS, F.id_is(memory_id, "src"), {"scope": scope})
+    store.update_rows(T.RELATIONS, F.id_is(memory_id, "dst"), {"dst_scope": scope})
     remotes = store.remotes
     if not remotes.shared:
         return
     # With shared scopes the move may also move edges between here and a bucket (both ends in one binding
     # or not): each edge goes where its ends now say, and leaves where it was.
-    touch = f"src = {lit} OR dst = {lit}"
-    here = store.rows(t, touch, _EDGE_COLS, EDGE_LIMIT)
+    touch = F.touching([memory_id])
+    here = store.rows(T.RELATIONS, touch, _EDGE_COLS, limit=EDGE_LIMIT, local=True)
     away = remotes.edges(None, touch, _EDGE_COLS, EDGE_LIMIT)
     moved = [{**r, **({"scope": scope} if r["src"] == memory_id else {}),
               **({"dst_scope": scope} if r["dst"] == memory_id else {})} for r in away]
     keep_here = remotes.divert_edges(here + moved)
     kept = {r["id"] for r in keep_here}
-    gone_here = sql_id_list(r["id"] for r in here if r["id"] not in kept)
-    if gone_here != "()":
-        store.commit(lambda: t.delete(f"id IN {gone_here}"))
+    gone_here = [r["id"] for r in here if r["id"] not in kept]
+    if gone_here:
+        store.delete_rows(T.RELATIONS, F.id_in(gone_here))
     if keep_here:
-        data = to_arrow([r for r in keep_here if r["id"] not in {h["id"] for h in here}], T.relations_schema())
-        if data.num_rows:
-            store.commit(lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all()
-                         .execute(data))
+        store.upsert_rows(T.RELATIONS, [r for r in keep_here if r["id"] not in {h["id"] for h in here}])
     # Out of the store it was in (not when it stays in the same one: the put above updated it there).
     left = [old for old, new in zip(away, moved, strict=True)
             if remotes.edge_binding(old["scope"], old["dst_scope"])
@@ -277,15 +247,13 @@ def remove_relation(store, edge: str | None = None, *, src: str | None = None, r
         edge = edge_id(src, parse_relation(relation), dst)
     if not str(edge).startswith("rel_"):
         raise InputError(f"{edge!r} is not a relation id (rel_…); list them with `mirador related ID`")
-    where = _and(f"id = {sql_literal(edge)}", _both_ends(scopes))
-    rows = edge_rows(store, where, _EDGE_COLS, 1, scopes)
+    rows = edge_rows(store, F.id_is(edge), _EDGE_COLS, 1, scopes)
     if not rows:
         raise NotFoundError(f"no relation {edge} in your scopes (never existed or already removed) — "
                             "list a memory's relations with `mirador related ID`")
-    t = table(store)
     # A shared edge is removed from its store (and purged there); any copy here goes too.
-    if not store.remotes.remove_edges(rows) or t.count_rows(f"id = {sql_literal(edge)}"):
-        store.commit(lambda: t.delete(f"id = {sql_literal(edge)}"))
+    if not store.remotes.remove_edges(rows) or store.count(T.RELATIONS, F.id_is(edge), local=True):
+        store.delete_rows(T.RELATIONS, F.id_is(edge))
     store.write_audit([audit_row(actor, "delete", "relation", edge, rows[0]["scope"], public_edge(rows[0]))])
     return public_edge(rows[0])
 
@@ -297,17 +265,13 @@ def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
     (memory/store/remote.py: Remotes.forget)."""
     if not memory_ids:
         return 0
-    t = table(store)
     dropped = 0
     for start in range(0, len(memory_ids), 200):
-        chunk = sql_id_list(memory_ids[start:start + 200])
-        where = f"src IN {chunk} OR dst IN {chunk}"
-        rows = store.rows(t, where, ["id", "scope"], None)
+        rows = store.rows(T.RELATIONS, F.touching(memory_ids[start:start + 200]), ["id", "scope"], local=True)
         if rows:
             # Delete by edge id: LanceDB keeps a delete's predicate in its transaction files, and the
             # memory id must not outlive the memory there.
-            edges = sql_id_list(r["id"] for r in rows)
-            store.commit(lambda e=edges: t.delete(f"id IN {e}"))
+            store.delete_rows(T.RELATIONS, F.id_in(r["id"] for r in rows))
             store.write_audit([audit_row(actor, "delete", "relation", r["id"], r["scope"]) for r in rows])
             dropped += len(rows)
     _scrub_audit(store, memory_ids)
@@ -320,12 +284,11 @@ def _scrub_audit(store, memory_ids: list[str]) -> None:
     ids = {i for i in memory_ids if kind_of(i) == "memory"}
     if not ids:
         return
-    rows = store.rows(store.audit, "entity_kind = 'relation' AND (before IS NOT NULL OR after IS NOT NULL)",
-                      ["id", "before", "after"], None)
+    rows = store.rows(T.AUDIT, F.and_(F.equals("entity_kind", "relation"),
+                                      F.or_(F.not_null("before"), F.not_null("after"))), ["id", "before", "after"])
     named = [r["id"] for r in rows if any(i in (r["before"] or "") or i in (r["after"] or "") for i in ids)]
     for start in range(0, len(named), 500):
-        where = f"id IN {sql_id_list(named[start:start + 500])}"
-        store.commit(lambda w=where: store.audit.update(where=w, values={"before": None, "after": None}))
+        store.update_rows(T.AUDIT, F.id_in(named[start:start + 500]), {"before": None, "after": None})
 
 
 # ---- reads ----------------------------------------------------------------------------------------
@@ -340,10 +303,10 @@ def _anchor(store, id_: str, scopes) -> dict:
     return rows[id_]
 
 
-def _rel_filter(relations) -> str | None:
+def _rel_filter(relations) -> F.Where | None:
     if not relations:
         return None
-    return "relation IN " + sql_list(parse_relation(r) for r in relations)
+    return F.one_of("relation", (parse_relation(r) for r in relations))
 
 
 def related(store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
@@ -356,9 +319,7 @@ def related(store, id_: str, relations: Iterable[str] | None = None, direction: 
     if direction not in ("out", "in", "both"):
         raise InputError(f"direction must be out, in or both, not {direction!r}")
     anchor = _anchor(store, id_, scopes)
-    lit = sql_literal(id_)
-    touch = {"out": f"src = {lit}", "in": f"dst = {lit}", "both": f"src = {lit} OR dst = {lit}"}[direction]
-    where = _and(touch, _rel_filter(relations), _both_ends(scopes))
+    where = F.and_(F.touching([id_], direction), _rel_filter(relations))
     # A memory of a local scope has no shared edge (both ends of one are shared): no round trip to a bucket.
     shared_too = store.remotes.binding_for(anchor["scope"]) is not None if store.remotes.shared else False
     edges = edge_rows(store, where, _EDGE_COLS, EDGE_LIMIT, scopes, shared_too)
@@ -425,13 +386,8 @@ def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] |
 
 def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
     """(from, to, edge) for every edge leaving the frontier in the followed direction."""
-    ids = sql_id_list(frontier)
-    parts = []
-    if fwd:
-        parts.append(f"(src IN {ids} AND {_rel_filter(fwd)})")
-    if back:
-        parts.append(f"(dst IN {ids} AND {_rel_filter(back)})")
-    where = _and(" OR ".join(parts), _both_ends(scopes))
+    where = F.or_(F.and_(F.touching(frontier, "out"), _rel_filter(fwd)) if fwd else None,
+                  F.and_(F.touching(frontier, "in"), _rel_filter(back)) if back else None)
     rows = sorted(edge_rows(store, where, _EDGE_COLS, EDGE_LIMIT, scopes), key=lambda e: (-e["confidence"], e["id"]))
     inside = set(frontier)
     out = []
@@ -460,9 +416,9 @@ def _because_sources(store) -> frozenset[str]:
     every recall and nearly always finds none (bench/scale.py times recall). Scopes are still applied by the edge query that follows, so this set
     never decides what a caller may see.
     """
-    where = f"relation = {sql_literal(BECAUSE)}"
-    return store.versioned("_because_sources", table(store),
-                           lambda t: frozenset(r["src"] for r in store.rows(t, where, ["src"], None)))
+    where = F.equals("relation", BECAUSE)
+    return store.versioned("_because_sources", T.RELATIONS,
+                           lambda: frozenset(r["src"] for r in store.rows(T.RELATIONS, where, ["src"], local=True)))
 
 
 def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
@@ -471,13 +427,14 @@ def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, lis
     explained = _because_sources(store) if ids else frozenset()
     here = [i for i in ids if i in explained]
     cols = ["id", "src", "dst", "confidence"]
-    tail = [f"relation = {sql_literal(BECAUSE)}", _both_ends(scopes)]
-    found = store.rows(table(store), _and(f"src IN {sql_id_list(here)}", *tail), cols, EDGE_LIMIT) if here else []
+    because = F.equals("relation", BECAUSE)
+    found = store.rows(T.RELATIONS, F.and_(F.touching(here, "out"), because), cols, scopes=scopes, limit=EDGE_LIMIT,
+                       local=True) if here else []
     if ids and store.remotes.reading(scopes):
         # A shared store's edges are not in the set above: asked for every candidate, one query per store.
         have = {e["id"] for e in found}
-        found += [e for e in store.remotes.edges(scopes, _and(f"src IN {sql_id_list(ids)}", *tail), cols, EDGE_LIMIT)
-                  if e["id"] not in have]
+        found += [e for e in store.remotes.edges(scopes, F.and_(F.touching(ids, "out"), because, F.both_ends(scopes)),
+                                                 cols, EDGE_LIMIT) if e["id"] not in have]
     if not found:
         return {}
     edges = sorted(found, key=lambda e: -e["confidence"])

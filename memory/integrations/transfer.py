@@ -15,6 +15,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memory.errors import InputError
+from memory.store import tables as T
 from memory.store.core import EvidenceSpec, MemorySpec
 from memory.store.rows import kind_of, parse_time
 from memory.types import MemoryType, parse_type
@@ -238,7 +239,7 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
 
     ends = sorted({e for line in edges for e in (line.src, line.dst)})
     gone = _forgotten_ids(store, ends)
-    known = in_file | ids_present(store, store.memories, [e for e in ends if e not in in_file])
+    known = in_file | ids_present(store, "memory", [e for e in ends if e not in in_file])  # a shared scope's too
     specs, skipped = [], 0
     for line in edges:
         if line.src in gone or line.dst in gone:
@@ -253,18 +254,20 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
     return specs, skipped
 
 
-def ids_present(store, table, ids: list[str]) -> set[str]:
-    """Which of these ids the table holds: `id IN (...)` queries of 500, never a scan of the table."""
-    return set(store.get_many(table, ids, ["id"]))
+def ids_present(store, source: str, ids: list[str], local: bool = False) -> set[str]:
+    """Which of these ids a kind (this device's and the shared scopes') or side table holds: `id IN (...)`
+    queries of 500, never a scan of the table. local: this device's rows only."""
+    return set(store.get_many(source, ids, ["id"], local=local))
 
 
 def _existing_ids(store, ids: list[str]) -> set[str]:
     out: set[str] = set()
-    for kind, table in (("memory", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
-        out |= ids_present(store, table, [i for i in ids if kind_of(i) == kind])
+    for kind in ("memory", "evidence", "vault"):
+        # This device's rows, as the import writes here (a shared scope's memory is read from its bucket too).
+        out |= ids_present(store, kind, [i for i in ids if kind_of(i) == kind], local=kind == "evidence")
     return out
 
 
 def _forgotten_ids(store, ids: list[str]) -> set[str]:
     # An export made before a delete must not bring the deleted rows back (principle 3).
-    return ids_present(store, store.tombstones, ids)
+    return ids_present(store, T.TOMBSTONES, ids)

@@ -82,7 +82,8 @@ from memory.mcp.args import (
 from memory.mcp.auth import Principal
 from memory.retrieval.relevance import RELEVANCE_FLOOR  # noqa: F401 - re-exported; the browser uses the same floor
 from memory.retrieval.relevance import relevant as _relevant
-from memory.scopes import in_scopes, scope_filter, sql_literal, validate_scope
+from memory.scopes import in_scopes, validate_scope
+from memory.store import filters as F
 from memory.store.audit import utcnow
 from memory.store.fingerprint import fingerprint
 from memory.store.rows import iso, jsonable, kind_of, parse_time
@@ -332,15 +333,15 @@ def _add_checked(store: Store, p: Principal, text: str, fields: dict[str, Any], 
     """Store the memory unless the person erased this text, or the scope holds it already (then say which)."""
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
-    fp = sql_literal(fingerprint(text))
-    where = f"fingerprint = {fp} AND {scope_filter(list(p.read))}"
-    if store.tombstones.count_rows(where) > 0:
+    fp = fingerprint(text)
+    if store.is_tombstoned(fp, scopes=list(p.read)):
         raise InputError("the person deleted a memory with this content earlier; do not store it again "
                          "unless the person asks you to in this conversation and adds it themselves")
-    # The same text in the same scope is one memory: a retried or repeated add returns the first.
-    same = store.rows(store.memories, f"fingerprint = {fp} AND type = {sql_literal(fields['type'])} AND "
-                      f"{store.where('memory', scopes=[fields['scope']], statuses=['active', 'candidate'])}",
-                      MEMORY_BRIEF_COLS, 1)
+    # The same text in the same scope is one memory: a retried or repeated add returns the first — the scope's
+    # shared copy too (the text a teammate stored there is already remembered).
+    same = store.rows("memory", F.and_(F.equals("fingerprint", fp), F.equals("type", fields["type"]),
+                                       F.where("memory", statuses=["active", "candidate"])),
+                      MEMORY_BRIEF_COLS, scopes=[fields["scope"]], limit=1)
     if same:
         return {"created": None, "existing": _memory_brief(same[0]), "actor": p.actor,
                 "hint": f"this text is already remembered as {same[0]['id']}; nothing was added — "
@@ -537,13 +538,14 @@ def timeline(store: Store, p: Principal, since: TimelineSince = None, until: Tim
     if start is None or start >= end:
         raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
     scopes = read_scopes(p, scope)
-    where = store.where("evidence", scopes=scopes, apps=apps or None, since=start, until=end)
+    where = F.where("evidence", apps=apps or None, since=start, until=end)
     # Column by column, in time order: a day of capture is many thousands of rows, and a dict per row
     # cost more than the read itself (the result is the same as grouping the rows one by one).
     import numpy as np
     import pyarrow.compute as pc
 
-    table = store.scan(store.evidence, where, ["id", "captured_at", "app", "window", "source"], TIMELINE_MAX_ROWS)
+    table = store.scan("evidence", where, ["id", "captured_at", "app", "window", "source"], scopes=scopes,
+                       limit=TIMELINE_MAX_ROWS)
     table = table.take(pc.sort_indices(table, [("captured_at", "ascending")]))  # a stable sort
     ids, times, n_rows = table["id"], table["captured_at"], table.num_rows
     groups_of = _by_app(table)
@@ -561,8 +563,8 @@ def timeline(store: Store, p: Principal, since: TimelineSince = None, until: Tim
             "samples": [{"id": ids[i].as_py(), "text": _snip(texts.get(ids[i].as_py(), ""), 200)}
                         for i in sample_rows[app]],
         })
-    mwhere = store.where("memory", scopes=scopes, types=["episodic"], since=start, until=end)
-    episodes = store.rows(store.memories, mwhere, ["id", "title", "scope", "updated_at"], 50)
+    mwhere = F.where("memory", types=["episodic"], since=start, until=end)
+    episodes = store.rows("memory", mwhere, ["id", "title", "scope", "updated_at"], scopes=scopes, limit=50)
     return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": n_rows,
             "capped": n_rows >= TIMELINE_MAX_ROWS, "apps": groups,
             "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
@@ -631,10 +633,14 @@ def status(store: Store, p: Principal) -> dict[str, Any]:
     # rows in scopes it may not read are neither counted nor dated.
     read = list(p.read)
     evidence = store.tallies.visible("evidence", read)
+    memories = store.tallies.visible("memory", read).count
+    if store.remotes.reading(read):  # a shared scope's memories live in its bucket, not in the kept counts
+        visible = F.where("memory")
+        memories += store.count("memory", visible, scopes=read) - store.count("memory", visible, scopes=read, local=True)
     return {
         "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": read,
         "write_scope": p.write, "can_write": p.write is not None, "vault_values": p.allow_vault,
-        "visible": {"memories": store.tallies.visible("memory", read).count, "evidence": evidence.count,
+        "visible": {"memories": memories, "evidence": evidence.count,
                     "vault_entries": store.tallies.visible("vault", read).count},
         "last_evidence_at": iso(evidence.newest),
         "tools": "memory_recall for task context; memory_search/evidence_search to look things up; "
@@ -782,21 +788,18 @@ def _decode_cursor(cursor: str, key: str) -> tuple[datetime, str]:
 def memory_list(store: Store, p: Principal, scope: ScopeArg = None, types: RecallTypes = None,
                 status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> dict[str, Any]:
     """A page of the client's memories, most recently changed first (then by id), filtered; cursor pages on."""
-    from memory.store.filters import and_
-    from memory.store.rows import ts_literal
-
     scopes = read_scopes(p, scope)
     statuses = list(status) if status else list(LIST_STATUSES)
     key = _list_key(scopes, types or None, statuses)
-    where = store.where("memory", scopes=scopes, types=types or None, statuses=statuses)
+    where = F.where("memory", types=types or None, statuses=statuses)
     if cursor is not None:
         at, last = _decode_cursor(cursor, key)
         # Keyset paging: rows changed meanwhile move to the front and are not repeated on later pages.
-        where = and_(where, f"(updated_at < {ts_literal(at)} OR (updated_at = {ts_literal(at)} AND "
-                            f"id < {sql_literal(last)}))")
+        where = F.and_(where, F.keyset_before(at, last))
     import pyarrow.compute as pc
 
-    keys = store.scan(store.memories, where, ["id", "updated_at"])
+    # This device's memories and the shared scopes' (Store.scan), the scope filter inside every query.
+    keys = store.scan("memory", where, ["id", "updated_at"], scopes=scopes)
     # Only the page (and one more, to know there is a next) becomes Python rows, not every key.
     order = pc.sort_indices(keys, [("updated_at", "descending"), ("id", "descending")])
     top = keys.take(order[: limit + 1]).to_pylist()
@@ -824,8 +827,7 @@ def relation_remove(store: Store, p: Principal, id: RelId) -> dict[str, Any]:
         raise InputError(f"{id!r} is not a relation id (rel_…): memory_related lists a memory's relations with "
                          "their ids; memory_forget erases memories and evidence")
     read = list(p.read)
-    where = f"id = {sql_literal(id)} AND {scope_filter(read, 'scope')} AND {scope_filter(read, 'dst_scope')}"
-    rows = edge_rows(store, where, ["id", "scope"], 1, read)  # a shared scope's edges too
+    rows = edge_rows(store, F.id_is(id), ["id", "scope"], 1, read)  # both ends in read; a shared scope's edges too
     if not rows:
         raise NotFoundError(f"no relation {id} is visible to this client (it never existed, was removed, or an end "
                             "is outside its scopes) — call memory_related on a memory to list its relations")
@@ -864,12 +866,11 @@ def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: Conso
     extract up to `limit` pending evidence rows of the client's write scope (or `scope` below it) and apply
     the dream steps inside it."""
     from memory.consolidation.dream import apply_steps, plan_dream
-    from memory.store.filters import and_
 
     limit = max(1, min(limit, CONSOLIDATE_MAX_EVIDENCE))
     if dry_run:
         scopes = read_scopes(p, scope)
-        pending = store.evidence.count_rows(and_("extracted_at IS NULL", scope_filter(scopes)))
+        pending = store.count("evidence", F.is_null("extracted_at"), scopes=scopes, local=True)
         plan = plan_dream(store)
         steps = [s for s in plan.steps if in_scopes(s.scope, scopes)]
         return {"dry_run": True, "scopes": scopes, "pending_evidence": pending,
@@ -887,7 +888,7 @@ def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: Conso
     # Decay is time-based housekeeping of every scope; the scheduled pass does it once per interval.
     steps = [s for s in plan.steps if s.kind != "decay" and in_scopes(s.scope, [ws])]
     applied, proposed = apply_steps(store, steps)
-    left = store.evidence.count_rows(and_("extracted_at IS NULL", scope_filter([ws])))
+    left = store.count("evidence", F.is_null("extracted_at"), scopes=[ws], local=True)
     extraction = {"evidence": report.evidence, "created": report.created, "candidates": report.candidates,
                   "corroborated": report.corroborated, "superseded": report.superseded,
                   "relations": report.relations, "skipped": report.skipped, "engines": report.engines,

@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memory.retrieval.query import QueryPlan, analyze
+from memory.store import filters as F
+from memory.store import tables as T
 from memory.store.reads import fetch_rows
 from memory.store.rowcache import COLUMNS
-from memory.store.rows import sql_id_list, ts_literal
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,11 @@ DEFAULT = RankConfig()
 _FTS_COLUMN: dict[str, str] = {}
 
 
-def _fts_column(table) -> str:
-    # Cached: table.schema is a round trip to the manifest, and the column only appears by migration.
-    col = _FTS_COLUMN.get(table.name)
+def _fts_column(store) -> str:
+    # Cached: a table's schema is a round trip to the manifest, and the column only appears by migration.
+    col = _FTS_COLUMN.get(T.EVIDENCE)
     if col is None:
-        col = _FTS_COLUMN[table.name] = "search_text" if "search_text" in table.schema.names else "text"
+        col = _FTS_COLUMN[T.EVIDENCE] = "search_text" if "search_text" in store.columns("evidence") else "text"
     return col
 
 
@@ -73,16 +74,16 @@ def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig, scopes=No
     scopes: which bindings to ask (None: every one; `where` holds the scope filter either way)."""
     from memory.store.reads import Leg
 
-    table = store.evidence.name
+    table = T.EVIDENCE
     qv = store.embedder.embed_query(plan.vec)
-    fts_col = _fts_column(store.evidence)
+    fts_col = _fts_column(store)
     legs = [(Leg(table, where, (*_RANK_COLS, "_distance"), cfg.pool, vector=qv, row_ids=True), cfg.w_vec),
             (Leg(table, where, (*_RANK_COLS, "_score"), cfg.pool, text=plan.fts, fts_column=fts_col, row_ids=True),
              cfg.w_fts)]
     window_where = _window_filter(plan, cfg)
     if window_where and cfg.w_window:
         # Rows from the named dates join the candidates even when the whole store outranks them.
-        w = f"({where}) AND {window_where}" if where else window_where
+        w = F.and_(where, window_where)
         legs += [(replace(leg, where=w), cfg.w_window) for leg, _ in legs[:2]]
     shared = store.remotes.evidence.start_search(
         scopes, [{"where": leg.where, "limit": leg.limit, "vector": leg.vector, "text": leg.text} for leg, _ in legs],
@@ -156,9 +157,8 @@ def _with_neighbours(scores: dict[str, float], rows: dict[str, dict], cfg: RankC
 def _window_filter(plan: QueryPlan, cfg: RankConfig) -> str | None:
     if not plan.windows:
         return None
-    parts = [f"(captured_at >= {ts_literal(w.start - cfg.window_slack)} AND captured_at < "
-             f"{ts_literal(w.end + cfg.window_slack)})" for w in plan.windows]
-    return "(" + " OR ".join(parts) + ")"
+    return F.or_(*(F.and_(F.at_or_after("captured_at", w.start - cfg.window_slack),
+                          F.before("captured_at", w.end + cfg.window_slack)) for w in plan.windows))
 
 
 def _speaker_named(row: dict, names: set[str]) -> bool:
@@ -177,7 +177,7 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
 
 def _plan(store, query: str, now: datetime, cfg: RankConfig) -> QueryPlan:
     return analyze(query, now, rewrite=cfg.rewrite,
-                   speakers=store.speakers.get(store.evidence) if cfg.rewrite else frozenset())
+                   speakers=store.speaker_names() if cfg.rewrite else frozenset())
 
 
 def embedded_text(store, query: str, now: datetime, cfg: RankConfig | None = None) -> str:
@@ -276,13 +276,12 @@ def fetch_head(store, stage, n: int, where: str | None, cols: list[str]) -> tupl
     head = stage.ranked[:n]
     # A row from a shared store (no local row address) is read there, under the same filter.
     local = [(id_, row) for id_, _, row in head if "_rowid" in row]
-    full = fetch_rows(store, store.evidence, [id_ for id_, _ in local], where, cols,
+    full = fetch_rows(store, T.EVIDENCE, [id_ for id_, _ in local], where, cols,
                       {id_: row["_rowid"] for id_, row in local}, have=stage.rows)
     shared = [id_ for id_, _, row in head if "_rowid" not in row]
     if shared:
-        pred = f"id IN {sql_id_list(shared)}"
-        got = store.remotes.evidence.rows(stage.scopes, f"({where}) AND {pred}" if where else pred, cols, len(shared))
-        full.update((r["id"], r) for r in got if r["id"] not in full)
+        got = store.get_many("evidence", shared, cols, scopes=stage.scopes, where=where)
+        full.update((i, r) for i, r in got.items() if i not in full)
     return [x for x in head if x[0] in full], full
 
 

@@ -68,7 +68,7 @@ def _vault_leg(store, query: str, scopes, limit: int, since: datetime | None = N
                until: datetime | None = None) -> Leg:
     # Labels only (values are never indexed), and the whole row at once: vault tables are small and
     # a label search returns few rows, so a second fetch would cost more than it saves.
-    return Leg(store.vault.name, store.where("vault", scopes=scopes, since=since, until=until), (*VAULT_COLS, "_score"),
+    return Leg(T.VAULT, store.where("vault", scopes=scopes, since=since, until=until), (*VAULT_COLS, "_score"),
                limit,
                text=query, fts_column="label")
 
@@ -76,9 +76,8 @@ def _vault_leg(store, query: str, scopes, limit: int, since: datetime | None = N
 def _vault_in_scope(store, scopes, version: int | None = None) -> bool:
     """Whether any vault entry lies in these scopes. A label search costs CPU at every call, also on
     an empty vault; the set of scopes in use is kept until the vault table changes."""
-    present = store.versioned("_vault_scopes", store.vault,
-                              lambda t: frozenset(r["scope"] for r in store.rows(t, None, ["scope"], None)),
-                              version)
+    present = store.versioned("_vault_scopes", T.VAULT,
+                              lambda: frozenset(r["scope"] for r in store.rows("vault", None, ["scope"])), version)
     return any(in_scopes(s, scopes) for s in present)
 
 
@@ -111,12 +110,12 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     types = list(types) if types else None
     mem_types = [t for t in types if t != "vault"] if types else None
     want_memories = types is None or bool(mem_types)
-    versions = store.reader.versions(store.vault.name, T.USAGE)  # both snapshots' checks in one hop
-    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes, versions[store.vault.name])
+    versions = store.reader.versions(T.VAULT, T.USAGE)  # both snapshots' checks in one hop
+    want_vault = (types is None or "vault" in types) and _vault_in_scope(store, scopes, versions[T.VAULT])
     hit_cols = list(dict.fromkeys(["id", *(cols or _MEMORY_HIT_COLS)]))
     # Small pools bring the hit columns with the legs (from the row cache when it holds them, so the
     # legs read scores only); large ones take the winners' columns after the fusion (from the cache too).
-    cached = store.reader.covers(store.memories.name, hit_cols)
+    cached = store.reader.covers(T.MEMORIES, hit_cols)
     inline = pool <= INLINE_MAX_POOL
     leg_cols = tuple(hit_cols) if inline else ("id",)
     where = None
@@ -126,9 +125,8 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
         qv = store.embedder.embed_query(query)
         by_address = cached or not inline
         # Candidates come back sealed; only the winners are opened, below.
-        legs += [Leg(store.memories.name, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address,
-                     opened=False),
-                 Leg(store.memories.name, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
+        legs += [Leg(T.MEMORIES, where, (*leg_cols, "_distance"), pool, vector=qv, row_ids=by_address, opened=False),
+                 Leg(T.MEMORIES, where, (*leg_cols, "_score"), pool, text=query, fts_column="search_text",
                      row_ids=by_address, opened=False)]
     if want_vault:
         legs.append(_vault_leg(store, query, scopes, pool, since, until))
@@ -157,10 +155,10 @@ def search_memories(store, query: str, *, scopes=None, types=None, statuses=None
     winners = [id_ for _, id_, h in ranked if h is None]
     if inline:
         rows = {i: seen[i] for i in winners}  # public_memory drops the leg's `_distance` / `_score`
-        store.reader.open(store.memories.name, [rows[i] for i in winners if i not in shared])
+        store.reader.open(T.MEMORIES, [rows[i] for i in winners if i not in shared])
     else:
         local = [i for i in winners if i not in shared]
-        rows = fetch_rows(store, store.memories, local, where, hit_cols, {i: seen[i]["_rowid"] for i in local},
+        rows = fetch_rows(store, T.MEMORIES, local, where, hit_cols, {i: seen[i]["_rowid"] for i in local},
                           have=seen)
         rows.update((i, shared[i]) for i in winners if i in shared)
     # Shared hits came as ids and scores: one read of the winners' columns (queued rows have them).

@@ -149,9 +149,8 @@ def _intervals(removed: list[dict], reach: timedelta) -> list[tuple[dict, dateti
 def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = None) -> int:
     """Re-index the rows that had a removed row as a neighbour, so none of its words stay in their vector
     or search_text (principle 3). Call after the removed rows are deleted; returns rows re-indexed."""
-    from memory.scopes import sql_literal
-    from memory.store.rows import ts_literal
-    from memory.store.tables import EVIDENCE_COLS
+    from memory.store import filters as F
+    from memory.store.tables import EVIDENCE, EVIDENCE_COLS
 
     cfg = cfg or DEFAULT
     # At least one: rows written by versions (or configs) that indexed neighbours still carry the
@@ -163,10 +162,10 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
     touched: dict[str, dict] = {}
     for r, start, end, times in _intervals(removed, near + cfg.max_gap):
         # The window column is sealed so that equal titles seal equally (memory/store/sealer.py): compared sealed.
-        stream = " AND ".join(f"{c} = {sql_literal(store.equal_value(store.evidence, c, r.get(c) or ''))}"
-                              for c in ("scope", "source", "app", "window"))
-        where = f"{stream} AND captured_at >= {ts_literal(start)} AND captured_at <= {ts_literal(end)}"
-        rows = store.rows(store.evidence, where, EVIDENCE_COLS, None)
+        stream = [F.sealed_value_equals(c, store.equal_value(EVIDENCE, c, r.get(c) or ""))
+                  for c in ("scope", "source", "app", "window")]
+        where = F.and_(*stream, F.at_or_after("captured_at", start), F.at_or_before("captured_at", end))
+        rows = store.table_rows(store.evidence, where, EVIDENCE_COLS, None)
         affected = [i for i, row in enumerate(rows) if any(abs(row["captured_at"] - t) <= near for t in times)]
         if not affected:
             continue

@@ -1,9 +1,15 @@
 """The LanceDB store: one writer per process, batched writes, audited changes, scoped reads.
 
-`Store` is the public data-access API of the store package. Code outside memory/store reads and
-writes through it: `rows` / `scan` / `get_many` to read, `commit` / `append` / `write_audit` to write,
-`table(name)` (and `relations`, `usage`) for the other tables, `write_lock` to hold writers back, the
-row builders for an import that replays rows, and the column lists in memory/store/tables.py.
+`Store` is the public data-access API of the store package. Code outside memory/store reads and writes through
+it and never holds a table handle or writes a filter (tests/test_architecture.py):
+- reads (memory/store/store_reads.py): `scan` / `rows` / `count` by kind or side table, `get_many`, `get`,
+  `list`, `derived_from` (memories drawn from evidence), `nearest`, `is_tombstoned` / `tombstoned` — each
+  returning this device's rows and the shared scopes' together, under the scope filter;
+- writes: the memory, evidence and vault methods here, and for side tables `add_rows` / `upsert_rows` /
+  `update_rows` / `delete_rows` (memory/store/store_writes.py); `write_lock` to hold writers back;
+- filters from memory/store/filters.py, and the row builders for an import that replays rows.
+Table handles (`memories`, `evidence`, …, `table(name)`) and `scan_table` / `table_rows` / `commit` are for the
+store package's own modules.
 """
 
 from __future__ import annotations
@@ -12,17 +18,16 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
-
-import pyarrow as pa
+from typing import Any
 
 from memory.config import Config, data_dir, load_config
 from memory.errors import FIND_IDS, Hint, InputError, MiradorError, NotFoundError, SharedOfflineError, StorageError
-from memory.scopes import scope_filter, sql_literal, validate_scope
-from memory.store import audit_hold, builders, io_faults, permissions
+from memory.scopes import validate_scope
+from memory.store import builders, permissions
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, diff
 from memory.store.embedder_record import (  # noqa: F401  (re-exported: callers import them from here)
@@ -36,8 +41,6 @@ from memory.store.embedder_record import (  # noqa: F401  (re-exported: callers 
     write_embedder_record,
     write_record,
 )
-from memory.store.filters import TIME_COLUMN
-from memory.store.filters import where as build_where
 from memory.store.fingerprint import fingerprint
 from memory.store.lancedb_import import lancedb  # its pydantic models built on first use, not at import
 from memory.store.lifecycle import memory_rescoped
@@ -53,14 +56,14 @@ from memory.store.rows import (
     public_evidence,
     public_memory,
     public_vault,
-    sql_id_list,
-    to_arrow,
 )
 from memory.store.scrub import RowScrubber
 from memory.store.seal_migration import seal_at_open, sealed_already
-from memory.store.sealer import ROTATED, Sealer
+from memory.store.sealer import Sealer
 from memory.store.speakers import SpeakerNames
 from memory.store.specs import EvidenceSpec, MemorySpec
+from memory.store.store_reads import Reads, not_found
+from memory.store.store_writes import Writes
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 from memory.store.tallies import Tallies
 from memory.store.vault_crypto import VaultCipher, legacy_pending, reseal_legacy
@@ -82,18 +85,10 @@ __all__ = ["EMBEDDER_RECORD", "EVIDENCE_COLS", "MEMORY_COLS", "RECORD_CHECK_S", 
 
 log = logging.getLogger(__name__)
 
-R = TypeVar("R")
-KINDS = ("memory", "evidence", "vault")
-ID_CHUNK = 500  # ids per `id IN (...)` query: a bounded predicate, never a scan of the whole table
 OPEN_LOCK = ".store-open.lock"
 
 
-def _is_conflict(exc: Exception) -> bool:
-    text = str(exc).lower()
-    return "conflict" in text or "retryable" in text or "concurrent" in text
-
-
-class Store:
+class Store(Reads, Writes):
     """Opens (and migrates) the store in a data directory and owns every write to it."""
 
     def __init__(self, home: Path | None = None, config: Config | None = None, embedder: Any = None) -> None:
@@ -236,16 +231,6 @@ class Store:
         self.audit = self.db.open_table(T.AUDIT)
         self._tables.clear()
 
-    def table(self, name: str) -> Any:
-        """A handle on the named table (memory/store/tables.py), opened once per store.
-
-        Opening costs a manifest read, and some of these are read inside every search; the store
-        connects with read_consistency_interval=0, so a kept handle still sees new writes."""
-        handle = self._tables.get(name)
-        if handle is None:
-            handle = self._tables[name] = self.db.open_table(name)
-        return handle
-
     @property
     def relations(self) -> Any:
         """The relations table (memory/graph/relations.py; created by migration m005_relations)."""
@@ -256,149 +241,7 @@ class Store:
         """The memory-usage table (memory/graph/reinforcement.py; created by m006_reinforcement)."""
         return self.table(T.USAGE)
 
-    def kind_table(self, kind: str) -> Any:
-        """The table that holds rows of a kind: "memory", "evidence" or "vault"."""
-        if kind not in KINDS:
-            raise InputError(f"unknown kind {kind!r}: use one of {', '.join(KINDS)}")
-        return {"memory": self.memories, "evidence": self.evidence, "vault": self.vault}[kind]
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    def scan(self, table: Any, where: str | None, cols: list[str], limit: int | None = None) -> pa.Table:
-        """The matching rows' columns as Arrow; limit None means every matching row."""
-        q = table.search()
-        if where:
-            q = q.where(where)
-        if limit is None:
-            limit = max(table.count_rows(where) if where else table.count_rows(), 1)
-        return self.sealer.open_arrow(table.name, q.select(cols).limit(limit).to_arrow())
-
-    def rows(self, table: Any, where: str | None, cols: list[str], limit: int | None = None) -> list[dict[str, Any]]:
-        """The matching rows as dicts of the named columns; limit None means every matching row
-        (which costs a count query first: pass a limit when one is known)."""
-        return self.scan(table, where, cols, limit).to_pylist()
-
-    def get_many(self, kind: Any, ids: Iterable[str], cols: list[str] | None = None, *,
-                 scopes: Iterable[str] | None = None, where: str | None = None) -> dict[str, dict[str, Any]]:
-        """Rows by id, as {id: row} (ids that are absent or outside scopes are left out).
-
-        kind: "memory", "evidence" or "vault", another table's name (memory/store/tables.py), or a
-        table handle; its rows must have an `id`. cols: default every column but the vector. where: a
-        further predicate. Ids go in `id IN (...)` queries of ID_CHUNK, never a scan of the table."""
-        if isinstance(kind, str):
-            table = self.kind_table(kind) if kind in KINDS else self.table(kind)
-        else:
-            table, kind = kind, None
-        if cols is None:
-            cols = {"memory": MEMORY_COLS, "evidence": EVIDENCE_COLS, "vault": VAULT_COLS}.get(kind or "") or [
-                n for n in table.schema.names if n != "vector"]
-        extra = " AND ".join(f"({p})" for p in (scope_filter(scopes), where) if p)
-        wanted = list(dict.fromkeys(ids))
-        out: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(wanted), ID_CHUNK):
-            chunk = wanted[start:start + ID_CHUNK]
-            pred = f"id IN {sql_id_list(chunk)}" + (f" AND {extra}" if extra else "")
-            out.update((r["id"], r) for r in self.rows(table, pred, cols, len(chunk)))
-            if kind == "memory" and len(out) < start + len(chunk):  # the rest may be in a shared scope
-                out.update((r["id"], r) for r in self.remotes.rows(scopes, pred, cols, len(chunk)) if r["id"] not in out)
-            if kind == "evidence" and len(out) < start + len(chunk):  # ...or another device's shared evidence
-                out.update((r["id"], r) for r in self.remotes.evidence.rows(scopes, pred, cols, len(chunk))
-                           if r["id"] not in out)
-        return out
-
-    def nearest(self, table: Any, vectors: Any, where: str | None, cols: list[str], k: int) -> list[dict[str, Any]]:
-        """The k rows nearest each query vector by cosine (filter inside the query), with `_distance`; for
-        several vectors in one query, each row names its vector by `query_index`."""
-        q = table.search(self.sealer.query_vector(vectors) if table.name in ROTATED else vectors,
-                         vector_column_name="vector").distance_type("cosine")
-        if where:
-            q = q.where(where, prefilter=True)
-        return self.sealer.open_arrow(table.name, q.select([*cols, "_distance"]).limit(k).to_arrow()).to_pylist()
-
-    def versioned(self, key: str, table: Any, load: Callable[[Any], R], version: int | None = None) -> R:
-        """load(table), kept until the table's version moves: for small tables read inside every search.
-
-        The version check is far cheaper than a LanceDB query.
-        version: the table's latest version when the caller has just read it (Reader.versions).
-        """
-        version = table.version if version is None else version
-        snap = self._snapshots.get(key)
-        if snap is None or snap[0] != version:
-            snap = self._snapshots[key] = (version, load(table))
-        return snap[1]
-
-    # ---- write plumbing -------------------------------------------------------------------
-
-    def commit(self, fn: Callable[..., Any], attempts: int = 6, landed: Callable[[], bool] | None = None) -> Any:
-        """Run a write under write_lock, retrying when another writer (e.g. the MCP stdio process)
-        committed first; other errors propagate at once.
-
-        A full, read-only or failing disk raises a StorageError that says what to do (memory/store/io_faults.py),
-        never LanceDB's text. landed: whether the write is in the table after all; asked when fn raised, since
-        a commit can go through before an error, and a write reported failed is retried into a duplicate."""
-        delay = 0.05
-        for i in range(attempts):
-            try:
-                with self.write_lock:
-                    return fn()
-            except Exception as e:  # lance raises plain RuntimeError/OSError for commit conflicts
-                if landed is not None and landed():
-                    log.warning("a write raised after its commit went through; it is kept as written (%s)",
-                                str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
-                    return None
-                fault = io_faults.storage_error(e, self.home)
-                if fault is not None:
-                    raise fault from e
-                if i == attempts - 1 or not _is_conflict(e):
-                    raise
-                log.info("commit conflict, retrying (%s)", e)
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def append(self, table: Any, rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> None:
-        """Add rows to a table of this data folder in one commit, sealed (memory/store/sealer.py); schema: how
-        to read the rows (the table's own by default)."""
-        if rows:
-            data = self.sealer.seal_arrow(table.name, to_arrow(rows, schema if schema is not None else table.schema),
-                                          table.schema)
-            # Tables whose appended rows always carry new ids: there, every id present after a failed add means it
-            # went through (an outbox or staging row may repeat an id, so the check would not prove anything there).
-            fresh = getattr(table, "name", None) in (T.EVIDENCE, T.MEMORIES, T.VAULT, T.AUDIT)
-            ids = [r["id"] for r in rows if r.get("id")] if fresh and "id" in data.schema.names else []
-            before = table.version if ids else None
-
-            def landed() -> bool:  # a new version holding every row: the add committed before it raised
-                return table.version != before and io_faults.all_landed(table, ids)
-
-            self.commit(lambda: table.add(data), landed=landed if ids else None)
-
-    def merge_rows(self, table: Any, data: pa.Table | list[dict[str, Any]], insert: bool = False,
-                   on: str = "id") -> None:
-        """Write rows of a table of this data folder by their `on` column, sealed: rows found are replaced
-        (only the columns data has), others added when insert is True."""
-        if isinstance(data, list):
-            if not data:
-                return
-            data = to_arrow(data, table.schema)
-        if data.num_rows == 0:
-            return
-        sealed = self.sealer.seal_arrow(table.name, data)
-
-        def write() -> Any:
-            m = table.merge_insert(on).when_matched_update_all()
-            return (m.when_not_matched_insert_all() if insert else m).execute(sealed)
-
-        self.commit(write)
-
-    def equal_value(self, table: Any, column: str, value: str) -> str:
-        """What a column compared by equality (an evidence row's window, speaker) holds for value, to filter on."""
-        return self.sealer.equal_value(table if isinstance(table, str) else table.name, column, value)
-
-    def write_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Append audit rows (memory/store/audit.py audit_row builds them). When the disk refuses them, the change
-        they record was saved already: they wait in memory and go in with the next audit write (audit_hold.py)."""
-        audit_hold.write(self, rows, lambda batch: self.append(self.audit, batch, T.audit_schema()))
+    # ---- write plumbing (memory/store/store_writes.py has the rest) ------------------------
 
     def _upsert(self, table: Any, row: dict[str, Any], actor: str = "person",
                 old: dict[str, Any] | None = None) -> None:
@@ -491,18 +334,15 @@ class Store:
     def _one(self, kind: str, id_: str, scopes: Iterable[str] | None, cols: list[str]) -> dict[str, Any]:
         from memory.store.reads import Leg
 
-        where = f"id = {sql_literal(id_)}"
-        sf = scope_filter(scopes)
+        where = F.and_(F.id_is(id_), F.scope_in(scopes))
         # Through the async reader, as searches: the sync query builder costs extra round trips per read.
-        rows = self.reader.run(Leg(self.kind_table(kind).name, where + (f" AND {sf}" if sf else ""), tuple(cols), 1))[0]
+        rows = self.reader.run(Leg(self.kind_table(kind).name, where, tuple(cols), 1))[0]
+        if not rows and kind in ("memory", "evidence"):  # a shared scope's (or another device's shared evidence)
+            rows = self._shared_rows(kind, scopes, where, cols, 1)
         if not rows and kind == "memory":
-            rows = self.remotes.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
-            if not rows:
-                raise self.missing(id_, scopes)
-        if not rows and kind == "evidence":  # another device's evidence of a scope whose binding shares it
-            rows = self.remotes.evidence.rows(scopes, where + (f" AND {sf}" if sf else ""), cols, 1)
+            raise self.missing(id_, scopes)
         if not rows:
-            raise NotFoundError(_not_found(id_), hint=FIND_IDS)
+            raise NotFoundError(not_found(id_), hint=FIND_IDS)
         return rows[0]
 
     def missing(self, id_: str, scopes: Iterable[str] | None = None, message: str | None = None) -> MiradorError:
@@ -515,7 +355,7 @@ class Store:
                 f"{id_} may be a memory of the shared scope {offline[0].binding.scope}, whose store does not "
                 f"answer now ({offline[0].last_error}): it can be read or changed when the store is back",
                 hint=Hint(cli="`mirador remote test` checks it", mcp="try again later; tell the person if it lasts"))
-        return NotFoundError(message or _not_found(id_), hint=FIND_IDS)
+        return NotFoundError(message or not_found(id_), hint=FIND_IDS)
 
     def _raw_memory(self, id_: str, scopes: Iterable[str] | None = None, with_vector: bool = False) -> dict[str, Any]:
         return self._one("memory", id_, scopes, MEMORY_COLS + (["vector"] if with_vector else []))
@@ -585,9 +425,10 @@ class Store:
         self._after_batch()
         return public_memory(row)
 
-    def set_status(self, id_: str, status: str, actor: str = "person",
-                   scopes: Iterable[str] | None = None) -> dict[str, Any]:
-        """Move a memory along its lifecycle; illegal moves are refused with the allowed ones named."""
+    def set_status(self, id_: str, status: str, actor: str = "person", scopes: Iterable[str] | None = None,
+                   superseded_by: str | None = None) -> dict[str, Any]:
+        """Move a memory along its lifecycle; illegal moves are refused with the allowed ones named.
+        superseded_by: with status superseded, the memory that replaced it (one write, local or shared)."""
         new = parse_status(status)
         old = self._raw_memory(id_, scopes, with_vector=True)
         cur = Status(old["status"])
@@ -605,6 +446,8 @@ class Store:
             row["valid_to"] = row["updated_at"]
         if new == Status.ACTIVE:
             row["valid_to"] = None
+        if superseded_by is not None and new == Status.SUPERSEDED:
+            row["superseded_by"] = superseded_by
         self._upsert(self.memories, row, actor=actor, old=old)
         self.write_audit([audit_row(actor, "status", "memory", id_, row["scope"], {"status": cur.value},
                                     {"status": new.value})])
@@ -725,52 +568,40 @@ class Store:
         self._after_batch()
         return [public_evidence(r) for r in rows]
 
+    def speaker_names(self) -> set[str]:
+        """The speakers this store's evidence names (and their first names), for query rewriting."""
+        return self.speakers.get(self.evidence)
+
     # ---- listing and counting -------------------------------------------------------------
 
-    def list(self, kind: str = "memory", *, scopes: Iterable[str] | None = None, types: Iterable[str] | None = None,
-             statuses: Iterable[str] | None = None, limit: int = 50, offset: int = 0) -> list[dict[str, Any]]:
-        """Newest first. Memories default to candidate+active; `statuses=[]` means every status."""
-        conv: Callable[[dict[str, Any]], dict[str, Any]] = {
-            "memory": public_memory, "evidence": public_evidence, "vault": public_vault}[kind]
-        time_col = TIME_COLUMN[kind]
-        where = self.where(kind, scopes=scopes, types=types, statuses=statuses)
-        keys = self.scan(self.kind_table(kind), where, ["id", time_col])
-        pairs = list(zip(keys["id"].to_pylist(), keys[time_col].to_pylist(), strict=True))
-        if kind == "memory":  # and those of shared scopes, under the same filter
-            pairs += [(r["id"], r[time_col]) for r in self.remotes.rows(scopes, where, ["id", time_col], offset + limit)]
-        order = sorted(pairs,
-                       key=lambda x: (x[1] is not None, x[1]), reverse=True)
-        ids = [i for i, _ in order[offset: offset + limit]]
-        rows = self.get_many(kind, ids)
-        return [conv(rows[i]) for i in ids if i in rows]
+    def decay_salience(self, ids: list[str]) -> None:
+        """Halve the salience of these memories of this device, pinned ones left alone (the caller audits it).
 
-    def where(self, kind: str, *, scopes: Iterable[str] | None = None, types: Iterable[str] | None = None,
-              statuses: Iterable[str] | None = None, sources: Iterable[str] | None = None,
-              apps: Iterable[str] | None = None, since: datetime | None = None,
-              until: datetime | None = None) -> str | None:
-        """The SQL filter every read path hands to LanceDB (memory/store/filters.py)."""
-        return build_where(kind, scopes=scopes, types=types, statuses=statuses, sources=sources, apps=apps,
-                           since=since, until=until)
-
-    def is_tombstoned(self, fp: str) -> bool:
-        """True if content with this fingerprint was deleted by the person (so must not be recreated)."""
-        return bool(self.tombstones.count_rows(f"fingerprint = {sql_literal(fp)}") > 0)
+        This device's rows only: every device sharing a scope runs its own dream pass, so a shared memory
+        halved here would be halved again by each of them."""
+        memories = self.memories
+        for start in range(0, len(ids), 500):
+            where = F.and_(F.id_in(ids[start:start + 500]), F.equals("pinned", False))
+            self.commit(lambda w=where: memories.update(where=w, values_sql={"salience": "salience * 0.5"}))
 
     def stats(self) -> dict[str, Any]:
-        """Row counts per table, memory counts per type and status, and bytes on disk."""
+        """Row counts per table (memories: this device's and the shared scopes'), memory counts per type and
+        status, and bytes on disk."""
+        mem = self.scan("memory", None, ["id", "type", "status"])
+
         def counts(col: str) -> dict[str, int]:
-            arr = self.scan(self.memories, None, [col])[col]
             out: dict[str, int] = {}
-            for v in arr.to_pylist():
+            for v in mem[col].to_pylist():
                 out[v] = out.get(v, 0) + 1
             return dict(sorted(out.items()))
 
         size = sum(p.stat().st_size for p in self.home.rglob("*") if p.is_file())
         return {
             "data_dir": str(self.home),
-            "memories": self.memories.count_rows(),
-            "memories_by_type": counts("type") if self.memories.count_rows() else {},
-            "memories_by_status": counts("status") if self.memories.count_rows() else {},
+            "memories": mem.num_rows,
+            "shared_memories": mem.num_rows - self.memories.count_rows(),
+            "memories_by_type": counts("type"),
+            "memories_by_status": counts("status"),
             "vault": self.vault.count_rows(),
             "evidence": self.evidence.count_rows(),
             "tombstones": self.tombstones.count_rows(),
@@ -778,7 +609,3 @@ class Store:
             "bytes_on_disk": size,
             "embedder": str(self.embedder.model_dir),
         }
-
-
-def _not_found(id_: str) -> str:
-    return f"no row with id {id_} (it never existed, is outside your scopes, or was forgotten)"

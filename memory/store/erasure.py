@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from memory.errors import FIND_IDS, InputError, NotFoundError
-from memory.scopes import scope_filter, validate_scope
+from memory.scopes import validate_scope
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.store.fingerprint import fingerprint
@@ -20,7 +21,7 @@ from memory.store.indexes import ensure_fts
 from memory.store.leftovers import swept
 from memory.store.lifecycle import memories_forgotten
 from memory.store.maintenance_lock import maintenance_lock
-from memory.store.rows import PREFIX, kind_of, sql_id_list, to_arrow
+from memory.store.rows import PREFIX, kind_of, to_arrow
 from memory.types import Status
 
 log = logging.getLogger(__name__)
@@ -44,16 +45,9 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     for i in ids:
         by_kind.setdefault(kind_of(i), []).append(i)
     found: dict[str, list[dict]] = {}
-    sf = scope_filter(scopes)
     for kind, kids in by_kind.items():
-        table_name, cols = _KIND_COLS[kind]
-        table = getattr(store, table_name)
-        where = f"id IN {sql_id_list(kids)}" + (f" AND {sf}" if sf else "")
-        rows = store.rows(table, where, cols, limit=len(kids))
-        if kind == "memory" and len(rows) < len(kids):  # in a shared scope (memory/store/remote.py)
-            rows += store.remotes.rows(scopes, where, cols, len(kids))
-        if kind == "evidence" and len(rows) < len(kids):  # another device's, shared (remote_evidence.py)
-            rows += _shared_evidence(store, scopes, where, {r["id"] for r in rows}, len(kids))
+        # A shared scope's memories, and another device's shared evidence, too (memory/store/remote*.py).
+        rows = list(store.get_many(kind, kids, _KIND_COLS[kind][1], scopes=scopes).values())
         missing = set(kids) - {r["id"] for r in rows}
         if missing:
             raise NotFoundError(
@@ -159,21 +153,16 @@ def plan_forget_where(store, *, scope: str | None = None, app: str | None = None
     scopes = [validate_scope(scope)] if scope else None
     scope_only = not (app or since or until)
     plan = ForgetPlan(scope_only=scope_only)
-    ev_where = store.where("evidence", scopes=scopes, apps=[app] if app else None, since=since, until=until)
-    plan.evidence = store.rows(store.evidence, ev_where, _KIND_COLS["evidence"][1], limit=None)
-    # ...and the evidence other devices captured in a scope whose binding shares it: forget is everywhere.
-    plan.evidence += _shared_evidence(store, scopes, ev_where, {r["id"] for r in plan.evidence}, None)
+    ev_where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    # ...with the evidence other devices captured in a scope whose binding shares it: forget is everywhere.
+    plan.evidence = store.rows("evidence", ev_where, _KIND_COLS["evidence"][1], scopes=scopes)
     if scope_only:  # memories and vault entries carry a scope, not an app or a capture time
-        mem_where = store.where("memory", scopes=scopes, statuses=[])
-        plan.memories = store.rows(store.memories, mem_where, _KIND_COLS["memory"][1], limit=None)
+        mem_where = F.where("memory", statuses=[])
+        # ...and those of a shared scope, in its bucket: erased there, so for every device sharing it.
+        plan.memories = store.rows("memory", mem_where, _KIND_COLS["memory"][1], scopes=scopes)
         if store.remotes.reading(scopes):
-            # ...and those of a shared scope, in its bucket: erased there, so for every device sharing it.
-            have = {m["id"] for m in plan.memories}
-            shared = [r for r in store.remotes.rows(scopes, mem_where, _KIND_COLS["memory"][1], None)
-                      if r["id"] not in have]
-            plan.memories += shared
-            plan.shared = len(shared)
-        plan.vault = store.rows(store.vault, store.where("vault", scopes=scopes), _KIND_COLS["vault"][1], limit=None)
+            plan.shared = len(plan.memories) - store.count("memory", mem_where, scopes=scopes, local=True)
+        plan.vault = store.rows("vault", None, _KIND_COLS["vault"][1], scopes=scopes)
     erase, review = _derived_from(store, {r["id"] for r in plan.evidence}, {m["id"] for m in plan.memories})
     plan.memories += erase
     plan.review = review
@@ -192,15 +181,8 @@ def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
     if not ids or any(kind_of(i) != "evidence" for i in ids):
         raise InputError("give captured-row ids (evd_…); memories and vault entries are erased with forget")
     plan = ForgetPlan()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        plan.evidence += store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", _KIND_COLS["evidence"][1],
-                                    limit=len(chunk))
+    plan.evidence = list(store.get_many("evidence", ids, _KIND_COLS["evidence"][1]).values())
     missing = set(ids) - {r["id"] for r in plan.evidence}
-    if missing:
-        plan.evidence += _shared_evidence(store, None, f"id IN {sql_id_list(sorted(missing))}",
-                                          {r["id"] for r in plan.evidence}, len(missing))
-        missing = set(ids) - {r["id"] for r in plan.evidence}
     if missing:
         raise NotFoundError(f"no captured row with id {sorted(missing)[0]} (already deleted?) — nothing was erased")
     plan.memories, plan.review = _derived_from(store, set(ids), set())
@@ -216,31 +198,11 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
     Memories already in `erased` are left out."""
     if not gone:
         return [], []
-    ids = sorted(gone)
     cols = _KIND_COLS["memory"][1] + ["status", "provenance", "user_edited", "pinned"]
-    hits: dict[str, dict] = {}
-    ledger: dict[str, set[str]] = {}
-    has_ledger = T.DERIVATIONS in store.db.table_names()
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        listed = sql_id_list(chunk)[1:-1]  # "'a', 'b'"
-        for r in store.rows(store.memories, f"array_has_any(provenance, make_array({listed}))", cols, limit=None):
-            hits[r["id"]] = r
-        if has_ledger:
-            for d in store.rows(store.table(T.DERIVATIONS), f"evidence_id IN {sql_id_list(chunk)}",
-                                ["memory_id", "evidence_id"], limit=None):
-                ledger.setdefault(d["memory_id"], set()).add(d["evidence_id"])
-    if store.remotes.shared:
-        # Memories of a shared scope live in its bucket (memory/store/remote.py): extracted from this evidence,
-        # they rest on it as much as local ones. A store that does not answer is reported (plan.unchecked).
-        for start in range(0, len(ids), 500):
-            listed = sql_id_list(ids[start:start + 500])[1:-1]
-            for r in store.remotes.rows(None, f"array_has_any(provenance, make_array({listed}))", cols, None):
-                hits.setdefault(r["id"], r)
-    missing = sorted(set(ledger) - set(hits))
-    if missing:  # get_many also finds those of a shared scope
-        hits.update(store.get_many("memory", missing, cols))
-    hits = {k: v for k, v in hits.items() if k not in erased}
+    # Those of a shared scope too, in its bucket: extracted from this evidence, they rest on it as much as local
+    # ones. A store that does not answer is reported (plan.unchecked). The ledger names those an earlier erase
+    # left without provenance.
+    hits = {r["id"]: r for r in store.derived_from(gone, cols, ledger=True) if r["id"] not in erased}
     # Evidence ids named besides the erased ones: they count only while that evidence still exists.
     others = {e for r in hits.values() for e in (r["provenance"] or []) if e not in gone}
     live = _existing_evidence(store, others)
@@ -302,23 +264,8 @@ def recheck_derived(store, actor: str = "person") -> dict:
 
 
 def _existing_evidence(store, ids: set[str]) -> set[str]:
-    ev = sorted(e for e in ids if e.startswith(PREFIX["evidence"]))
-    found: set[str] = set()
-    for start in range(0, len(ev), 500):
-        chunk = ev[start:start + 500]
-        found |= {r["id"] for r in store.rows(store.evidence, f"id IN {sql_id_list(chunk)}", ["id"], limit=len(chunk))}
-        found |= {r["id"] for r in _shared_evidence(store, None, f"id IN {sql_id_list(chunk)}", found, len(chunk))}
-    return found
-
-
-def _shared_evidence(store, scopes, where: str | None, have: set[str], limit: int | None) -> list[dict]:
-    """Evidence rows under the filter that only the bucket of an evidence-sharing binding holds (another
-    device captured them; memory/store/remote_evidence.py), with the columns an erase reads."""
-    mirror = getattr(getattr(store, "remotes", None), "evidence", None)
-    if mirror is None or not mirror.active:
-        return []
-    rows = mirror.rows(scopes, where, _KIND_COLS["evidence"][1], limit)
-    return [r for r in rows if r["id"] not in have]
+    # Another device's shared evidence counts too (memory/store/remote_evidence.py).
+    return set(store.get_many("evidence", sorted(e for e in ids if e.startswith(PREFIX["evidence"])), ["id"]))
 
 
 def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
@@ -372,8 +319,7 @@ def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
     if orphaned:
         # Their earlier audit rows hold the text extracted from the erased evidence (create, before the
         # person's edit): keep who/when, drop what. The person's current words stay in the row.
-        chunk = sql_id_list(sorted(orphaned))
-        store.commit(lambda: store.audit.update(where=f"entity_id IN {chunk}", values={"before": None, "after": None}))
+        store.clear_audit_content(orphaned)
     store.write_audit(audits)
     store.reader.forget_cached()
     return len(full)
@@ -411,11 +357,10 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
         table = getattr(store, _KIND_COLS[kind][0])
         ids = [r["id"] for r in rows]
         for start in range(0, len(ids), 500):
-            chunk = sql_id_list(ids[start:start + 500])
-            store.commit(lambda c=chunk, t=table: t.delete(f"id IN {c}"))
+            chunk = F.id_in(ids[start:start + 500])
+            store.commit(lambda c=chunk, t=table: t.delete(c))
             # Earlier audit rows hold the content (create/update before-after): keep who/when, drop what.
-            store.commit(lambda c=chunk: store.audit.update(
-                where=f"entity_id IN {c}", values={"before": None, "after": None}))
+            store.clear_audit_content(ids[start:start + 500])
     store.reader.forget_cached()  # search keeps ids by row address (memory/store/rowcache.py): drop theirs too
     from memory.store.reembed import forget_staged
 
@@ -534,9 +479,9 @@ def scrub_audit_history(store) -> int:
     row holds it anyway). A forgotten entry's rows lost before/after at the forget already. An entry this store
     cannot read now (a shared scope whose bucket does not answer) keeps fingerprints only: nothing it said
     outlives a purge because the bucket was down."""
-    where = ("entity_kind IN ('memory', 'vault') AND action <> 'delete' "
-             "AND (before IS NOT NULL OR after IS NOT NULL)")
-    rows = store.rows(store.audit, where, T.audit_schema().names, None) if store.audit.count_rows(where) else []
+    where = F.and_(F.one_of("entity_kind", ("memory", "vault")), F.not_equals("action", "delete"),
+                   F.or_(F.not_null("before"), F.not_null("after")))
+    rows = store.rows(T.AUDIT, where, T.audit_schema().names) if store.count(T.AUDIT, where) else []
     if not rows:
         return 0
     current: dict[str, dict] = {}

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from memory.errors import InputError
-from memory.scopes import in_scopes, sql_literal
+from memory.scopes import in_scopes
 from memory.store.rows import PREFIX
 
 KEY_MAX_CHARS = 200
@@ -70,7 +70,7 @@ def earlier(store: Any, kind: str, id_: str, key: str, row: dict[str, Any],
         raise InputError(f"what an earlier call with idempotency key {key!r} stored ({id_}) was moved out of your "
                          "scopes since; nothing was stored")
     if got is None:
-        if store.tombstones.count_rows(f"id = {sql_literal(id_)}") > 0:
+        if store.tombstoned(ids=[id_]):
             raise InputError(f"what an earlier call with idempotency key {key!r} stored ({id_}) was erased since; "
                              "nothing was stored — to store it again, use a new key")
         return None

@@ -130,7 +130,7 @@ def _existing(p: Path) -> Path:
 
 def all_landed(table: Any, ids: Iterable[str]) -> bool:
     """Whether every id is in the table now (a commit that raised may have gone through); False when unsure."""
-    from memory.store.rows import sql_id_list
+    from memory.store.filters import id_in
 
     wanted = list(dict.fromkeys(ids))
     if not wanted:
@@ -138,7 +138,7 @@ def all_landed(table: Any, ids: Iterable[str]) -> bool:
     try:
         for start in range(0, len(wanted), ID_CHUNK):
             chunk = wanted[start:start + ID_CHUNK]
-            if table.count_rows(f"id IN {sql_id_list(chunk)}") < len(chunk):
+            if table.count_rows(id_in(chunk)) < len(chunk):
                 return False
     except Exception as e:  # cannot tell (the disk may be failing): report the write as failed, as it may be
         log.warning("could not check whether a failed write went through: %s", e)

@@ -26,6 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from memory.store import filters as F
 from memory.store import lifetime
 from memory.store.rowcache import (
     BASE_MAX_BYTES,
@@ -37,7 +38,6 @@ from memory.store.rowcache import (
     FlatVectors,
     RowCache,
 )
-from memory.store.rows import sql_id_list
 from memory.store.sealer import ROTATED, TERMS_COLUMN, TERMS_FROM, Sealer
 
 if TYPE_CHECKING:
@@ -385,9 +385,10 @@ class Reader:
         return q.select(list(leg.cols)).limit(leg.limit)
 
 
-def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
+def fetch_rows(store, table: str, ids: list[str], where: str | None, cols: list[str],
                addresses: dict[str, int] | None = None, have: dict[str, dict] | None = None) -> dict[str, dict]:
-    """Full rows of the chosen ids, still under the caller's filter; a row deleted meanwhile is dropped.
+    """Full rows of the chosen ids of the named local table, still under the caller's filter; a row deleted
+    meanwhile is dropped.
 
     For legs that selected only ids: materialising every column of every candidate of a leg costs more
     than the search itself on a large table, and most candidates are thrown away by the fusion.
@@ -402,11 +403,11 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
     addresses, have = addresses or {}, have or {}
     out: dict[str, dict] = {}
     known = [i for i in ids if addresses and i in addresses]
-    if known and store.reader.covers(table.name, ["id", *cols]):
+    if known and store.reader.covers(table, ["id", *cols]):
         # Every column is in the row cache (memories, recall's columns): the table is read only for
         # rows written since the cache was built. A cached row is the version the legs just found, as
         # a leg that reads the columns itself returns it.
-        found, _ = store.reader.cached(table.name, [addresses[i] for i in known], ["id", *cols])
+        found, _ = store.reader.cached(table, [addresses[i] for i in known], ["id", *cols])
         for i in known:
             row = found.get(addresses[i])
             if row is not None:
@@ -416,7 +417,7 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
         held = [c for c in dict.fromkeys(["id", *cols]) if have and all(c in have.get(i, ()) for i in known)]
         if "id" in held:
             read = tuple(c for c in cols if c not in held) or ("id",)  # the take still checks the row is there
-            rows = store.reader.run(Leg(table.name, None, read, len(known), row_ids=True,
+            rows = store.reader.run(Leg(table, None, read, len(known), row_ids=True,
                                         take=tuple(addresses[i] for i in known)))[0]
             by_address = {addresses[i]: i for i in known}
             for r in rows:
@@ -424,13 +425,12 @@ def fetch_rows(store, table, ids: list[str], where: str | None, cols: list[str],
                 if id_ is not None:
                     out[id_] = {**{c: have[id_][c] for c in held}, **r}
         else:
-            rows = store.reader.run(Leg(table.name, None, tuple(dict.fromkeys(["id", *cols])), len(known),
+            rows = store.reader.run(Leg(table, None, tuple(dict.fromkeys(["id", *cols])), len(known),
                                         take=tuple(addresses[i] for i in known)))[0]
             wanted = set(known)
             out.update((r["id"], r) for r in rows if r["id"] in wanted)
     missing = [i for i in ids if i not in out]
     if missing:
-        f = f"id IN {sql_id_list(missing)}"
-        rows = store.reader.run(Leg(table.name, f"({where}) AND {f}" if where else f, tuple(cols), len(missing)))[0]
+        rows = store.reader.run(Leg(table, F.and_(where, F.id_in(missing)), tuple(cols), len(missing)))[0]
         out.update((r["id"], r) for r in rows)
     return out

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from memory.errors import MiradorError
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row
 from memory.store.context import index_texts
@@ -41,7 +42,6 @@ from memory.store.embedder_record import (
     write_embedder_record,
     write_record,
 )
-from memory.store.rows import sql_id_list
 
 if TYPE_CHECKING:  # the store calls into this module (forget_staged): no import of it at run time
     from memory.store.core import Store
@@ -186,11 +186,11 @@ def _embedded_texts(name: str, rows: list[dict]) -> list[str]:
 
 
 def _in(ids) -> str:
-    return f"id IN {sql_id_list(ids)}"
+    return F.id_in(ids)
 
 
 def _staged(store: Store, staging, name: str) -> dict[str, str]:
-    rows = store.scan(staging, f"tbl = '{name}'", ["id", "made_from"]).to_pylist()
+    rows = store.scan_table(staging, F.equals("tbl", name), ["id", "made_from"]).to_pylist()
     return {r["id"]: r["made_from"] for r in rows}
 
 
@@ -199,13 +199,13 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
     many already had one."""
     table = getattr(store, name)
     staged = _staged(store, staging, name)
-    ids = store.scan(table, None, ["id"])["id"].to_pylist()
+    ids = store.scan_table(table, None, ["id"])["id"].to_pylist()
     gone = sorted(set(staged) - set(ids))
     for start in range(0, len(gone), BATCH):  # forgotten while their batch was being embedded
-        store.commit(lambda c=gone[start: start + BATCH]: staging.delete(f"tbl = '{name}' AND {_in(c)}"))
+        store.commit(lambda c=gone[start: start + BATCH]: staging.delete(F.and_(F.equals("tbl", name), _in(c))))
     reused = 0
     for start in range(0, len(ids), batch):
-        rows = store.rows(table, _in(ids[start: start + batch]), _key(name)[1], None)
+        rows = store.table_rows(table, _in(ids[start: start + batch]), _key(name)[1], None)
         texts = _embedded_texts(name, rows)
         made_from = [_digest(t) for t in texts]
         todo = [k for k, (r, d) in enumerate(zip(rows, made_from, strict=True)) if staged.get(r["id"]) != d]
@@ -214,7 +214,7 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
             vecs = emb.embed([texts[k] for k in todo])
             again = [rows[k]["id"] for k in todo if rows[k]["id"] in staged]
             if again:  # edited since it was staged
-                store.commit(lambda a=again: staging.delete(f"tbl = '{name}' AND {_in(a)}"))
+                store.commit(lambda a=again: staging.delete(F.and_(F.equals("tbl", name), _in(a))))
             store.append(staging, [{"tbl": name, "id": rows[k]["id"], "made_from": made_from[k], "vector": v}
                                     for k, v in zip(todo, vecs, strict=True)], staging.schema)
             staged.update((rows[k]["id"], made_from[k]) for k in todo)
@@ -230,7 +230,7 @@ def _switch(store: Store, staging, name: str, emb, report: dict, progress) -> No
     vector_type = table.schema.field("vector").type
     staged = _staged(store, staging, name)
     done = 0
-    for found in staging.to_lance().to_batches(columns=["id", "vector"], filter=f"tbl = '{name}'",
+    for found in staging.to_lance().to_batches(columns=["id", "vector"], filter=F.equals("tbl", name),
                                                 batch_size=MERGE_BATCH):
         data = pa.table({"id": found.column("id"), "vector": found.column("vector").cast(vector_type)})
         # Only the vector column, and only rows still there: a row forgotten meanwhile stays gone.
@@ -238,10 +238,10 @@ def _switch(store: Store, staging, name: str, emb, report: dict, progress) -> No
         done += len(data)
         if progress:
             progress("switch", done, len(staged))
-    ids = store.scan(table, None, ["id"])["id"].to_pylist()
+    ids = store.scan_table(table, None, ["id"])["id"].to_pylist()
     stale = []
     for start in range(0, len(ids), BATCH):
-        rows = store.rows(table, _in(ids[start: start + BATCH]), _key(name)[1], None)
+        rows = store.table_rows(table, _in(ids[start: start + BATCH]), _key(name)[1], None)
         stale += [r["id"] for r, t in zip(rows, _embedded_texts(name, rows), strict=True)
                   if staged.get(r["id"]) != _digest(t)]
     left = 0
@@ -273,7 +273,7 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
     done: set[str] = set()
     todo = ids
     for _ in range(MAX_ROUNDS):
-        rows = store.rows(table, _in(todo), cols, None)
+        rows = store.table_rows(table, _in(todo), cols, None)
         if not rows:
             break
         vecs = emb.embed(_embedded_texts(name, rows))
@@ -283,7 +283,7 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
                          "vector": pa.array([list(map(float, v)) for v in vecs], type=vector_type)})
         store.merge_rows(table, data)
         embedded = {r["id"]: r[key] for r in rows}
-        now = store.rows(table, _in(embedded), ["id", key], None)
+        now = store.table_rows(table, _in(embedded), ["id", key], None)
         # A row edited between the read and the merge got a vector of its old text: embed it again.
         todo = [r["id"] for r in now if r[key] != embedded[r["id"]]]
         done |= {r["id"] for r in now} - set(todo)

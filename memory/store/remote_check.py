@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from memory.errors import InputError
+from memory.store import filters as F
 
 PROBE = "mirador_probe"  # `mirador remote add` and `remote test` write and delete one row here
 
@@ -201,8 +202,8 @@ def _check(binding: Any, options: dict[str, str]) -> dict[str, Any]:
     try:
         table = db.create_table(PROBE, schema=pa.schema([pa.field("id", pa.string())]), exist_ok=True)
         table.add(pa.table({"id": [token]}))
-        found = table.count_rows(f"id = '{token}'")
-        table.delete(f"id = '{token}'")
+        found = table.count_rows(F.id_is(token))
+        table.delete(F.id_is(token))
     except StoreRefused:
         raise
     except Exception as e:  # a failing call on a table handle: classified the same way

@@ -39,12 +39,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from memory.scopes import sql_literal
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.remote_io import fresh
 from memory.store.remote_io import now as _now
 from memory.store.remote_io import retry as _retry
-from memory.store.rows import PREFIX, sql_id_list, ts_literal
+from memory.store.rows import PREFIX
 
 ROUNDS = 8  # settle-and-commit tries per batch before it waits for the next flush
 CONFLICT = "conflict"  # the edit log's actor of a kept (superseded) version; the proposal's kind
@@ -160,7 +160,7 @@ class EditCommit:
             if not todo:
                 break
             ids = sorted(todo)
-            current = {r["id"]: r for r in fresh(t).search().where(f"id IN {sql_id_list(ids)}")
+            current = {r["id"]: r for r in fresh(t).search().where(F.id_in(ids))
                        .select(cols).limit(None).to_arrow().to_pylist()}
             writers = self.shared.writers(ids)
             now = _now()
@@ -197,8 +197,7 @@ class EditCommit:
         if edits:
             # Update only, and only where the row is still the version settled against: a memory deleted
             # meanwhile is not re-created, and one edited meanwhile is settled again.
-            cond = " OR ".join(f"(target.id = {sql_literal(o.id)} AND target.updated_at = {ts_literal(o.expect)})"
-                               for o in edits)
+            cond = F.versions_are((o.id, o.expect) for o in edits if o.expect is not None)
             data = pa.Table.from_pylist([o.final for o in edits], schema=t.schema)
             res = _retry(lambda: t.merge_insert("id").when_matched_update_all(where=cond).execute(data))
             applied |= self._written(t, edits, res, res.num_updated_rows)
@@ -214,7 +213,7 @@ class EditCommit:
             return set()
         at = t.to_lance().checkout_version(res.version)
         rows = at.to_table(columns=["id", "updated_at"],
-                           filter=f"id IN {sql_id_list([o.id for o in outcomes])}").to_pylist()
+                           filter=F.id_in([o.id for o in outcomes])).to_pylist()
         version = {r["id"]: r["updated_at"] for r in rows}
         return {o.id for o in outcomes if o.final is not None and version.get(o.id) == o.final["updated_at"]}
 
@@ -247,20 +246,19 @@ def propose_conflicts(remotes: Any, shared: Any) -> int:
         edit_log = fresh(shared.edits(create=False))
     except (ValueError, FileNotFoundError):  # no device sent an edit yet
         return 0
-    mine = (edit_log.search().where(f"actor = '{CONFLICT}' AND device = {sql_literal(remotes.device)}")
+    mine = (edit_log.search().where(F.and_(F.equals("actor", CONFLICT), F.equals("device", remotes.device)))
             .select(["id"]).limit(None).to_arrow().column("id").to_pylist())
     if not mine:
         return 0
     store = remotes.store
-    table = store.table(T.PROPOSALS)
     ids = {c: "prp_" + hashlib.sha256(c.encode()).hexdigest()[:24] for c in mine}
-    have = {r["id"] for r in store.rows(table, f"id IN {sql_id_list(list(ids.values()))}", ["id"], None)}
+    have = set(store.get_many(T.PROPOSALS, list(ids.values()), ["id"]))
     todo = [c for c, p in ids.items() if p not in have]
     if not todo:
         return 0
-    kept = shared.query(f"id IN {sql_id_list(todo)}", ["id", "scope", "superseded_by", "updated_at"], len(todo))
+    kept = shared.query(F.id_in(todo), ["id", "scope", "superseded_by", "updated_at"], len(todo))
     winners = {r["id"]: r for r in shared.query(
-        f"id IN {sql_id_list(sorted({k['superseded_by'] for k in kept if k['superseded_by']}))}",
+        F.id_in(sorted({k["superseded_by"] for k in kept if k["superseded_by"]})),
         ["id", "updated_at"], len(kept))} if kept else {}
     writers = shared.writers(list(winners)) if winners else {}
     now = _now()
@@ -279,6 +277,6 @@ def propose_conflicts(remotes: Any, shared: Any) -> int:
         notes.append(audit_row(f"shared:{shared.binding.name}", "propose", "memory", win["id"], k["scope"],
                                after={"proposal": ids[k["id"]], "kind": CONFLICT, "other": k["id"]}))
     if rows:
-        store.append(table, rows, T.proposals_schema())
+        store.add_rows(T.PROPOSALS, rows)
         store.write_audit(notes)
     return len(rows)

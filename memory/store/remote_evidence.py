@@ -31,8 +31,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory.store import filters as F
 from memory.store import tables as T
-from memory.store.rows import sql_id_list
+from memory.store.remote_evidence_erase import erase_here, purge_outbox
+from memory.store.remote_io import fresh
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +107,7 @@ class EvidenceMirror:
         ob = self.outbox()
         out: dict[str, int] = {}
         if ob.count_rows():
-            for r in self.store.rows(ob, None, ["outbox_binding"], None):
+            for r in self.store.table_rows(ob, None, ["outbox_binding"], None):
                 out[r["outbox_binding"]] = out.get(r["outbox_binding"], 0) + 1
         return out
 
@@ -149,9 +151,9 @@ class EvidenceMirror:
         shared_rows = [(s, r) for r in rows if (s := self.binding_for(r["scope"])) is not None]
         if not shared_rows:
             return  # evidence of local scopes: nothing of it was ever sent
-        id_list = sql_id_list([r["id"] for _, r in shared_rows])
-        stones = [(s.binding.name, "estone", r) for r in self.store.rows(
-                      self.store.tombstones, f"id IN {id_list}", T.tombstones_schema().names, None)
+        stones = [(s.binding.name, "estone", r) for r in self.store.table_rows(
+                      self.store.tombstones, F.id_in([r["id"] for _, r in shared_rows]), T.tombstones_schema().names,
+                      None)
                   if (s := self.binding_for(r["scope"])) is not None]
         deletes = [(s.binding.name, "edelete", {"id": r["id"]}) for s, r in shared_rows]
         if stones or deletes:
@@ -172,9 +174,9 @@ class EvidenceMirror:
         items = list(leaving)
         if now is not None:
             for start in range(0, len(ids), 500):
-                chunk = sql_id_list(ids[start:start + 500])
+                chunk = F.id_in(ids[start:start + 500])
                 items += [(now.binding.name, "eput", shareable(r))
-                          for r in self.store.rows(self.store.evidence, f"id IN {chunk}", self.schema().names, None)]
+                          for r in self.store.table_rows(self.store.evidence, chunk, self.schema().names, None)]
         if items:
             self._enqueue(items)
             self.remotes.flush(quiet=True)
@@ -186,13 +188,13 @@ class EvidenceMirror:
         ob = self.outbox()
         queued: set[str] = set()
         for start in range(0, len(ids), 500):
-            pred = f"outbox_op = 'eput' AND id IN {sql_id_list(ids[start:start + 500])}"
-            found = {r["id"] for r in self.store.rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
+            pred = F.and_(F.queued(("eput",)), F.id_in(ids[start:start + 500]))
+            found = {r["id"] for r in self.store.table_rows(ob, pred, ["id"], None)} if ob.count_rows() else set()
             if found:
                 self.store.commit(lambda p=pred: ob.delete(p))
                 queued |= found
         if queued:
-            _purge_outbox(self.store, ob)
+            purge_outbox(self.store, ob)
         return queued
 
     def gone_elsewhere(self, name: str, ids: list[str]) -> int:
@@ -202,43 +204,43 @@ class EvidenceMirror:
         if not ids:
             return 0
         self._drop_queued(ids)
-        return _erase_here(self.store, ids)
+        return erase_here(self.store, ids)
 
     # ---- sending --------------------------------------------------------------------------
 
     def flush(self, name: str, shared: Any) -> tuple[int, list[dict[str, Any]], bool]:
         """Send this binding's queued evidence ops, oldest first, in batches. Returns (sent, dropped, deleted);
         raises when the store does not answer (the batch stays queued)."""
-        from memory.store.remote import FLUSH_BATCH
+        from memory.store.remote_io import FLUSH_BATCH
 
         if EV_OUTBOX not in self.store.db.table_names():
             return 0, [], False
         ob = self.outbox()
-        where = f"outbox_binding = '{name}'"
+        where = F.equals("outbox_binding", name)
         sent, dropped, deleted = 0, [], False
         while ob.count_rows(where):
-            table = self.store.scan(ob, where, ob.schema.names).sort_by("outbox_seq").slice(0, FLUSH_BATCH)
+            table = self.store.scan_table(ob, where, ob.schema.names).sort_by("outbox_seq").slice(0, FLUSH_BATCH)
             gone, dels = self._apply(shared, table)
-            seqs = ",".join(str(v) for v in table["outbox_seq"].to_pylist())
-            self.store.commit(lambda s=seqs: ob.delete(f"outbox_seq IN ({s})"))
+            seqs = F.numbers_in("outbox_seq", table["outbox_seq"].to_pylist())
+            self.store.commit(lambda s=seqs: ob.delete(s))
             sent += table.num_rows - len(gone)
             dropped += gone
             deleted = deleted or dels
         if sent or dropped:
-            _purge_outbox(self.store, ob)
+            purge_outbox(self.store, ob)
         if deleted:
             shared._purge(bucket_table(shared, self.schema()))
         return sent, dropped, deleted
 
     def _apply(self, shared: Any, table: pa.Table) -> tuple[list[dict[str, Any]], bool]:
-        from memory.store.remote import _delete_ids, _ids_where, _retry
+        from memory.store.remote_io import delete_ids, ids_where, retry
 
         ops = table["outbox_op"].to_pylist()
         ids = table["id"].to_pylist()
         put_ids = sorted({i for i, op in zip(ids, ops, strict=True) if op == "eput"})
         stoned_here = {i for i, op in zip(ids, ops, strict=True) if op == "estone"}
         # Evidence another device forgot is never sent again (its tombstone is in the bucket).
-        dead = ({r["id"] for r in shared.stones(f"id IN {sql_id_list(put_ids)}")} - stoned_here) if put_ids else set()
+        dead = ({r["id"] for r in shared.stones(F.id_in(put_ids))} - stoned_here) if put_ids else set()
         cols = self.schema().names
         t = bucket_table(shared, self.schema())
         dropped: list[dict[str, Any]] = []
@@ -258,7 +260,7 @@ class EvidenceMirror:
                         last[i] = k
                 if last:
                     data = run.take(sorted(last.values())).select(cols).cast(self.schema())
-                    _retry(lambda d=data: t.merge_insert("id").when_matched_update_all()
+                    retry(lambda d=data: t.merge_insert("id").when_matched_update_all()
                            .when_not_matched_insert_all().execute(d))
             elif op == "estone":
                 shared.put_stones(pa.table({
@@ -266,8 +268,8 @@ class EvidenceMirror:
                     "fingerprint": run["content_hash"], "deleted_at": run["captured_at"], "scope": run["scope"]},
                     schema=T.tombstones_schema()))
             else:
-                held = _ids_where(fresh_table(t), sorted(set(run["id"].to_pylist())), "id IN {}", 500)
-                _delete_ids(t, held)
+                held = ids_where(fresh_table(t), sorted(set(run["id"].to_pylist())), F.id_in, 500)
+                delete_ids(t, held)
                 deleted = deleted or bool(held)
             n = end
         ensure_text_index(t)
@@ -311,7 +313,7 @@ class EvidenceMirror:
     def maintain(self, shared: Any, stop: Any = None) -> dict[str, Any] | None:
         """Indexes and compaction of the bucket's evidence table (with the memories', by the lease holder)."""
         from memory.store.indexes import ensure_vector_index, optimize_table
-        from memory.store.remote import _RemoteCommits, _retry
+        from memory.store.remote_io import RemoteCommits, retry
 
         if not shared.binding.evidence:
             return None
@@ -320,62 +322,9 @@ class EvidenceMirror:
         except (ValueError, FileNotFoundError):
             return None
         ensure_text_index(t)
-        out: dict[str, Any] = {"rows": t.count_rows(), "vector": _retry(lambda: ensure_vector_index(fresh_table(t)))}
-        out.update(optimize_table(_RemoteCommits(t), t, stop))
+        out: dict[str, Any] = {"rows": t.count_rows(), "vector": retry(lambda: ensure_vector_index(fresh_table(t)))}
+        out.update(optimize_table(RemoteCommits(t), t, stop))
         return out
-
-
-def _erase_here(store: Any, ids: list[str]) -> int:
-    """Erase this device's rows of evidence another device forgot, whose tombstones the pull has written and
-    audited: the rows, the neighbours' index text that quoted them, their frame files, their content in the
-    audit trail; then the evidence and audit tables are purged (deleted rows rewritten out of their files, the
-    full-text and vector indexes rebuilt, old versions dropped). What memory/store/erasure.py does for a forget
-    here, which this module may not import (erasure imports the store, which imports this module)."""
-    from memory.store.context import refresh_neighbours
-    from memory.store.indexes import ensure_fts, ensure_vector_index, vector_index_rows
-    from memory.store.remote import _purge_local
-
-    cols = ["id", "scope", "text", "frame_path", "source", "app", "window", "captured_at"]
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(ids), 500):
-        chunk = sql_id_list(ids[start:start + 500])
-        rows += store.rows(store.evidence, f"id IN {chunk}", cols, None)
-    if not rows:
-        return 0
-    for start in range(0, len(rows), 500):
-        chunk = sql_id_list([r["id"] for r in rows[start:start + 500]])
-        store.commit(lambda c=chunk: store.evidence.delete(f"id IN {c}"))
-        store.commit(lambda c=chunk: store.audit.update(where=f"entity_id IN {c}", values={"before": None, "after": None}))
-    store.reader.forget_cached()
-    refresh_neighbours(store, rows)
-    for r in rows:
-        _remove_frame(store.home, r.get("frame_path"))
-    ev = store.evidence
-    _purge_local(store, ev)
-    for col in ("text", "search_text"):
-        if col in ev.schema.names:
-            store.commit(lambda c=col: ensure_fts(ev, c, replace=True))  # it keeps deleted rows' tokens
-    if vector_index_rows(ev) is not None:
-        store.commit(lambda: ensure_vector_index(ev, force=True))
-    _purge_local(store, ev)
-    _purge_local(store, store.audit)
-    store.reopen_tables()
-    return len(rows)
-
-
-def _remove_frame(home: Any, path: str | None) -> None:
-    """Delete a frame file of this data dir (never a file outside it)."""
-    from pathlib import Path
-
-    if not path:
-        return
-    p = Path(path) if Path(path).is_absolute() else Path(home) / path
-    try:
-        p.resolve().relative_to(Path(home).resolve())
-    except ValueError:
-        log.warning("frame %s is outside the data dir; not removing it", p)
-        return
-    p.unlink(missing_ok=True)
 
 
 class _All:
@@ -388,22 +337,15 @@ class _All:
         return [f.result() for f in self.futures]
 
 
-def _purge_outbox(store: Any, ob: Any) -> None:
-    """The outbox held the rows' text: rewrite the files that kept deleted rows and drop every old version, so
-    evidence forgotten (or sent, and then forgotten) leaves nothing of itself in this table."""
-    from memory.store.remote import _purge_local
-
-    _purge_local(store, ob)
-
 
 def fresh_table(t: Any) -> Any:
-    t.checkout_latest()
-    return t
+    """The table at the bucket's newest version (memory/store/remote_io.py fresh)."""
+    return fresh(t)
 
 
 def bucket_table(shared: Any, schema: pa.Schema, create: bool = True) -> Any:
     """The bucket's evidence table of a binding (kept on the Shared, reset with its connection)."""
-    from memory.store.remote import _retry
+    from memory.store.remote_io import retry
 
     if getattr(shared, "_evidence", None) is None:
         db = shared._connect()
@@ -412,18 +354,18 @@ def bucket_table(shared: Any, schema: pa.Schema, create: bool = True) -> Any:
         except (ValueError, FileNotFoundError):
             if not create:
                 raise
-            shared._evidence = _retry(lambda: db.create_table(EV_TABLE, schema=schema, exist_ok=True))
+            shared._evidence = retry(lambda: db.create_table(EV_TABLE, schema=schema, exist_ok=True))
     return shared._evidence
 
 
 def ensure_text_index(t: Any) -> None:
     """The full-text index the text leg needs (rows added after it are still scanned)."""
     from memory.store.indexes import ensure_fts, has_index
-    from memory.store.remote import _retry
+    from memory.store.remote_io import retry
 
     t = fresh_table(t)
     if t.count_rows() and not has_index(t, "search_text"):
-        _retry(lambda: ensure_fts(t, "search_text"))
+        retry(lambda: ensure_fts(t, "search_text"))
 
 
 def _query(shared: Any, schema: pa.Schema, leg: dict[str, Any], cols: list[str]) -> list[dict[str, Any]]:

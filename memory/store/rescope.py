@@ -17,12 +17,12 @@ from datetime import datetime
 from typing import Any
 
 from memory.errors import InputError, NotFoundError
-from memory.scopes import sql_literal, validate_scope
+from memory.scopes import validate_scope
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
-from memory.store.filters import and_
 from memory.store.lifecycle import memory_rescoped
-from memory.store.rows import PREFIX, sql_id_list
+from memory.store.rows import PREFIX
 from memory.types import Status
 
 EVIDENCE_COLS = ["id", "scope", "app", "window", "text", "source", "captured_at"]
@@ -87,8 +87,8 @@ def select_evidence(store, *, ids: Iterable[str] | None = None, app: str | None 
         raise InputError("rescope needs ids, --app, --window, --scope, --since or --until; refusing to move "
                          "everything")
     scopes = [validate_scope(scope)] if scope else None
-    where = and_(store.where("evidence", scopes=scopes, since=since, until=until),
-                 f"lower(app) = {sql_literal(app.strip().lower())}" if app else None)
+    where = F.and_(F.where("evidence", scopes=scopes, since=since, until=until),
+                   F.lower_equals("app", app) if app else None)
     if ids:
         bad = [i for i in ids if not i.startswith(PREFIX["evidence"])]
         if bad:
@@ -99,7 +99,7 @@ def select_evidence(store, *, ids: Iterable[str] | None = None, app: str | None 
             raise NotFoundError(f"no evidence row with id {sorted(missing)[0]} — nothing was moved; find ids with "
                                 "`mirador timeline` or `mirador search --evidence`")
     else:
-        rows = store.rows(store.evidence, where, EVIDENCE_COLS, limit=None)
+        rows = store.rows("evidence", where, EVIDENCE_COLS, local=True)  # this device's capture: moved here
     if keep is not None:
         rows = [r for r in rows if keep(r)]
     rows.sort(key=lambda r: (r["captured_at"], r["id"]))
@@ -129,24 +129,11 @@ def plan_rescope(store, to: str, rows: list[dict]) -> RescopePlan:
 
 
 def _memories_citing(store, evidence_ids: set[str]) -> list[dict]:
-    """Memories whose provenance (or the derivations ledger) names any of these evidence rows."""
-    ids = sorted(evidence_ids)
-    cols = ["id", "scope", "status", "provenance"]
-    hits: dict[str, dict] = {}
-    ledger: set[str] = set()
-    has_ledger = T.DERIVATIONS in store.db.table_names()
-    for start in range(0, len(ids), CHUNK):
-        chunk = ids[start:start + CHUNK]
-        listed = sql_id_list(chunk)[1:-1]
-        for r in store.rows(store.memories, f"array_has_any(provenance, make_array({listed}))", cols, limit=None):
-            hits[r["id"]] = r
-        if has_ledger:
-            ledger |= {d["memory_id"] for d in store.rows(store.table(T.DERIVATIONS), f"evidence_id IN {sql_id_list(chunk)}",
-                                                          ["memory_id"], limit=None)}
-    # A memory the ledger names but whose provenance no longer cites the moved rows rests on other
-    # evidence now (an earlier erase sent it to review): its scope is decided by that evidence, not by this move.
-    hits.update(store.get_many("memory", sorted(ledger - set(hits)), cols))
-    return sorted((m for m in hits.values() if set(m["provenance"] or []) & evidence_ids), key=lambda m: m["id"])
+    """Memories whose provenance (or the derivations ledger) names any of these evidence rows, a shared scope's
+    too. A memory the ledger names but whose provenance no longer cites the moved rows rests on other evidence
+    now (an earlier erase sent it to review): its scope is decided by that evidence, not by this move."""
+    hits = store.derived_from(evidence_ids, ["id", "scope", "status", "provenance"], ledger=True)
+    return sorted((m for m in hits if set(m["provenance"] or []) & evidence_ids), key=lambda m: m["id"])
 
 
 def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
@@ -157,7 +144,7 @@ def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
     now = utcnow()
     ev_ids = [r["id"] for r in plan.evidence]
     for start in range(0, len(ev_ids), CHUNK):
-        where = f"id IN {sql_id_list(ev_ids[start:start + CHUNK])}"
+        where = F.id_in(ev_ids[start:start + CHUNK])
         store.commit(lambda w=where: store.evidence.update(where=w, values={"scope": to}))
     store.write_audit([audit_row(actor, "update", "evidence", r["id"], to, {"scope": r["scope"]}, {"scope": to})
                        for r in plan.evidence])
@@ -180,10 +167,9 @@ def _rewrite_memories(store, rows: list[dict], actor: str, now, scope: str | Non
     not mark it user_edited (that would shield it from later consolidation as if the person rewrote it)."""
     if not rows:
         return 0
-    full: list[dict] = []
-    for start in range(0, len(rows), CHUNK):
-        chunk = sql_id_list([r["id"] for r in rows[start:start + CHUNK]])
-        full += store.rows(store.memories, f"id IN {chunk}", T.MEMORY_COLS + ["vector"], limit=None)
+    # A shared scope's memories too: read from its bucket, written back through its outbox (memory/store/remote.py).
+    full = list(store.get_many("memory", [r["id"] for r in rows], T.MEMORY_COLS + ["vector"]).values())
+    originals = {r["id"]: dict(r) for r in full}
     audits = []
     for r in full:
         before = {"scope": r["scope"], "status": r["status"]}
@@ -200,7 +186,11 @@ def _rewrite_memories(store, rows: list[dict], actor: str, now, scope: str | Non
                                 {k: v for k, v in after.items() if before[k] != after[k]}))
     changed = [r for r in full if r["updated_at"] == now]
     if changed:
-        store.merge_rows(store.memories, changed, insert=True)
+        local = [r for r in changed if not store.remotes.put(r, actor=actor, old=originals[r["id"]])]
+        store.merge_rows(store.memories, local, insert=True)
+        for r in changed:  # into or out of a shared scope: the copy left behind goes (as Store.update_memory)
+            if r["scope"] != originals[r["id"]]["scope"]:
+                store.remotes.moved(r["id"], originals[r["id"]]["scope"], r["scope"])
         store.write_audit(audits)
     return len(changed)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Any, NotRequired, TypedDict
 
@@ -12,7 +11,6 @@ import numpy as np
 import pyarrow as pa
 
 from memory.errors import FIND_IDS, InputError
-from memory.scopes import sql_list
 
 PREFIX = {"memory": "mem_", "evidence": "evd_", "vault": "vlt_"}
 
@@ -126,11 +124,6 @@ def iso(dt: datetime | None) -> str | None:
     return dt.replace(microsecond=dt.microsecond).isoformat(timespec="seconds") + "Z"
 
 
-def ts_literal(dt: datetime) -> str:
-    """A SQL timestamp literal for LanceDB filters."""
-    return f"timestamp '{dt.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
-
-
 def public_memory(row: dict) -> dict:
     """A memory row as callers see it: no vector, no index text, details parsed, times in ISO."""
     out = {k: v for k, v in row.items() if k not in ("vector", "search_text") and not k.startswith("_")}
@@ -174,7 +167,3 @@ def jsonable(value: Any) -> Any:
         return [jsonable(v) for v in value]
     return value
 
-
-def sql_id_list(ids: Iterable[object]) -> str:
-    """A parenthesised, quoted list of ids for `IN`: "('a', 'b')" (memory.scopes.sql_list)."""
-    return sql_list(ids)

@@ -18,9 +18,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.keys import PASSPHRASE_ENV, KeyUnavailableError, LockedError
-from memory.store.rows import sql_id_list
 from memory.store.sealer import EQUAL_COLUMNS, ROTATED, SEALED, TERMS_COLUMN, is_sealed
 from memory.types import utcnow
 
@@ -34,7 +34,7 @@ Progress = Callable[[str, int, int], None]
 def sealed_already(store: Any) -> bool:
     """True once this data folder's sealing is recorded (always, for a store made sealed)."""
     log_table = store.db.open_table(T.MIGRATIONS)
-    return bool(log_table.count_rows(f"name = '{DONE}'"))
+    return bool(log_table.count_rows(F.equals("name", DONE)))
 
 
 def _tables(store: Any) -> list[str]:
@@ -174,8 +174,8 @@ def _seal_table(store: Any, name: str, progress: Progress | None) -> int:
     done = 0
     for start in range(0, len(todo), CHUNK):
         chunk = todo[start:start + CHUNK]
-        listed = sql_id_list(chunk) if key == "id" else "(" + ", ".join(str(int(k)) for k in chunk) + ")"
-        data = table.search().where(f"{key} IN {listed}").select(write_cols).limit(len(chunk)).to_arrow()
+        listed = F.id_in(chunk) if key == "id" else F.numbers_in(key, chunk)
+        data = table.search().where(listed).select(write_cols).limit(len(chunk)).to_arrow()
         # Only rows still in the clear: another process may have written some sealed meanwhile.
         keep = [i for i, r in enumerate(data.select([key, *text_cols]).to_pylist()) if plain(r)]
         if keep:

@@ -56,7 +56,7 @@ def reseal_legacy(store: Any, interactive: bool = False) -> int:
             log.warning("vault values sealed by an older Mirador wait for `mirador unlock` to be resealed")
             return 0
     try:
-        rows = store.rows(store.vault, None, ["id", "value_enc"])
+        rows = store.table_rows(store.vault, None, ["id", "value_enc"])
         old = [r for r in rows if r["value_enc"] and not r["value_enc"].startswith(SEALED_PREFIX)]
         for r in old:
             store.reseal_vault_value(r["id"], store.cipher.encrypt(keys.open_legacy(r["value_enc"])))

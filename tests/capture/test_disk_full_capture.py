@@ -66,7 +66,7 @@ def test_writer_holds_every_row_on_a_full_disk_and_resumes_by_itself(store, home
     finally:
         w.stop()
     assert h.held is None and h.evidence_written == 21
-    texts = sorted(r["text"] for r in store.rows(store.evidence, None, ["text"]))
+    texts = sorted(r["text"] for r in store.rows("evidence", None, ["text"]))
     assert texts == sorted(["written before the disk filled"] + [f"captured while full {i}" for i in range(20)])
 
 

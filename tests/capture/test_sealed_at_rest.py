@@ -143,7 +143,7 @@ def _older_store(home: Path) -> dict:
             "memories": {m["id"]: s.get(m["id"]) for m in [*mems, proc]},
             "evidence": {e["id"]: s.get(e["id"]) for e in evs},
             "vault": vault["id"],
-            "vectors": {r["id"]: np.asarray(r["vector"]) for r in s.rows(s.memories, None, ["id", "vector"])},
+            "vectors": {r["id"]: np.asarray(r["vector"]) for r in s.rows("memory", None, ["id", "vector"])},
             "search": {q: [h.id for h in search_memories(s, q, scopes=["work"])] for q in queries},
             "evidence_search": [h.id for h in search_evidence(s, "invoice overdue", scopes=["work"])],
             "audit": s.audit.count_rows(),
@@ -179,7 +179,7 @@ def test_a_plaintext_store_is_sealed_in_place_with_every_row_kept(mirador_home, 
             {k: row[k] for k in ("text", "speaker", "window", "meta")}
     assert s.reveal(before["vault"]) == "printer-pw-3391"
     assert s.audit.count_rows() >= before["audit"]
-    vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows(s.memories, None, ["id", "vector"])}
+    vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows("memory", None, ["id", "vector"])}
     assert all(np.allclose(vectors[i], v, atol=1e-5) for i, v in before["vectors"].items())
     # Searches find what they found, the best first (rows of equal score may change places: sealing rewrote
     # them, and ties go by where a row lies).
@@ -209,7 +209,7 @@ def test_sealing_that_stopped_half_way_goes_on_and_turns_no_vector_twice(mirador
     monkeypatch.setattr(Store, "merge_rows", merge)
     s = Store(mirador_home)
     assert sealed_already(s) and plain_rows(s) == {}
-    vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows(s.memories, None, ["id", "vector"])}
+    vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows("memory", None, ["id", "vector"])}
     assert all(np.allclose(vectors[i], v, atol=1e-5) for i, v in before["vectors"].items())
     assert same_results(s, before)
 

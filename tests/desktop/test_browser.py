@@ -68,7 +68,7 @@ def test_search_select_edit_save(qtbot, jobs, store, mirador_home):
     row = store.get(target["id"])
     assert row["user_edited"] is True and row["confidence"] == 0.9 and row["provenance"] == [ev["id"]]
     assert browser.model.row_at(browser.model.index_of(target["id"]))["text"] == row["text"]  # shown in place
-    audits = [a for a in store.rows(store.audit, None, store.audit.schema.names) if a["entity_id"] == target["id"]]
+    audits = [a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == target["id"]]
     assert [(a["actor"], a["action"]) for a in audits] == [("person", "create"), ("person", "update")]
     assert "PostgreSQL 17" in json.loads(audits[-1]["after"])["text"]
 

@@ -52,7 +52,7 @@ def test_vault_entry_listed_hidden_until_reveal_and_deleted(qtbot, jobs, store, 
     text = browser.detail.toPlainText()
     assert LABEL in text and "hidden" in text and SECRET not in text
     assert SECRET not in browser.detail.toHtml()
-    reveals = lambda: [a for a in store.rows(store.audit, None, store.audit.schema.names) if a["action"] == "reveal"]  # noqa: E731
+    reveals = lambda: [a for a in store.rows("audit", None, store.audit.schema.names) if a["action"] == "reveal"]  # noqa: E731
     assert reveals() == [], "selecting an entry must not decrypt it"
 
     qtbot.mouseClick(browser.reveal_btn, Qt.MouseButton.LeftButton)

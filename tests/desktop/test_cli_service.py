@@ -100,7 +100,7 @@ def _normal(doc: dict, ids: set[str]) -> dict:
 
 def _audit(store, entity_id: str) -> list[dict]:
     cols = ["actor", "action", "entity_kind", "entity_id", "scope", "before", "after"]
-    return [r for r in store.rows(store.audit, None, cols) if entity_id in (r.get("entity_id") or "")
+    return [r for r in store.rows("audit", None, cols) if entity_id in (r.get("entity_id") or "")
             or entity_id in (r.get("after") or "")]
 
 

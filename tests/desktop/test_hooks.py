@@ -202,7 +202,7 @@ def test_stop_hook_reinforces_the_used_memory_and_not_the_unused_one(hook_store,
     assert usage[hook_store["alpha"]]["uses"] == 1
     assert hook_store["beta"] not in usage and hook_store["personal"] not in usage
     assert hooks.load_state(mirador_home, "sess-2") == {}  # cleared
-    rows = store.rows(store.audit, "action = 'reinforce'", ["actor"], None)
+    rows = store.rows("audit", "action = 'reinforce'", ["actor"])
     assert [r["actor"] for r in rows] == [hooks.ACTOR]
 
 

@@ -32,11 +32,11 @@ def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, job
     wait_idle(qtbot, jobs)
     assert sig.args == [because["id"]]
     # Gone from the store, and the pane was reloaded without it; the other edge and both memories stay.
-    assert [e["id"] for e in R.table(store).to_arrow().to_pylist()] == [triggered["id"]]
+    assert [e["id"] for e in store.rows("relations", local=True)] == [triggered["id"]]
     shown = browser.detail.toPlainText()
     assert "Linked memories — 1" in shown and "Hosted CI minutes" not in shown and "Triggered by" in shown
     assert store.get(reason)["status"] == "active" and browser.detail.row["id"] == decision
-    audit = [a for a in store.rows(store.audit, None, store.audit.schema.names)
+    audit = [a for a in store.rows("audit", None, store.audit.schema.names)
              if a["entity_kind"] == "relation" and a["action"] == "delete"]
     assert [(a["entity_id"], a["actor"]) for a in audit] == [(because["id"], "person")]
 

@@ -56,7 +56,7 @@ def test_approve_reject_and_rejected_never_reappear(qtbot, jobs, store):
     wait_idle(qtbot, jobs)
     row = store.get(c3["id"])
     assert row["status"] == "active" and row["user_edited"] and row["text"].endswith("for the ledger")
-    actions = [(a["actor"], a["action"]) for a in store.rows(store.audit, None, store.audit.schema.names) if a["entity_id"] == c3["id"]]
+    actions = [(a["actor"], a["action"]) for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == c3["id"]]
     assert actions[-2:] == [("person", "update"), ("person", "status")]
 
     # a fresh queue (as after a restart) shows none of them; rejected ones are never back

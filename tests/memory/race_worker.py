@@ -92,15 +92,15 @@ def lost_edits(shared: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Every recorded edit checked against the bucket (module docstring): {"tried", "raced", "lost": [...],
     "kept_versions", "current", "duplicates"}. `raced`: edits that started from a version another recorded
     edit also started from (a real race)."""
+    from memory.store.filters import id_in
     from memory.store.remote import fresh
-    from memory.store.rows import sql_id_list
 
     ids = sorted({r["id"] for r in records})
     t = fresh(shared.memories(create=False))
     cols = ["id", "text", "updated_at", "status", "superseded_by"]
-    current = t.search().where(f"id IN {sql_id_list(ids)}").select(cols).limit(None).to_arrow().to_pylist()
-    kept = t.search().where(f"superseded_by IN {sql_id_list(ids)}").select(cols).limit(None).to_arrow().to_pylist()
-    log = fresh(shared.edits(create=False)).search().where(f"id IN {sql_id_list(ids)}").select(
+    current = t.search().where(id_in(ids)).select(cols).limit(None).to_arrow().to_pylist()
+    kept = t.search().where(id_in(ids, "superseded_by")).select(cols).limit(None).to_arrow().to_pylist()
+    log = fresh(shared.edits(create=False)).search().where(id_in(ids)).select(
         ["id", "updated_at"]).limit(None).to_arrow().to_pylist()
     now = {r["id"]: r for r in current}
     kept_texts = {(r["superseded_by"], r["text"]) for r in kept}

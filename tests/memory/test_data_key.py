@@ -150,7 +150,7 @@ def _legacy_store(mirador_home):
         legacy = Fernet.generate_key()
         (mirador_home / LEGACY_KEY_FILE).write_bytes(legacy)
         store.reseal_vault_value(row["id"], Fernet(legacy).encrypt(SECRET.encode()).decode())
-        assert not store.rows(store.vault, None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
+        assert not store.rows("vault", None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
     return row, legacy
 
 
@@ -162,7 +162,7 @@ def test_a_legacy_vault_key_is_migrated_at_open_and_erased(mirador_home):
     row, legacy = _legacy_store(mirador_home)
     store = Store(mirador_home)  # MIRADOR_PASSPHRASE is set: the data key opens without asking
     assert not (mirador_home / LEGACY_KEY_FILE).exists()
-    assert store.rows(store.vault, None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
+    assert store.rows("vault", None, ["value_enc"])[0]["value_enc"].startswith(SEALED_PREFIX)
     assert store.reveal(row["id"]) == SECRET
     purge(store)
     assert files_containing_bytes(mirador_home, legacy) == []
@@ -228,7 +228,7 @@ def test_a_locked_store_refuses_every_mcp_call(store):
     assert "Deploys" not in " ".join(r.content[0].text for r in results)
     assert store.memories.count_rows() == 1  # nothing was written (counting needs no key)
     store.keys.unlock()
-    assert [r["text"] for r in store.rows(store.memories, None, ["text"])] == ["Deploys happen on Tuesdays"]
+    assert [r["text"] for r in store.rows("memory", None, ["text"])] == ["Deploys happen on Tuesdays"]
     after = call(store, who, lambda c: c.call_tool("memory_get", {"id": mid}))
     assert not after.isError and "Tuesdays" in after.content[0].text
 
@@ -276,5 +276,5 @@ def test_processes_that_make_the_key_at_once_agree_on_one(mirador_home):
     from memory.store.core import Store
 
     store = Store(mirador_home)
-    assert sorted(r["text"] for r in store.rows(store.memories, None, ["text"])) == [
+    assert sorted(r["text"] for r in store.rows("memory", None, ["text"])) == [
         f"made by process {i}" for i in range(4)]

@@ -56,7 +56,7 @@ def small(home):
 
 
 def evidence_ids(store) -> list[str]:
-    return [r["id"] for r in store.rows(store.evidence, None, ["id"])]
+    return [r["id"] for r in store.rows("evidence", None, ["id"])]
 
 
 def test_each_write_on_a_filling_disk_is_stored_and_ok_or_not_stored_and_failed(small, home, disk):
@@ -73,14 +73,14 @@ def test_each_write_on_a_filling_disk_is_stored_and_ok_or_not_stored_and_failed(
     assert ok and len(failed) == 5, (len(ok), failed)
     stored = evidence_ids(small)
     assert sorted(stored) == sorted(ok)  # exactly the writes reported ok: none lost, none extra
-    texts = [r["text"] for r in small.rows(small.evidence, None, ["text"])]
+    texts = [r["text"] for r in small.rows("evidence", None, ["text"])]
     assert sorted(texts) == sorted(f"note {i} from a filling disk" for i in range(len(ok)))
 
     os.remove(filler)
     small.add_evidence("after space came back")
     # Audit rows the full disk held back went in with the next audit write: every stored row is audited once.
     assert audit_hold.held(small) == 0
-    audited = [i for r in small.rows(small.audit, "entity_kind = 'evidence'", ["after"])
+    audited = [i for r in small.rows("audit", "entity_kind = 'evidence'", ["after"])
                for i in json.loads(r["after"])["ids"]]
     assert sorted(audited) == sorted(evidence_ids(small))
 
@@ -192,7 +192,7 @@ def test_an_audit_row_the_disk_refuses_waits_and_the_change_is_reported_ok(small
     assert evidence_ids(small) == [row["id"]] and audit_hold.held(small) == 1
     second = small.add_evidence("the next write takes the held audit row along")
     assert audit_hold.held(small) == 0
-    audited = {json.loads(r["after"])["ids"][0] for r in small.rows(small.audit, "entity_kind = 'evidence'", ["after"])}
+    audited = {json.loads(r["after"])["ids"][0] for r in small.rows("audit", "entity_kind = 'evidence'", ["after"])}
     assert audited == {row["id"], second["id"]}
 
 

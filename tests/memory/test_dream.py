@@ -81,7 +81,7 @@ def test_pass_applies_safe_steps_and_proposes_the_rest(store):
     assert crystal["status"] == "candidate" and crystal["origin"] == "dream:crystallise"
     assert {e["id"] for e in s["episodes"]} <= set(crystal["provenance"])
     # every change is audited as dream
-    dream_audit = store.rows(store.audit, "actor = 'dream'", ["action", "entity_id"], None)
+    dream_audit = store.rows("audit", "actor = 'dream'", ["action", "entity_id"])
     actions = {a["action"] for a in dream_audit}
     assert {"propose", "create", "update"} <= actions
     assert sum(a["action"] == "propose" for a in dream_audit) == plan.proposed

@@ -34,7 +34,7 @@ def test_deleted_memory_leaves_no_bytes_behind(store, mirador_home):
     stone = store.tombstones.to_arrow().to_pylist()
     assert [s["id"] for s in stone] == [row["id"]] and len(stone[0]["fingerprint"]) == 64
     # who and when stay in the audit log, the content does not
-    actions = [a["action"] for a in store.rows(store.audit, None, store.audit.schema.names) if a["entity_id"] == row["id"]]
+    actions = [a["action"] for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == row["id"]]
     assert actions == ["create", "update", "delete"]
     # reopening the store does not bring anything back
     again = Store(mirador_home)
@@ -215,7 +215,7 @@ def test_memory_resting_on_other_evidence_loses_the_deleted_source_and_goes_to_r
     assert kept["status"] == "candidate" and kept["provenance"] == [b["id"]]
     with pytest.raises(NotFoundError):
         store.get(stale["id"])
-    audit = [x for x in store.rows(store.audit, None, store.audit.schema.names) if x["entity_id"] == both["id"]]
+    audit = [x for x in store.rows("audit", None, store.audit.schema.names) if x["entity_id"] == both["id"]]
     assert audit[-1]["actor"] == "mcp:claude" and a["id"] not in audit[-1]["after"]
     assert store.get(b["id"])["text"] == b["text"]
     assert files_containing(mirador_home, "moves to 9:30") == []

@@ -82,7 +82,7 @@ def test_rules_extract_typed_memories_with_provenance_and_mark_evidence(store):
     assert pending_count(store) == 0
     assert all(store.get(e["id"])["extracted_at"] for e in ev)
     assert store.vault.count_rows() == 0
-    audit = store.rows(store.audit, "actor = 'extractor' AND action = 'create'", ["entity_id"], None)
+    audit = store.rows("audit", "actor = 'extractor' AND action = 'create'", ["entity_id"])
     assert {a["entity_id"] for a in audit} == {m["id"] for m in mems}
 
 

@@ -92,8 +92,8 @@ def do_import(store, fmt, path, **opts):
 
 
 def evidence_rows(store):
-    return store.rows(store.evidence, None, ["id", "text", "speaker", "source", "app", "window", "scope",
-                                              "captured_at", "meta", "extracted_at"], None)
+    return store.rows("evidence", None, ["id", "text", "speaker", "source", "app", "window", "scope",
+                                              "captured_at", "meta", "extracted_at"])
 
 
 # ---- each format, twice --------------------------------------------------------------------------

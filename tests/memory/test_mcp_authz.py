@@ -160,13 +160,13 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
         assert not r.isError, f"{name}: {r.content[0].text}"
     assert store.get(seeded["a"])["text"] == "The billing service retries webhooks five times"
     assert store.memories.count_rows(f"id = '{seeded['c']}'") == 0
-    assert [r["text"] for r in store.rows(store.memories, "scope = 'work'", ["text"], None)].count(
+    assert [r["text"] for r in store.rows("memory", "scope = 'work'", ["text"])].count(
         "Billing alerts go to #billing-oncall") == 1
-    actors = {r["actor"] for r in store.rows(store.audit, "actor LIKE 'mcp:%'", ["actor"], None)}
+    actors = {r["actor"] for r in store.rows("audit", "actor LIKE 'mcp:%'", ["actor"])}
     assert actors == {"mcp:writer"}
     assert store.evidence.count_rows(f"id = '{seeded['evd']}'") == 0  # evidence_forget app=kitty
     assert store.evidence.count_rows(f"id = '{seeded['pev']}'") == 1
-    added = store.rows(store.evidence, "source = 'mcp'", ["text", "scope"], None)
+    added = store.rows("evidence", "source = 'mcp'", ["text", "scope"])
     assert added == [{"text": "billing deploy key [REDACTED:aws_key]", "scope": "work"}]
     assert store.relations.count_rows(f"id = '{seeded['rel']}'") == 0
     assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'personal'") == 1  # only its own scope

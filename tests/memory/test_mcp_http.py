@@ -121,7 +121,7 @@ def test_writes_carry_the_client_name(server):
     created = anyio.run(main)["created"]
     row = server["store"].get(created["id"])
     assert row["origin"] == "mcp:worker" and row["scope"] == "work"
-    audit = server["store"].rows(server["store"].audit, f"entity_id = '{row['id']}'", ["actor"])
+    audit = server["store"].rows("audit", f"entity_id = '{row['id']}'", ["actor"])
     assert audit == [{"actor": "mcp:worker"}]
 
 

@@ -57,12 +57,12 @@ def test_evidence_add_redacts_secrets_before_they_reach_the_store(store):
     assert out["created"]["source"] == "mcp" and out["created"]["scope"] == "work"
     assert out["created"]["captured_at"].startswith("2024-05-08T13:56")
     assert added.structuredContent["created"]["id"] == out["created"]["id"]
-    rows = store.rows(store.evidence, None, ["text", "window", "app", "source", "redactions"], None)
+    rows = store.rows("evidence", None, ["text", "window", "app", "source", "redactions"])
     assert len(rows) == 1
     assert AWS_KEY not in json.dumps(rows) and "hunter2hunter2" not in json.dumps(rows)
     assert "[REDACTED:aws_key]" in rows[0]["text"] and rows[0]["source"] == "mcp" and rows[0]["redactions"] == 2
-    assert AWS_KEY not in json.dumps(store.rows(store.audit, None, store.audit.schema.names), default=str)
-    audit = store.rows(store.audit, "entity_kind = 'evidence'", ["actor", "action"], None)
+    assert AWS_KEY not in json.dumps(store.rows("audit", None, store.audit.schema.names), default=str)
+    audit = store.rows("audit", "entity_kind = 'evidence'", ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
 
 
@@ -106,7 +106,7 @@ def test_memory_list_pages_in_a_stable_order_without_repeats(store):
     assert [len(p["results"]) for p in pages] == [3, 3, 1]
     listed = [r["id"] for p in pages for r in p["results"]]
     assert sorted(listed) == sorted(ids)  # every work memory once, nothing from personal
-    changed = {r["id"]: r["updated_at"] for r in store.rows(store.memories, None, ["id", "updated_at"], None)}
+    changed = {r["id"]: r["updated_at"] for r in store.rows("memory", None, ["id", "updated_at"])}
     assert listed == sorted(listed, key=lambda i: (changed[i], i), reverse=True)
     assert pages[-1]["hint"] == "that is all of them"
 
@@ -157,7 +157,7 @@ def test_relation_remove_removes_the_edge_and_audits_it(store):
     assert again.isError and "no relation" in text(again) and "memory_related" in text(again)
     assert memory_id.isError and "not a relation id" in text(memory_id)
     assert forget_rel.isError and "relation_remove" in text(forget_rel)
-    audit = store.rows(store.audit, "entity_kind = 'relation' AND action = 'delete'", ["actor"], None)
+    audit = store.rows("audit", "entity_kind = 'relation' AND action = 'delete'", ["actor"])
     assert audit == [{"actor": "mcp:tester"}]
 
 
@@ -209,7 +209,7 @@ def test_consolidate_runs_extraction_in_the_write_scope_only(rules_only):
     assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'personal'") == 1
     assert store.memories.count_rows("scope = 'personal'") == 0
     assert store.memories.count_rows("scope = 'work'") >= 1
-    audit = store.rows(store.audit, "action = 'consolidate'", ["actor", "scope"], None)
+    audit = store.rows("audit", "action = 'consolidate'", ["actor", "scope"])
     assert audit == [{"actor": "mcp:tester", "scope": "work"}] * 2
 
 

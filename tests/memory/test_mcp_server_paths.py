@@ -103,7 +103,7 @@ def _timeline_row_by_row(store, p, samples_per_app):
     """timeline's groups computed the plain way (a dict per row), to compare with the tool's."""
     import pyarrow.compute as pc
 
-    table = store.scan(store.evidence, None, ["id", "captured_at", "app", "window", "source"], None)
+    table = store.scan("evidence", None, ["id", "captured_at", "app", "window", "source"])
     table = table.take(pc.sort_indices(table, [("captured_at", "ascending")]))
     rows = table.to_pylist()
     by_app: dict[str, list[dict]] = {}

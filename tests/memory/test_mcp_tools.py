@@ -109,7 +109,7 @@ def test_vault_value_only_for_tokens_that_allow_it(store, seeded):
     assert "hunter2" not in json.dumps(plain)
     vault_ok = call(store, make_principal("ops", ["work"], "work", allow_vault=True), steps)
     assert vault_ok["value"] == "hunter2-secret"
-    reveals = store.rows(store.audit, "action = 'reveal'", ["actor"], None)
+    reveals = store.rows("audit", "action = 'reveal'", ["actor"])
     assert [r["actor"] for r in reveals] == ["mcp:ops"]
 
 
@@ -127,7 +127,7 @@ def test_add_is_scoped_audited_and_bounded(store, seeded):
     row = store.get(added["created"]["id"])
     assert row["scope"] == "work" and row["origin"] == "mcp:tester" and row["title"] == "CI runner"
     assert store.get(sub["created"]["id"])["scope"] == "work/acme"
-    audit = store.rows(store.audit, f"entity_id = '{row['id']}'", ["actor", "action"], None)
+    audit = store.rows("audit", f"entity_id = '{row['id']}'", ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
     assert other.isError and "only to scope 'work'" in text(other)
     assert vault.isError and long.isError and "10000" in text(long)
@@ -167,7 +167,7 @@ def test_update_text_status_and_refusals(store, seeded):
     assert nothing.isError and "nothing to change" in text(nothing)
     assert evid.isError and "evidence is never edited" in text(evid)
     assert bad_status.isError
-    actors = {r["actor"] for r in store.rows(store.audit, f"entity_id = '{seeded['tabs']}'", ["actor"], None)}
+    actors = {r["actor"] for r in store.rows("audit", f"entity_id = '{seeded['tabs']}'", ["actor"])}
     assert actors == {"person", "mcp:tester"}
 
 
@@ -290,11 +290,11 @@ def test_status_finds_the_newest_evidence_without_reading_every_row(store, seede
         return data(await c.call_tool("status", {}))
 
     first = call(store, WORK, steps)  # reads the new fragments once (memory/store/tallies.py)
-    newest = max(r["captured_at"] for r in store.rows(store.evidence, None, ["captured_at"], None))
+    newest = max(r["captured_at"] for r in store.rows("evidence", None, ["captured_at"]))
     assert first["last_evidence_at"] == iso(newest)
     # From then on status reads no rows at all, however many there are (it used to answer null over 50,000).
     reads = []
-    for name in ("rows", "scan"):
+    for name in ("rows", "scan", "table_rows", "scan_table"):
         monkeypatch.setattr(store, name, lambda *a, **k: reads.append(a) or pytest.fail("status read rows"))
     monkeypatch.setattr(store.evidence, "count_rows", lambda *a, **k: reads.append(a) or 60_000)
     again = call(store, WORK, steps)

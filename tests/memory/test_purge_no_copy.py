@@ -140,7 +140,7 @@ def test_purge_leaves_no_old_or_forgotten_text_or_id_in_any_file(store, mirador_
 
     # Everything stays audited: each row keeps who, when and which fields changed; the old text is a fingerprint.
     again = Store(mirador_home)
-    audit = again.rows(again.audit, None, again.audit.schema.names)
+    audit = again.rows("audit", None, again.audit.schema.names)
     mine = [a for a in audit if a["entity_id"] == edited["id"]]
     assert [a["action"] for a in mine] == ["create", "update"]
     update = mine[1]
@@ -157,11 +157,9 @@ def test_a_second_purge_keeps_the_current_text_and_changes_nothing(store, mirado
     row = store.add_memory(f"The office wifi is {OLD}", scope="work")
     store.update_memory(row["id"], text=f"The office wifi is {NEW}")
     purge(store)
-    first = json.loads(store.rows(store.audit, f"entity_id = '{row['id']}' AND action = 'update'",
-                                   ["before"], 1)[0]["before"])
+    first = json.loads(store.rows("audit", f"entity_id = '{row['id']}' AND action = 'update'", ["before"], limit=1)[0]["before"])
     purge(store)
-    again = json.loads(store.rows(store.audit, f"entity_id = '{row['id']}' AND action = 'update'",
-                                   ["before"], 1)[0]["before"])
+    again = json.loads(store.rows("audit", f"entity_id = '{row['id']}' AND action = 'update'", ["before"], limit=1)[0]["before"])
     assert first == again == {"text": {"fingerprint": fingerprint(f"The office wifi is {OLD}")}} | {
         k: v for k, v in first.items() if k != "text"}
     assert holders(mirador_home, OLD) == []

@@ -37,7 +37,7 @@ def test_rows_changed_after_the_legs_are_never_returned_stale(store):
     legs = []
     run = store.reader.run
     store.reader.run = lambda *ls: legs.extend(ls) or run(*ls)
-    rows = fetch_rows(store, store.memories, [keep, edit, reject, gone], where, ["id", "text", "status"], addresses)
+    rows = fetch_rows(store, "memories", [keep, edit, reject, gone], where, ["id", "text", "status"], addresses)
     assert legs[0].take is not None and len(legs[0].take) == 4  # by address first...
     assert legs[1].take is None and keep not in legs[1].where  # ...then by id, for the three changed rows only
     assert set(rows) == {keep, edit}  # rejected and forgotten rows do not come back
@@ -50,7 +50,7 @@ def test_fetch_by_address_survives_compaction(store):
     where = store.where("memory", scopes=["work"])
     addresses = _addresses(store, where)
     store.optimize()  # compaction rewrites every row at a new address
-    rows = fetch_rows(store, store.memories, ids, where, ["id", "text"], addresses)
+    rows = fetch_rows(store, "memories", ids, where, ["id", "text"], addresses)
     assert set(rows) == set(ids)
     assert {r["text"] for r in rows.values()} == {f"Note {i} about the lighthouse key." for i in range(3)}
 

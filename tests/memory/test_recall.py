@@ -180,7 +180,7 @@ def test_rows_added_after_an_index_build_are_found(store):
     assert fresh["id"] in ids[:3] and fresh_ev["id"] in ids[:3]
     # The vector path alone (no full-text help) also sees the unindexed row.
     qv = store.embedder.embed_query("where can I find the key to the lighthouse?")
-    top = store.nearest(store.memories, qv, None, ["id"], 3)
+    top = store.nearest("memory", qv, None, ["id"], 3)
     assert fresh["id"] in [r["id"] for r in top]
     maintain(store)  # the next maintenance pass folds the new rows into the index
     assert vector_index_rows(store.memories)[1] == 0

@@ -34,13 +34,13 @@ def _untuned_store(home) -> Store:
 
 
 def _vectors(store: Store, table) -> dict[str, np.ndarray]:
-    rows = store.scan(table, None, ["id", "vector"]).to_pylist()
+    rows = store.scan(table.name, None, ["id", "vector"]).to_pylist()
     return {r["id"]: np.asarray(r["vector"]) for r in rows}
 
 
 def _columns(store: Store, table) -> dict[str, dict]:
     cols = [c for c in table.schema.names if c != "vector"]
-    return {r["id"]: r for r in store.scan(table, None, cols).to_pylist()}
+    return {r["id"]: r for r in store.scan(table.name, None, cols).to_pylist()}
 
 
 def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
@@ -79,7 +79,7 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
     assert search_evidence(store, "release date Friday", limit=1)[0].text == TEXTS[0]
     assert search_memories(store, "ledger database", scopes=["work"])[0].text == "Ledger service uses PostgreSQL 16"
     assert all(h.scope == "personal" for h in search_memories(store, "ledger database", scopes=["personal"]))
-    audit = store.scan(store.audit, "action = 'reembed'", ["actor", "after"]).to_pylist()
+    audit = store.scan("audit", "action = 'reembed'", ["actor", "after"]).to_pylist()
     assert len(audit) == 1 and json.loads(audit[0]["after"])["evidence"] == 4
     # reopened, the store keeps the new embedder, with no warning to re-embed
     assert Store(mirador_home).embedder is target
@@ -93,7 +93,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
     gone = search_evidence(store, "deploy failed token", limit=1)[0].id
     forget(store, [gone])
     mem = store.list("memory", scopes=["work"])[0]
-    real_rows = store.rows
+    real_rows = store.table_rows  # the pass reads its table by handle (it is store-internal)
 
     edits = []
 
@@ -105,14 +105,14 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
             store.update_memory(mem["id"], text="Ledger service moved to PostgreSQL 17")
         return out
 
-    monkeypatch.setattr(store, "rows", rows_then_edit)
+    monkeypatch.setattr(store, "table_rows", rows_then_edit)
     report = R.reembed(store, settle=0)
     monkeypatch.undo()
     assert report["evidence"] == 3 and report["memories"] == 2 and report["skipped"] == 0
     assert gone not in _columns(store, store.evidence)
     edited = store.get(mem["id"])
     assert edited["text"] == "Ledger service moved to PostgreSQL 17"
-    row = store.rows(store.memories, f"id = '{mem['id']}'", ["search_text", "vector"], 1)[0]
+    row = store.rows("memory", f"id = '{mem['id']}'", ["search_text", "vector"], limit=1)[0]
     # the edit's vector is its new text's, by the new embedder (the pass embedded it again)
     assert np.allclose(row["vector"], store.embedder.embed([row["search_text"]])[0], atol=1e-5)
 
@@ -202,14 +202,14 @@ def test_forgetting_a_row_drops_its_staged_vector_for_good(mirador_home):
     with pytest.raises(KeyboardInterrupt):
         R.reembed(store, progress=stop, settle=0)
     staging = store.db.open_table("reembed_staging")
-    assert gone in store.scan(staging, None, ["id"])["id"].to_pylist()
+    assert gone in store.scan_table(staging, None, ["id"])["id"].to_pylist()
     forget(store, [gone])
     staging = store.db.open_table("reembed_staging")
-    assert gone not in store.scan(staging, None, ["id"])["id"].to_pylist()
+    assert gone not in store.scan_table(staging, None, ["id"])["id"].to_pylist()
     # not only hidden: no version and no fragment of the side table holds it any more
     assert len(staging.list_versions()) == 1
     assert not any(f.metadata.num_deletions for f in staging.to_lance().get_fragments())
-    assert store.scan(staging, None, ["id"]).num_rows == 5
+    assert store.scan_table(staging, None, ["id"]).num_rows == 5
 
     report = R.reembed(store, settle=0)
     assert report["evidence"] == 3 and report["reused"] == 5

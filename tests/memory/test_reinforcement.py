@@ -29,7 +29,7 @@ def _order(ids: list[str], *wanted: str) -> list[str]:
 
 
 def _audit(store, action: str) -> list[dict]:
-    return store.rows(store.audit, f"action = '{action}'", ["actor", "entity_id", "scope", "after"], None)
+    return store.rows("audit", f"action = '{action}'", ["actor", "entity_id", "scope", "after"])
 
 
 def test_reinforced_memory_ranks_above_an_equal_unreinforced_one(store):

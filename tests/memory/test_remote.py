@@ -322,7 +322,7 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     assert b.get(mine["id"])["text"] == text
     # A now holds B's tombstone: extraction's write policy sees it.
     assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
-    who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
+    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", "action = 'delete'", ["actor", "entity_id"])}
     assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
     # Pulling again adds nothing twice; while the bucket's tombstones are unchanged, nothing is read at all.
     shared_a = a.remotes.shared["team"]
@@ -366,7 +366,7 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     kept = a.remotes.rows(None, f"superseded_by = '{m['id']}'", cols, 5)
     assert [r["text"] for r in kept] == ["The acme retro is on Wednesdays"]
     assert kept[0]["status"] == "superseded"
-    [note] = b.rows(b.audit, f"action = 'conflict' AND entity_id = '{m['id']}'", ["actor", "before", "after"], None)
+    [note] = b.rows("audit", f"action = 'conflict' AND entity_id = '{m['id']}'", ["actor", "before", "after"])
     before, after = json.loads(note["before"]), json.loads(note["after"])
     assert note["actor"] == "shared:team" and after["kept"] == "this device's edit"
     assert before["other"]["actor"] == "person" and before["other"]["device"] and before["other"]["person"]
@@ -379,7 +379,7 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     b_auto()
     assert a.get(n["id"])["text"] == "The acme design review needs three approvals"
     assert not a.remotes.rows(None, f"superseded_by = '{n['id']}'", cols, 5)
-    [note] = b.rows(b.audit, f"action = 'conflict' AND entity_id = '{n['id']}'", ["after"], None)
+    [note] = b.rows("audit", f"action = 'conflict' AND entity_id = '{n['id']}'", ["after"])
     assert json.loads(note["after"])["kept"] == "the other edit"
 
     # A person's edit made from an older version still wins over a later automated one.
@@ -393,7 +393,7 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     # No edit in between: an ordinary edit is no conflict.
     b.update_memory(o["id"], text="The acme pager rotation is monthly")
     assert a.get(o["id"])["text"] == "The acme pager rotation is monthly"
-    assert not [r for r in b.rows(b.audit, f"action = 'conflict' AND entity_id = '{o['id']}'", ["after"], None)
+    assert not [r for r in b.rows("audit", f"action = 'conflict' AND entity_id = '{o['id']}'", ["after"])
                 if "monthly" in (r["after"] or "")]  # (the audit is sealed at rest: matched once opened)
     # The edit log in the bucket names who wrote each version, and holds no text.
     log_rows = fresh(b.remotes.shared["team"].edits()).to_arrow().to_pylist()

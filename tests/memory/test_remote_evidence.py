@@ -151,7 +151,7 @@ def test_shared_evidence_is_found_elsewhere_and_forgotten_everywhere(sharing, se
     with pytest.raises(NotFoundError):
         a.get(ev["id"])
     assert not [h for h in search_evidence(a, "kestrelwing migration", scopes=None) if h.id == ev["id"]]
-    who = {(r["actor"], r["entity_id"]) for r in a.rows(a.audit, "action = 'delete'", ["actor", "entity_id"], None)}
+    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", "action = 'delete'", ["actor", "entity_id"])}
     assert ("shared:team", ev["id"]) in who
     # It does not come back: A flushes again, and nothing of it is in the bucket or in A's tables.
     assert a.remotes.flush()["errors"] == {}

@@ -72,11 +72,11 @@ def _audited(homes: list[Path], records: list[dict]) -> None:
     conflicts = 0
     for h in dict.fromkeys(homes):
         s = Store(h)
-        for r in s.rows(s.audit, "action = 'update' AND entity_kind = 'memory'", ["entity_id"], None):
+        for r in s.rows("audit", "action = 'update' AND entity_kind = 'memory'", ["entity_id"]):
             updates[r["entity_id"]] = updates.get(r["entity_id"], 0) + 1
         # (before/after are sealed at rest: matched on the opened rows, not in SQL)
         conflicts += sum('earlier_version": "mem_' in (r["after"] or "")
-                         for r in s.rows(s.audit, "action = 'conflict'", ["after"], None))
+                         for r in s.rows("audit", "action = 'conflict'", ["after"]))
     made: dict[str, int] = {}
     for r in records:
         made[r["id"]] = made.get(r["id"], 0) + 1
@@ -150,5 +150,5 @@ def test_an_edit_settled_against_a_version_that_changed_before_the_commit_is_kep
     # A's commit did not apply on B's version: settled again, between two people the later edit (B's) wins and
     # A's is kept as an earlier version; A's audit says so.
     assert cur == "The acme retro is on Thursdays" and kept == ["The acme retro is on Wednesdays"]
-    notes = a.rows(a.audit, f"action = 'conflict' AND entity_id = '{m['id']}'", ["after"], None)
+    notes = a.rows("audit", f"action = 'conflict' AND entity_id = '{m['id']}'", ["after"])
     assert [json.loads(n["after"])["kept"] for n in notes] == ["the other edit"]

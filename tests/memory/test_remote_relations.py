@@ -100,7 +100,7 @@ def test_a_relation_between_shared_memories_is_shared_and_removed_everywhere(hom
     assert R.related(a, decision) == [] and R.related(a, reason) == []
     assert shared_edges(a) == []
     assert not seaweed.holding(edge["id"], prefix)
-    audit = b.rows(b.audit, f"entity_id = '{edge['id']}'", ["actor", "action"], None)
+    audit = b.rows("audit", f"entity_id = '{edge['id']}'", ["actor", "action"])
     assert ("mcp:acme-bot", "delete") in {(r["actor"], r["action"]) for r in audit}
 
 

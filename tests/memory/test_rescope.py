@@ -65,7 +65,6 @@ def test_extraction_batches_never_mix_scopes_and_a_paraphrase_in_another_scope_i
 def test_rescope_moves_evidence_and_the_memories_drawn_from_it_and_nothing_else(store):
     ids = seed(store)
     from memory.graph.relations import add_relation
-    from memory.graph.relations import table as edges
 
     person = store.add_memory("My passport is in the top drawer", scope="personal")  # written by hand
     first = next(m for m in memories(store).values() if set(m["provenance"]) & set(ids["acme"]))
@@ -96,12 +95,12 @@ def test_rescope_moves_evidence_and_the_memories_drawn_from_it_and_nothing_else(
         assert after[m["id"]] == before[m["id"]]
     assert after[person["id"]]["scope"] == "personal"
     # The moved memory's edges carry its new scope (the store's rescope listeners ran).
-    row = store.rows(edges(store), f"id = '{edge}'", ["scope", "dst_scope"], 1)[0]
+    row = store.rows("relations", f"id = '{edge}'", ["scope", "dst_scope"], limit=1)[0]
     assert row == {"scope": "work/acme", "dst_scope": "personal"}
     # Reads by scope see the move at once.
     work = {m["id"] for m in store.list("memory", scopes=["work"], statuses=[], limit=100)}
     assert work == {m["id"] for m in acme_mems}
-    audit = store.rows(store.audit, "action = 'update'", ["entity_id", "entity_kind", "actor", "after"], None)
+    audit = store.rows("audit", "action = 'update'", ["entity_id", "entity_kind", "actor", "after"])
     assert {a["entity_id"] for a in audit if a["entity_kind"] == "evidence"} == set(ids["acme"])
     assert {a["entity_id"] for a in audit if a["entity_kind"] == "memory"} == {m["id"] for m in acme_mems}
     assert all(a["actor"] == "person" and "work/acme" in a["after"] for a in audit)

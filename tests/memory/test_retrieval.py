@@ -166,10 +166,10 @@ def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_ho
         _ev("Yes, with my friend Quetzalcoatlus from the gym.", "Caro", t + timedelta(seconds=20), scope="chat"),
         _ev("Great, see you there!", "Mel", t + timedelta(seconds=40), scope="chat"),
     ], context=ContextConfig(neighbours_embed=1, neighbours_fts=1))
-    before = store.rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"], 1)[0]
+    before = store.rows("evidence", f"id = '{rows[0]['id']}'", ["search_text", "vector"], limit=1)[0]
     assert "Quetzalcoatlus" in before["search_text"]
     forget(store, [rows[1]["id"]])
-    after = store.rows(store.evidence, f"id = '{rows[0]['id']}'", ["search_text", "vector"], 1)[0]
+    after = store.rows("evidence", f"id = '{rows[0]['id']}'", ["search_text", "vector"], limit=1)[0]
     assert after["vector"] != before["vector"]  # re-embedded without the forgotten turn
     assert "Quetzalcoatlus" not in after["search_text"]
     assert files_containing(mirador_home, "Quetzalcoatlus") == []
@@ -238,7 +238,7 @@ def test_migration_places_rows_written_before_runs(mirador_home):
     store.db.open_table(T.MIGRATIONS).delete("name = 'm007_evidence_runs'")
     again = Store(mirador_home)
     assert again.migrations_applied == ["m007_evidence_runs"]
-    got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again.rows(again.evidence, None, ["id", "run_id", "run_pos"])}
+    got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again.rows("evidence", None, ["id", "run_id", "run_pos"])}
     chat = [got[r["id"]] for r in rows[:3]]
     assert len({run for run, _ in chat}) == 1 and [pos for _, pos in chat] == [0, 1, 2]
     assert got[rows[3]["id"]][0] != chat[0][0]
@@ -253,6 +253,6 @@ def test_named_speakers_are_left_out_of_the_embedded_question():
 
 
 def test_speaker_names_follow_this_process_writes(store):
-    assert "zebedee" not in store.speakers.get(store.evidence)
+    assert "zebedee" not in store.speaker_names()
     store.add_evidence("The release slips a week.", source="audio", speaker="Zebedee Quill", scope="chat")
-    assert {"zebedee", "zebedee quill"} <= store.speakers.get(store.evidence)
+    assert {"zebedee", "zebedee quill"} <= store.speaker_names()

@@ -30,7 +30,7 @@ def status(store, principal) -> dict:
 def truth(store, scopes: list[str]) -> dict:
     """What a scan says: the counts and newest time status must report."""
     ewhere = store.where("evidence", scopes=scopes)
-    times = [r["captured_at"] for r in store.rows(store.evidence, ewhere, ["captured_at"], None)]
+    times = [r["captured_at"] for r in store.rows("evidence", ewhere, ["captured_at"])]
     return {"visible": {"memories": store.memories.count_rows(store.where("memory", scopes=scopes)),
                         "evidence": len(times),
                         "vault_entries": store.vault.count_rows(store.where("vault", scopes=scopes))},

@@ -21,7 +21,7 @@ TYPED = [
 
 
 def _audit(store, entity_id):
-    return [r for r in store.rows(store.audit, None, store.audit.schema.names) if r["entity_id"] == entity_id]
+    return [r for r in store.rows("audit", None, store.audit.schema.names) if r["entity_id"] == entity_id]
 
 
 @pytest.mark.parametrize("mtype,text,details", TYPED)
@@ -105,7 +105,7 @@ def test_evidence_batch_is_one_commit_and_one_audit_row(store):
     rows = store.add_evidence_batch([EvidenceSpec(text=f"line {i}", source="screen", app="term") for i in range(50)])
     assert len(rows) == 50 and store.evidence.count_rows() == 50
     assert store.evidence.version == before + 1
-    ev_audit = [a for a in store.rows(store.audit, None, store.audit.schema.names) if a["entity_kind"] == "evidence"]
+    ev_audit = [a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_kind"] == "evidence"]
     assert len(ev_audit) == 1 and len(json.loads(ev_audit[0]["after"])["ids"]) == 50
 
 

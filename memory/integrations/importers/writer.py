@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from memory.integrations.importers.base import ImportBroken, Importer, ImportReport, Item, Skip, split_long, stable_key
 from memory.integrations.transfer import ids_present
 from memory.scopes import validate_scope
+from memory.store import tables as T
 from memory.types import MAX_EVIDENCE_CHARS
 
 if TYPE_CHECKING:
@@ -92,8 +93,8 @@ class _Writer:
             return
         store = self.store
         ids = list(dict.fromkeys(eid for eid, _, _ in batch))
-        existing = ids_present(store, store.evidence, ids)
-        gone = ids_present(store, store.tombstones, ids)
+        existing = ids_present(store, "evidence", ids, local=True)  # what this device imported already
+        gone = ids_present(store, T.TOMBSTONES, ids)
         new: list[EvidenceSpec] = []
         new_ids: list[str] = []
         for eid, spec, where in batch:

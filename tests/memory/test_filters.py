@@ -1,0 +1,29 @@
+"""memory/store/filters.py: its list of sealed columns matches the sealer's, and its helpers refuse them."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.store import filters as F
+from memory.store.sealer import EQUAL_COLUMNS, SEALED, TERMS_COLUMN
+
+
+def test_the_filters_module_knows_every_sealed_column():
+    # A column the sealer seals that filters.py does not know could be compared by value and match nothing.
+    sealed = {c for cols in SEALED.values() for c in cols} | {c for cols in EQUAL_COLUMNS.values() for c in cols}
+    assert sealed | {TERMS_COLUMN} <= F.SEALED_COLUMNS
+
+
+@pytest.mark.parametrize("column", sorted(F.SEALED_COLUMNS))
+def test_a_helper_refuses_a_sealed_column(column):
+    with pytest.raises(ValueError, match="sealed at rest"):
+        F.equals(column, "x")
+    with pytest.raises(ValueError, match="sealed at rest"):
+        F.id_in(["x"], column)
+
+
+def test_helpers_join_and_quote():
+    assert F.and_(None, F.equals("status", "active"), None) == "status = 'active'"
+    assert F.and_(F.equals("status", "active"), F.id_in(["a'b"])) == "(status = 'active') AND (id IN ('a''b'))"
+    assert F.id_in([]) == F.NOTHING and F.derived_from([]) == F.NOTHING and F.and_() is None
+    assert F.or_(F.id_is("a"), None) == "id = 'a'"
