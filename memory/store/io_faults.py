@@ -144,3 +144,26 @@ def all_landed(table: Any, ids: Iterable[str]) -> bool:
         log.warning("could not check whether a failed write went through: %s", e)
         return False
     return True
+
+
+def all_landed_as_written(table: Any, data: Any, on: str, column: str) -> bool:
+    """Whether every row of `data` (Arrow, as written) is in the table with `column` exactly as written; False
+    when unsure. For a merge, whose rows may have been there before: the column is a sealed one, whose value
+    carries a random nonce, so a value read back identical is this write's and no earlier one."""
+    from memory.store.filters import id_in
+
+    want = {k: v for k, v in zip(data[on].to_pylist(), data[column].to_pylist(), strict=True) if v is not None}
+    if not want:
+        return False
+    keys = list(want)
+    try:
+        for start in range(0, len(keys), ID_CHUNK):
+            chunk = keys[start:start + ID_CHUNK]
+            got = table.search().where(id_in(chunk, on)).select([on, column]).limit(len(chunk) * 4).to_list()
+            found = {r[on]: r[column] for r in got}
+            if any(found.get(k) != want[k] for k in chunk):
+                return False
+    except Exception as e:  # cannot tell (the disk may be failing): report the write as failed, as it may be
+        log.warning("could not check whether a failed write went through: %s", e)
+        return False
+    return True

@@ -102,7 +102,17 @@ class Writes:
             m = table.merge_insert(on).when_matched_update_all()
             return (m.when_not_matched_insert_all() if insert else m).execute(sealed)
 
-        self.commit(write)
+        # A merge whose commit raised may still have gone through (a full disk failing after the commit): a
+        # sealed column read back exactly as written says so, and the edit is not reported failed.
+        # (A store not sealed yet writes values in the clear: equal text proves nothing there.)
+        proof = next((c for c in SEALED.get(table.name, ()) if c in sealed.schema.names), None) \
+            if self.sealer.active else None
+        before = table.version if proof is not None and on in sealed.schema.names else None
+
+        def landed() -> bool:
+            return table.version != before and io_faults.all_landed_as_written(table, sealed, on, proof or "")
+
+        self.commit(write, landed=landed if before is not None else None)
 
     def equal_value(self, table: str, column: str, value: str) -> str:
         """What a column compared by equality (an evidence row's window, speaker) holds for value, to filter on

@@ -174,6 +174,55 @@ def test_a_commit_that_went_through_before_its_error_is_reported_ok(small):
     assert evidence_ids(small) == [row["id"]]
 
 
+class _MergeThenRaise:
+    """A memories table whose merges raise as a full disk does: after their commit (went=True) or before it."""
+
+    def __init__(self, table, went: bool):
+        self._table, self._went = table, went
+
+    def __getattr__(self, name):
+        return getattr(self._table, name)
+
+    def merge_insert(self, on):
+        outer = self
+
+        class Builder:
+            def __init__(self, real):
+                self.real = real
+
+            def when_matched_update_all(self):
+                return Builder(self.real.when_matched_update_all())
+
+            def when_not_matched_insert_all(self):
+                return Builder(self.real.when_not_matched_insert_all())
+
+            def execute(self, data):
+                if outer._went:
+                    self.real.execute(data)
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+        return Builder(self._table.merge_insert(on))
+
+
+@pytest.mark.parametrize("went", [True, False])
+def test_an_edit_is_reported_failed_only_if_it_did_not_commit(small, went):
+    # An edit is a merge on a row that was there already, so "is the id there" proves nothing: the sealed text
+    # read back exactly as written (its nonce is this write's) does.
+    row = small.add_memory("The staging database is on port 5433", scope="work")
+    table = small.memories
+    small.memories = _MergeThenRaise(table, went)
+    try:
+        if went:
+            small.update_memory(row["id"], text="The staging database moved to port 6543")
+        else:
+            with pytest.raises(DiskFullError):
+                small.update_memory(row["id"], text="The staging database moved to port 6543")
+    finally:
+        small.memories = table
+    assert small.get(row["id"])["text"] == ("The staging database moved to port 6543" if went
+                                             else "The staging database is on port 5433")
+
+
 def test_an_audit_row_the_disk_refuses_waits_and_the_change_is_reported_ok(small):
     audit = small.audit
 
