@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +30,7 @@ def fresh(table: Any) -> Any:
     return table
 
 
-def now():
+def now() -> datetime:
     from memory.types import utcnow
 
     return utcnow()
@@ -114,8 +114,8 @@ class RemoteCommits:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def commit(self, fn):
-        def step():
+    def commit(self, fn: Callable[[], Any]) -> Any:
+        def step() -> Any:
             fresh(self.table)
             return fn()
         return retry(step)

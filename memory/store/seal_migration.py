@@ -161,10 +161,11 @@ def _seal_table(store: Any, name: str, progress: Progress | None) -> int:
     marker = _marker(name, names)
     rotated = name in ROTATED and "vector" in names
 
-    def plain(row: dict) -> bool:
+    def plain(row: dict[str, Any]) -> bool:
         if rotated:
             # The vector is turned in the write that seals the first sealed column: that column says whether
             # the row was sealed, so its vector is never turned twice.
+            assert marker is not None  # a rotated table with text_cols has a SEALED column
             return row[marker] is not None and not is_sealed(row[marker])
         return any(row[c] is not None and not is_sealed(row[c]) for c in text_cols)
 
