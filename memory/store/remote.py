@@ -178,7 +178,7 @@ class Remotes(Routes):
                  "settings": bool(s.last_error) and s.problem in SETTINGS} for n, s in self.shared.items()]
 
 
-def _forgotten(store: Any, ids: list[str], actor: str) -> None:
+def _forgotten(store: Store, ids: list[str], actor: str) -> None:
     remotes = getattr(store, "remotes", None)
     if remotes is not None and not getattr(PULLING, "active", False):
         remotes.forget(ids)

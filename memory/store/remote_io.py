@@ -9,13 +9,16 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.retrying import retry_conflicts
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 
 def retry(fn: Callable[..., Any], attempts: int = 8) -> Any:
@@ -121,7 +124,7 @@ class RemoteCommits:
         return retry(step)
 
 
-def purge_local(store: Any, table: Any) -> None:
+def purge_local(store: Store, table: Any) -> None:
     """Remove a local table's deleted and updated-away rows from its files and every old version (what
     memory/store/erasure.py's purge does, which this module may not import: erasure imports the store)."""
     def compact() -> None:
