@@ -13,6 +13,7 @@ See docs/architecture.md for the package map.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from memory.store import lazy_deps
 
@@ -23,7 +24,7 @@ _EXPORTS = {"Store": "memory.store.core", "MemorySpec": "memory.store.core", "Ev
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # Lazy, so that importing a light module of this package (scopes, rows, tables) does not load LanceDB.
     module = _EXPORTS.get(name)
     if module is None:

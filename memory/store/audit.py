@@ -27,7 +27,7 @@ def audit_row(
     scope: str,
     before: Any = None,
     after: Any = None,
-) -> dict:
+) -> dict[str, Any]:
     """Build one audit row; before/after are stored as JSON."""
     return {
         "id": "aud_" + uuid.uuid4().hex[:24],
@@ -42,7 +42,7 @@ def audit_row(
     }
 
 
-def diff(before: dict, after: dict) -> tuple[dict, dict]:
+def diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Only the fields that changed, as (before, after) dicts."""
     keys = [k for k in after if before.get(k) != after.get(k)]
     return {k: before.get(k) for k in keys}, {k: after.get(k) for k in keys}

@@ -20,12 +20,13 @@ from memory.errors import StorageError
 
 log = logging.getLogger(__name__)
 
-_held: weakref.WeakKeyDictionary[Any, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
+# Per store (any object: the Store, or its Writes mixin's self), as long as it lives.
+_held: weakref.WeakKeyDictionary[object, list[dict[str, Any]]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 _exit_report = False
 
 
-def write(store: Any, rows: list[dict[str, Any]], append: Callable[[list[dict[str, Any]]], None]) -> None:
+def write(store: object, rows: list[dict[str, Any]], append: Callable[[list[dict[str, Any]]], None]) -> None:
     """append(held rows + rows); when the disk refuses them (StorageError), hold them all for the next call."""
     with _lock:
         batch = _held.pop(store, []) + list(rows)
@@ -42,7 +43,7 @@ def write(store: Any, rows: list[dict[str, Any]], append: Callable[[list[dict[st
                     "saved): %s", count, e)
 
 
-def held(store: Any) -> int:
+def held(store: object) -> int:
     """Audit rows of this store waiting for the disk."""
     with _lock:
         return len(_held.get(store, []))

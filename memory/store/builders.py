@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 from memory.errors import InputError
 from memory.scopes import validate_scope
@@ -118,7 +119,7 @@ def title_from(text: str) -> str:
     return line if len(line) <= 80 else line[:77].rstrip() + "..."
 
 
-def _detail_words(details: dict, text: str) -> list[str]:
+def _detail_words(details: dict[str, Any], text: str) -> list[str]:
     words: list[str] = []
     for v in details.values():
         if isinstance(v, list):

@@ -12,8 +12,15 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from memory.store.timeparse import find_windows
+
+if TYPE_CHECKING:  # the store calls into this module: no import of it at run time
+    from memory.store.core import Store
+
+# A stream: (scope, source, app, window) of a row, the key rows are grouped by.
+StreamKey = tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class ContextConfig:
 DEFAULT = ContextConfig()
 
 
-def own_text(row: dict, cfg: ContextConfig = DEFAULT) -> str:
+def own_text(row: dict[str, Any], cfg: ContextConfig = DEFAULT) -> str:
     """The row's text with its speaker and resolved relative dates — content of this row only."""
     text = row["text"]
     parts = [f"{row['speaker']}: {text}" if cfg.speaker and row.get("speaker") else text]
@@ -49,16 +56,16 @@ def own_text(row: dict, cfg: ContextConfig = DEFAULT) -> str:
     return " ".join(parts)
 
 
-def _neighbour_text(row: dict, cfg: ContextConfig) -> str:
+def _neighbour_text(row: dict[str, Any], cfg: ContextConfig) -> str:
     text = row["text"]
     if len(text) > cfg.max_neighbour_chars:
         text = text[: cfg.max_neighbour_chars].rsplit(" ", 1)[0] + " …"
     return f"{row['speaker']}: {text}" if cfg.speaker and row.get("speaker") else text
 
 
-def _groups(rows: list[dict]) -> dict[tuple, list[int]]:
+def _groups(rows: list[dict[str, Any]]) -> dict[StreamKey, list[int]]:
     """Rows of one stream (same scope, source, app, window), in the order they were captured."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[StreamKey, list[int]] = {}
     for i, r in enumerate(rows):
         groups.setdefault((r["scope"], r["source"], r.get("app") or "", r.get("window") or ""), []).append(i)
     for idx in groups.values():
@@ -66,11 +73,12 @@ def _groups(rows: list[dict]) -> dict[tuple, list[int]]:
     return groups
 
 
-def _with_neighbours(rows: list[dict], own: list[str], order: list[int], pos: int, n: int,
+def _with_neighbours(rows: list[dict[str, Any]], own: list[str], order: list[int], pos: int, n: int,
                      cfg: ContextConfig) -> str:
     i = order[pos]
     t0 = rows[i]["captured_at"]
-    near = lambda j: abs(rows[j]["captured_at"] - t0) <= cfg.max_gap  # noqa: E731
+    def near(j: int) -> bool:
+        return bool(abs(rows[j]["captured_at"] - t0) <= cfg.max_gap)
     before = [order[p] for p in range(max(0, pos - n), pos) if near(order[p])]
     after = [order[p] for p in range(pos + 1, min(len(order), pos + 1 + n)) if near(order[p])]
     if not before and not after:
@@ -79,7 +87,7 @@ def _with_neighbours(rows: list[dict], own: list[str], order: list[int], pos: in
                       + [_neighbour_text(rows[j], cfg) for j in after])
 
 
-def index_texts(rows: list[dict], cfg: ContextConfig | None = None) -> tuple[list[str], list[str]]:
+def index_texts(rows: list[dict[str, Any]], cfg: ContextConfig | None = None) -> tuple[list[str], list[str]]:
     """(search_text, embed_text) for each row of one batch, in row order."""
     cfg = cfg or DEFAULT
     own = [own_text(r, cfg) for r in rows]
@@ -94,7 +102,7 @@ def index_texts(rows: list[dict], cfg: ContextConfig | None = None) -> tuple[lis
     return fts, emb
 
 
-def place_in_runs(rows: list[dict], tails: dict[tuple, tuple[str, int, datetime]],
+def place_in_runs(rows: list[dict[str, Any]], tails: dict[StreamKey, tuple[str, int, datetime]],
                   cfg: ContextConfig | None = None) -> list[tuple[str, int]]:
     """(run_id, run_pos) for each row, in row order. A run is a stretch of one stream (same scope,
     source, app, window) with no gap over max_gap; run_pos counts along it, so two rows are k turns
@@ -121,21 +129,24 @@ def place_in_runs(rows: list[dict], tails: dict[tuple, tuple[str, int, datetime]
     return out
 
 
-def _intervals(removed: list[dict], reach: timedelta) -> list[tuple[dict, datetime, datetime, list[datetime]]]:
+Span = tuple[dict[str, Any], datetime, datetime, list[datetime]]  # (stream row, start, end, removed times)
+
+
+def _intervals(removed: list[dict[str, Any]], reach: timedelta) -> list[Span]:
     """Removed rows merged into (stream row, start, end, removed times) spans, one query each."""
     from memory.store.rows import parse_time
 
-    streams: dict[tuple, list[tuple[datetime, dict]]] = {}
+    streams: dict[StreamKey, list[tuple[datetime, dict[str, Any]]]] = {}
     for r in removed:
         t = parse_time(r["captured_at"]) if isinstance(r["captured_at"], str) else r["captured_at"]
         if t is None:  # never captured: in no stream, so no neighbour indexed it
             continue
         key = tuple(r.get(c) or "" for c in ("scope", "source", "app", "window"))
         streams.setdefault(key, []).append((t, r))
-    spans: list[tuple[dict, datetime, datetime, list[datetime]]] = []
+    spans: list[Span] = []
     for items in streams.values():
         items.sort(key=lambda x: x[0])
-        cur = None
+        cur: Span | None = None
         for t, r in items:
             if cur is not None and t - reach <= cur[2]:
                 cur = (cur[0], cur[1], t + reach, cur[3] + [t])
@@ -146,7 +157,7 @@ def _intervals(removed: list[dict], reach: timedelta) -> list[tuple[dict, dateti
     return spans
 
 
-def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = None) -> int:
+def refresh_neighbours(store: Store, removed: list[dict[str, Any]], cfg: ContextConfig | None = None) -> int:
     """Re-index the rows that had a removed row as a neighbour, so none of its words stay in their vector
     or search_text (principle 3). Call after the removed rows are deleted; returns rows re-indexed."""
     from memory.store import filters as F
@@ -159,7 +170,7 @@ def refresh_neighbours(store, removed: list[dict], cfg: ContextConfig | None = N
     if not removed:
         return 0
     near = cfg.max_gap * n  # a row further than this from every removed row never had it as context
-    touched: dict[str, dict] = {}
+    touched: dict[str, dict[str, Any]] = {}
     for r, start, end, times in _intervals(removed, near + cfg.max_gap):
         # The window column is sealed so that equal titles seal equally (memory/store/sealer.py): compared sealed.
         stream = [F.sealed_value_equals(c, store.equal_value(EVIDENCE, c, r.get(c) or ""))

@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.config import Config, data_dir, load_config
 from memory.errors import FIND_IDS, Hint, InputError, MiradorError, NotFoundError, SharedOfflineError, StorageError
@@ -88,6 +88,10 @@ log = logging.getLogger(__name__)
 OPEN_LOCK = ".store-open.lock"
 
 
+if TYPE_CHECKING:
+    from memory.store.context import StreamKey
+
+
 class Store(Reads, Writes):
     """Opens (and migrates) the store in a data directory and owns every write to it."""
 
@@ -109,7 +113,8 @@ class Store(Reads, Writes):
         # Held by every write (commit): hold it to keep this process's writers out for a while.
         self.write_lock = threading.RLock()
         self._batches_since_optimize = 0
-        self._stream_tails: dict[tuple, tuple] = {}  # last evidence row per stream (context.place_in_runs)
+        # the last evidence row per stream (context.place_in_runs)
+        self._stream_tails: dict[StreamKey, tuple[str, int, datetime]] = {}
         self._tables: dict[str, Any] = {}  # table(name): handles opened once
         self._snapshots: dict[str, tuple[int, Any]] = {}  # versioned()
         self.tallies = Tallies(self)  # counts per scope for status, kept per fragment (tallies.py)

@@ -19,7 +19,7 @@ EMBEDDER_RECORD = "embedder.json"  # which embedder this store's vectors come fr
 RECORD_CHECK_S = 1.0
 
 
-def embedder_record(home: Path) -> dict | None:
+def embedder_record(home: Path) -> dict[str, Any] | None:
     """What embedder.json says made a store's vectors ({"tuned": bool, ...}); None if it has no record."""
     record = Path(home) / EMBEDDER_RECORD
     try:
@@ -41,7 +41,7 @@ def configured_embedder(models: Any, tuned: bool) -> Any:
     return _embedder_at(models, models.embedder_dir, tuning.BUNDLED if tuned else None)
 
 
-def earlier_tuning(models: Any, made: dict | None) -> Any:
+def earlier_tuning(models: Any, made: dict[str, Any] | None) -> Any:
     """The embedder of an earlier release's tuning that the record `made` names, if its merged copy is
     still in the tuning cache; else None.
 
@@ -60,13 +60,13 @@ def _embedder_at(m: Any, model_dir: Path | None, delta: Path | None) -> Any:
     return shared_embedder(model_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir, m.embedder_onnx, delta)
 
 
-def write_embedder_record(home: Path, emb: Any, **extra: Any) -> dict:
+def write_embedder_record(home: Path, emb: Any, **extra: Any) -> dict[str, Any]:
     """Record emb as the embedder of the store in home (atomically: a reader never sees half a file)."""
     weights = emb.model_dir.name if emb.tuning else None
     return write_record(home, {"tuned": weights is not None, "weights": weights, "embedder": emb.name, **extra})
 
 
-def write_record(home: Path, made: dict) -> dict:
+def write_record(home: Path, made: dict[str, Any]) -> dict[str, Any]:
     """Write embedder.json as `made`, atomically (each writer through its own temporary file)."""
     write_atomic(Path(home) / EMBEDDER_RECORD, json.dumps(made) + "\n")
     return made

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import FIND_IDS, InputError, NotFoundError
 from memory.scopes import validate_scope
@@ -24,6 +25,13 @@ from memory.store.maintenance_lock import maintenance_lock
 from memory.store.rows import PREFIX, kind_of, to_arrow
 from memory.types import Status
 
+if TYPE_CHECKING:
+    import threading
+
+    from lancedb.table import Table
+
+    from memory.store.core import Store
+
 log = logging.getLogger(__name__)
 
 _KIND_COLS = {
@@ -33,8 +41,8 @@ _KIND_COLS = {
 }
 
 
-def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True,
-           scopes: Iterable[str] | None = None) -> dict:
+def forget(store: Store, ids: Iterable[str], actor: str = "person", purge_now: bool = True,
+           scopes: Iterable[str] | None = None) -> dict[str, Any]:
     """Erase rows by id. Every id is checked first: one unknown id and nothing is deleted."""
     if actor in ACTORS_AUTOMATED:
         raise InputError(f"{actor} may not delete; automated passes only propose (principle 2)")
@@ -44,7 +52,7 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     by_kind: dict[str, list[str]] = {}
     for i in ids:
         by_kind.setdefault(kind_of(i), []).append(i)
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for kind, kids in by_kind.items():
         # A shared scope's memories, and another device's shared evidence, too (memory/store/remote*.py).
         rows = list(store.get_many(kind, kids, _KIND_COLS[kind][1], scopes=scopes).values())
@@ -57,7 +65,7 @@ def forget(store, ids: Iterable[str], actor: str = "person", purge_now: bool = T
     return _erase(store, found, actor, purge_now)
 
 
-def forget_present(store, ids: Iterable[str], actor: str = "person", purge_now: bool = True) -> dict:
+def forget_present(store: Store, ids: Iterable[str], actor: str = "person", purge_now: bool = True) -> dict[str, Any]:
     """Erase the rows with these ids that still exist; ids already gone (another window, the CLI or an MCP
     client forgot them meanwhile) are reported under "already_gone" instead of failing the whole delete.
     For a window whose list the person chose from; `forget` stays all-or-nothing for typed ids."""
@@ -84,10 +92,10 @@ class ForgetPlan:
     all provenance and go to review); vault: entries
     erased (only by a scope delete); frames: frame files on disk that go with the evidence."""
 
-    evidence: list[dict] = field(default_factory=list)
-    memories: list[dict] = field(default_factory=list)
-    review: list[dict] = field(default_factory=list)
-    vault: list[dict] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    memories: list[dict[str, Any]] = field(default_factory=list)
+    review: list[dict[str, Any]] = field(default_factory=list)
+    vault: list[dict[str, Any]] = field(default_factory=list)
     frames: int = 0
     scope_only: bool = False
     # Shared scopes whose store did not answer while the plan was made: memories there derived from this
@@ -139,7 +147,7 @@ def _n(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-def plan_forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+def plan_forget_where(store: Store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
                       until: datetime | None = None) -> ForgetPlan:
     """What `forget_where` with the same filters would erase and send to review; changes nothing.
 
@@ -172,7 +180,7 @@ def plan_forget_where(store, *, scope: str | None = None, app: str | None = None
     return plan
 
 
-def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
+def plan_forget_evidence(store: Store, ids: Iterable[str]) -> ForgetPlan:
     """What erasing these captured rows (picked one by one, e.g. in the browser or the timeline) does, with
     the same semantics as an evidence delete by app or time: their frames and the memories derived only
     from them go, memories resting on other evidence too go to review, hand-written memories and vault
@@ -192,7 +200,7 @@ def plan_forget_evidence(store, ids: Iterable[str]) -> ForgetPlan:
     return plan
 
 
-def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], list[dict]]:
+def _derived_from(store: Store, gone: set[str], erased: set[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Memories whose provenance names evidence in `gone` (their provenance column or the derivations
     ledger), split into those resting only on it (erase) and those with surviving evidence too (review).
     Memories already in `erased` are left out."""
@@ -220,7 +228,7 @@ def _derived_from(store, gone: set[str], erased: set[str]) -> tuple[list[dict], 
     return erase, review
 
 
-def _offline_scopes(store) -> list[str]:
+def _offline_scopes(store: Store) -> list[str]:
     """The shared scopes whose store failed the last read (_derived_from has just asked every one)."""
     return [s.binding.scope for s in store.remotes.shared.values() if s.last_error] if store.remotes.shared else []
 
@@ -228,7 +236,7 @@ def _offline_scopes(store) -> list[str]:
 UNCHECKED_FILE = "derived-unchecked.json"  # in the data dir: {shared scope: [erased evidence ids]}, ids only
 
 
-def _note_unchecked(store, scopes: list[str], evidence_ids: list[str]) -> None:
+def _note_unchecked(store: Store, scopes: list[str], evidence_ids: list[str]) -> None:
     from memory.store.atomic import write_atomic
 
     path = Path(store.home) / UNCHECKED_FILE
@@ -238,7 +246,7 @@ def _note_unchecked(store, scopes: list[str], evidence_ids: list[str]) -> None:
     write_atomic(path, json.dumps(data))
 
 
-def recheck_derived(store, actor: str = "person") -> dict:
+def recheck_derived(store: Store, actor: str = "person") -> dict[str, Any]:
     """Finish the forgets made while a shared scope's store did not answer: the memories of that scope derived
     from the erased evidence are erased (resting only on it) or lose it and go to review, as they would have
     then. Run after a flush that reached the store (the scheduler's share job, `mirador remote test`); a scope
@@ -263,14 +271,14 @@ def recheck_derived(store, actor: str = "person") -> dict:
     return {"erased": len(erase), "reviewed": reviewed, "waiting": 0}
 
 
-def _existing_evidence(store, ids: set[str]) -> set[str]:
+def _existing_evidence(store: Store, ids: set[str]) -> set[str]:
     # Another device's shared evidence counts too (memory/store/remote_evidence.py).
     return set(store.get_many("evidence", sorted(e for e in ids if e.startswith(PREFIX["evidence"])), ["id"]))
 
 
-def forget_where(store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
+def forget_where(store: Store, *, scope: str | None = None, app: str | None = None, since: datetime | None = None,
                  until: datetime | None = None, actor: str = "person", purge_now: bool = True,
-                 plan: ForgetPlan | None = None) -> dict:
+                 plan: ForgetPlan | None = None) -> dict[str, Any]:
     """Bulk forget (see plan_forget_where for what goes): everything in a scope (and below), or the
     evidence from an app and/or a time range with the memories derived only from it. plan: one just
     made by plan_forget_where with the same filters (a caller that checked it, e.g. against a client's
@@ -293,7 +301,7 @@ def forget_where(store, *, scope: str | None = None, app: str | None = None, sin
     return result
 
 
-def _send_to_review(store, rows: list[dict], gone: set[str], actor: str) -> int:
+def _send_to_review(store: Store, rows: list[dict[str, Any]], gone: set[str], actor: str) -> int:
     """Drop the erased evidence ids from these memories' provenance; an active one becomes a candidate
     again (the person decides whether it still holds). Superseded and rejected ones keep their status."""
     if not rows:
@@ -336,8 +344,8 @@ def _frame_file(home: Path, path: str) -> Path | None:
     return p if p.exists() else None
 
 
-def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
-           extra_tables: Iterable[str] = ()) -> dict:
+def _erase(store: Store, found: dict[str, list[dict[str, Any]]], actor: str, purge_now: bool,
+           extra_tables: Iterable[str] = ()) -> dict[str, Any]:
     now = utcnow()
     stones, audits, frames = [], [], []
     for kind, rows in found.items():
@@ -389,8 +397,8 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
         changed |= {T.RELATIONS} if found.get("memory") else set()
         # Use counts name the memory; an outbox held the whole row while it was queued for a shared scope
         # (remote_outbox: memories; remote_evidence_outbox: evidence), and every flush left a version of it.
-        from memory.store.remote import OUTBOX
         from memory.store.remote_evidence import EV_OUTBOX
+        from memory.store.remote_io import OUTBOX
 
         present = set(store.db.table_names())
         changed |= {T.USAGE, OUTBOX} & present if found.get("memory") else set()
@@ -404,7 +412,7 @@ def _erase(store, found: dict[str, list[dict]], actor: str, purge_now: bool,
     }
 
 
-def _audio_path(row: dict) -> str | None:
+def _audio_path(row: dict[str, Any]) -> str | None:
     meta = row.get("meta")
     if isinstance(meta, str):
         try:
@@ -433,7 +441,7 @@ def _remove_frame(home: Path, path: str) -> int:
 _ANY_DELETION = 1e-12
 
 
-def _rewrite_fragments_with_deletions(store, table) -> int:
+def _rewrite_fragments_with_deletions(store: Store, table: Table) -> int:
     """Rewrite the live rows of every fragment that holds a deleted row, so the old fragment is dropped;
     returns how many fragments were rewritten.
 
@@ -447,28 +455,30 @@ def _rewrite_fragments_with_deletions(store, table) -> int:
         if not any(f.metadata.num_deletions for f in ds.get_fragments()):
             return 0
         m = ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=_ANY_DELETION)
-        return m.fragments_removed
+        removed: int = m.fragments_removed
+        return removed
 
-    return store.commit(compact)
+    done: int = store.commit(compact)
+    return done
 
 
 # Audit fields that hold content: what a memory or vault entry said, as opposed to who changed which field when.
 _AUDIT_CONTENT = {"memory": ("text", "title", "details"), "vault": ("label",)}
 
 
-def _fingerprinted(value) -> dict:
+def _fingerprinted(value: Any) -> dict[str, Any]:
     """What an audit row keeps of a text no longer current: its fingerprint (memory/store/fingerprint.py), which
     can confirm a guessed text and never gives one back."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return {"fingerprint": fingerprint(text)}
 
 
-def _as_stored(value):
+def _as_stored(value: Any) -> Any:
     """A current field as an audit row holds it (JSON, as memory/store/audit.py writes it), for comparison."""
     return json.loads(json.dumps(value, default=str, ensure_ascii=False))
 
 
-def scrub_audit_history(store) -> int:
+def scrub_audit_history(store: Store) -> int:
     """Replace, in every audit row of a memory or vault entry, each content field that no longer is the entry's
     current value (an edit's old text; the text a create recorded before the edits) by its fingerprint.
     Returns how many audit rows changed.
@@ -484,7 +494,7 @@ def scrub_audit_history(store) -> int:
     rows = store.rows(T.AUDIT, where, T.audit_schema().names) if store.count(T.AUDIT, where) else []
     if not rows:
         return 0
-    current: dict[str, dict] = {}
+    current: dict[str, dict[str, Any]] = {}
     for kind in ("memory", "vault"):
         ids = sorted({r["entity_id"] for r in rows if r["entity_kind"] == kind and r["entity_id"].startswith(PREFIX[kind])})
         for id_, row in store.get_many(kind, ids, ["id", *_AUDIT_CONTENT[kind]]).items():
@@ -521,7 +531,7 @@ def scrub_audit_history(store) -> int:
     return len(changed)
 
 
-def _rebuild_indexes(store, table) -> None:
+def _rebuild_indexes(store: Store, table: Table) -> None:
     """Build every index of the table again from its live rows.
 
     Why: an inverted (full-text) index keeps the tokens of deleted rows until it is rebuilt, an IVF index
@@ -543,7 +553,7 @@ def _rebuild_indexes(store, table) -> None:
                 c, index_type="LABEL_LIST" if k.startswith("LABEL") else k, replace=True))
 
 
-def _purge_table(store, table) -> None:
+def _purge_table(store: Store, table: Table) -> None:
     """Drop one table's deleted and updated-away rows from its files, its indexes and every old version."""
     # cleanup_older_than=0 drops every old version (lancedb warns about concurrent readers). Files no
     # manifest references yet are kept (delete_unverified=False): they may be another writer's in-flight
@@ -562,12 +572,12 @@ def _purge_table(store, table) -> None:
     store.commit(lambda: table.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
 
-def _drop_old_versions(store, table) -> None:
+def _drop_old_versions(store: Store, table: Table) -> None:
     """Delete every old version's files (what no version but the newest uses); writes nothing."""
     store.commit(lambda: table.to_lance().cleanup_old_versions(older_than=timedelta(0), delete_unverified=False))
 
 
-def purge(store, tables: Iterable[str] | None = None, stop=None,
+def purge(store: Store, tables: Iterable[str] | None = None, stop: threading.Event | None = None,
           progress: Callable[[str, int, int], None] | None = None) -> bool:
     """Physically remove deleted rows and old text: compact, rewrite fragments that still hold deleted rows,
     rebuild indexes, drop every old version. tables: only these (default: every table of the data folder,
@@ -613,7 +623,7 @@ def purge(store, tables: Iterable[str] | None = None, stop=None,
     return done
 
 
-def purge_shared(store) -> dict[str, str | None]:
+def purge_shared(store: Store) -> dict[str, str | None]:
     """Purge the bucket of every shared scope (memory/store/remote.py): rewrite the fragments that held deleted
     or edited-away rows, rebuild its full-text index, drop every old version — so an edit's old text leaves
     the bucket too, not only a forget's. Returns {scope: None when purged, else why not}; a store that does not

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import NewType
+from typing import NewType, overload
 
 from memory.scopes import scope_filter, sql_list, sql_literal
 from memory.types import Status, parse_status, parse_type
@@ -51,6 +51,10 @@ def _ids(values: Iterable[object]) -> str:
 # ---- joining ---------------------------------------------------------------------------------------
 
 
+@overload
+def and_(first: Where, /, *rest: str | None) -> Where: ...
+@overload
+def and_(*parts: str | None) -> Where | None: ...
 def and_(*parts: str | None) -> Where | None:
     """Join the predicates that are not None with AND (None if none is left)."""
     kept = [p for p in parts if p]

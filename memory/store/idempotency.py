@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import InputError
 from memory.scopes import in_scopes
 from memory.store.rows import PREFIX
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 KEY_MAX_CHARS = 200
 _SAME = {"evidence": ("content_hash",), "memory": ("fingerprint", "type")}  # what makes two adds the same write
@@ -45,7 +48,7 @@ def keyed_id(kind: str, actor: str, key: str) -> str:
     return PREFIX[kind] + digest[:24]
 
 
-def add_once(store: Any, kind: str, actor: str, key: str, row: dict[str, Any],
+def add_once(store: Store, kind: str, actor: str, key: str, row: dict[str, Any],
              write: Callable[[str], dict[str, Any]], scopes: Iterable[str] | None = None) -> tuple[dict[str, Any], bool]:
     """(the row, replayed): the row an earlier add with this key stored, or write(id) now.
 
@@ -60,7 +63,7 @@ def add_once(store: Any, kind: str, actor: str, key: str, row: dict[str, Any],
         return write(id_), False
 
 
-def earlier(store: Any, kind: str, id_: str, key: str, row: dict[str, Any],
+def earlier(store: Store, kind: str, id_: str, key: str, row: dict[str, Any],
             scopes: Iterable[str] | None = None) -> dict[str, Any] | None:
     """The public row stored under id_ by an earlier call with key; None when there is none."""
     cols = ["id", "scope", *_SAME[kind]] + (["created_at", "updated_at"] if kind == "memory" else [])

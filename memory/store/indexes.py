@@ -29,12 +29,21 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from memory.store import io_faults
 from memory.store.leftovers import swept
 from memory.store.maintenance_lock import WAIT_S, Busy, maintenance_lock
+
+if TYPE_CHECKING:
+    import threading
+
+    from lancedb.index import FTS
+    from lancedb.table import Table
+
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +60,8 @@ KEEP_VERSIONS = timedelta(days=7)  # old versions kept for concurrent readers, a
 TRAINED_ROWS_KEY = "mirador:ivf_trained_rows"  # vector column metadata: rows the index was trained on
 
 # Columns every read path filters on. BITMAP suits a handful of distinct values, BTREE ids and times.
-SCALAR_INDEXES: dict[str, dict[str, str]] = {
+ScalarKind = Literal["BTREE", "BITMAP", "LABEL_LIST"]  # LanceDB's scalar index types
+SCALAR_INDEXES: dict[str, dict[str, ScalarKind]] = {
     "memories": {"id": "BTREE", "scope": "BITMAP", "status": "BITMAP", "type": "BITMAP"},
     "evidence": {"id": "BTREE", "scope": "BITMAP", "source": "BITMAP", "captured_at": "BTREE"},
 }
@@ -65,7 +75,7 @@ FTS_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _fts_config(column: str):
+def _fts_config(column: str) -> FTS:
     from lancedb.index import FTS
 
     if column == TERMS_COLUMN:
@@ -77,31 +87,31 @@ def _fts_config(column: str):
     return FTS(with_position=False, stem=True, remove_stop_words=True, lower_case=True, ascii_folding=True)
 
 
-def has_index(table, column: str) -> bool:
+def has_index(table: Table, column: str) -> bool:
     """True if an index covers the column."""
     return any(column in ix.columns for ix in table.list_indices())
 
 
-def ensure_fts(table, column: str, replace: bool = False) -> None:
+def ensure_fts(table: Table, column: str, replace: bool = False) -> None:
     """Create the full-text index on a column if missing (or rebuild it when replace=True)."""
     if replace or not has_index(table, column):
         table.create_index(column, config=_fts_config(column), replace=True)
         log.debug("fts index built on %s.%s", table.name, column)
 
 
-def _vector_index(table):
+def _vector_index(table: Table) -> Any:
     for ix in table.list_indices():
         if "vector" in ix.columns:
             return ix
     return None
 
 
-def _vector_stats(table):
+def _vector_stats(table: Table) -> Any:
     ix = _vector_index(table)
     return None if ix is None else table.index_stats(ix.name)
 
 
-def vector_index_rows(table, stats=None) -> tuple[int, int] | None:
+def vector_index_rows(table: Table, stats: Any = None) -> tuple[int, int] | None:
     """(indexed, unindexed) row counts of the vector index, or None when the table has none."""
     stats = stats or _vector_stats(table)
     if stats is None:
@@ -109,7 +119,7 @@ def vector_index_rows(table, stats=None) -> tuple[int, int] | None:
     return int(stats.num_indexed_rows), int(stats.num_unindexed_rows)
 
 
-def vector_index_segments(table, stats=None) -> int | None:
+def vector_index_segments(table: Table, stats: Any = None) -> int | None:
     """How many segments (the trained index plus its deltas) the vector index has; None without one."""
     stats = stats or _vector_stats(table)
     if stats is None:
@@ -117,12 +127,12 @@ def vector_index_segments(table, stats=None) -> int | None:
     return _segments(stats)
 
 
-def _segments(stats) -> int:
+def _segments(stats: Any) -> int:
     """Segments (the trained index plus its deltas) of the vector index these stats describe."""
     return int(getattr(stats, "num_indices", None) or 1)
 
 
-def trained_rows(table) -> int | None:
+def trained_rows(table: Table) -> int | None:
     """Rows the vector index was last trained on, or None when not recorded (an index from before the record)."""
     try:
         meta = table.schema.field("vector").metadata or {}
@@ -132,7 +142,7 @@ def trained_rows(table) -> int | None:
     return int(raw) if raw else None
 
 
-def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: bool = False) -> str | None:
+def ensure_vector_index(table: Table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: bool = False) -> str | None:
     """Train a cosine IVF_SQ index when the table is big enough (or retrain once it has doubled, or
     once optimize() has left more than MAX_VECTOR_DELTAS delta segments).
 
@@ -165,13 +175,13 @@ def ensure_vector_index(table, min_rows: int = VECTOR_INDEX_MIN_ROWS, force: boo
     return "built" if stats is None else "retrained"
 
 
-def ensure_scalar_indexes(table, columns: dict[str, str], min_rows: int = SCALAR_INDEX_MIN_ROWS,
+def ensure_scalar_indexes(table: Table, columns: dict[str, ScalarKind], min_rows: int = SCALAR_INDEX_MIN_ROWS,
                           force: bool = False) -> list[str]:
     """BTREE/BITMAP indexes on filter columns of a large table; returns the columns indexed now."""
     if table.count_rows() < min_rows and not force:
         return []
     names = set(table.schema.names)
-    done = []
+    done: list[str] = []
     for col, kind in columns.items():
         if col in names and not has_index(table, col):
             table.create_scalar_index(col, index_type=kind, replace=True)
@@ -183,13 +193,13 @@ class Stopped(Exception):
     """Maintenance stopped between two commits because its caller is quitting (the `stop` event)."""
 
 
-def _check(stop) -> None:
+def _check(stop: threading.Event | None) -> None:
     if stop is not None and stop.is_set():
         raise Stopped
 
 
-def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None = None, train: bool = True,
-             stop=None, wait: float = WAIT_S) -> dict:
+def maintain(store: Store, *, force_vector: bool = False, tables: Iterable[str] | None = None, train: bool = True,
+             stop: threading.Event | None = None, wait: float = WAIT_S) -> dict[str, Any]:
     """Bring every index up to date and compact: the store's scheduled maintenance (Store.optimize).
 
     force_vector builds vector indexes even on small tables (tests use it to exercise the indexed path).
@@ -204,7 +214,7 @@ def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None 
     A full, read-only or failing disk raises a StorageError; what the failed step left is removed
     (memory/store/leftovers.py), so the next pass, once there is room, starts clean.
     """
-    report: dict = {}
+    report: dict[str, Any] = {}
     try:
         with maintenance_lock(store.home, wait) as locked:
             _maintain(store, report, force_vector, tables, train, stop, locked)
@@ -224,7 +234,8 @@ def maintain(store, *, force_vector: bool = False, tables: Iterable[str] | None 
     return report
 
 
-def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop, locked: bool) -> None:
+def _maintain(store: Store, report: dict[str, Any], force_vector: bool, tables: Iterable[str] | None, train: bool,
+              stop: threading.Event | None, locked: bool) -> None:
     wanted = set(tables) if tables else None
     for name, table in (("memories", store.memories), ("evidence", store.evidence), ("vault", store.vault)):
         if wanted is not None and name not in wanted:
@@ -235,9 +246,10 @@ def _maintain(store, report: dict, force_vector: bool, tables, train: bool, stop
             _maintain_table(store, report, name, table, force_vector, train, stop)
 
 
-def _maintain_table(store, report: dict, name: str, table, force_vector: bool, train: bool, stop) -> None:
+def _maintain_table(store: Store, report: dict[str, Any], name: str, table: Table, force_vector: bool, train: bool,
+                    stop: threading.Event | None) -> None:
     t = time.perf_counter()
-    entry: dict = {"rows": table.count_rows()}
+    entry: dict[str, Any] = {"rows": table.count_rows()}
     report[name] = entry
     names = set(table.schema.names)
     for col in FTS_COLUMNS[name]:
@@ -254,11 +266,14 @@ def _maintain_table(store, report: dict, name: str, table, force_vector: bool, t
             tb, SCALAR_INDEXES[n], force=force_vector))
     # Compacts fragments and folds rows added since the last build into every index.
     report["_at"] = f"in {name}, before compaction"
-    entry.update(optimize_table(store, table, stop, mark=lambda at, n=name: report.update(_at=f"in {n}, {at}")))
+    def mark(at: str) -> None:
+        report.update(_at=f"in {name}, {at}")
+
+    entry.update(optimize_table(store, table, stop, mark=mark))
     entry["seconds"] = round(time.perf_counter() - t, 2)
 
 
-def _small_fragments(ds) -> tuple[int, bool]:
+def _small_fragments(ds: Any) -> tuple[int, bool]:
     """(fragments under COMPACT_TARGET_ROWS, whether any has MATERIALIZE_DELETIONS of its rows deleted)."""
     small, deleted = 0, False
     for f in ds.get_fragments():
@@ -268,7 +283,14 @@ def _small_fragments(ds) -> tuple[int, bool]:
     return small, deleted
 
 
-def optimize_table(store, table, stop=None, mark=None) -> dict:
+class Commits(Protocol):
+    """What optimize_table commits through: the Store, or a shared table's RemoteCommits (remote_io.py)."""
+
+    def commit(self, fn: Callable[[], Any]) -> Any: ...
+
+
+def optimize_table(store: Commits, table: Table, stop: threading.Event | None = None,
+                   mark: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Compact, fold new rows into every index, drop versions older than KEEP_VERSIONS (see the module doc).
 
     Each step is its own commit, retried like any write when another process committed first.

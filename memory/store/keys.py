@@ -139,7 +139,8 @@ class DataKeys:
     def record(self) -> dict[str, Any] | None:
         """What data-key.json says (how the key is wrapped), or None before the first key was made."""
         try:
-            return json.loads(self.path.read_text())
+            rec: dict[str, Any] = json.loads(self.path.read_text())
+            return rec
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
@@ -151,7 +152,7 @@ class DataKeys:
         """How this folder's key is (or would be) unlocked: 'keyring' or 'passphrase'."""
         rec = self.record()
         if rec:
-            return rec["kek"]
+            return str(rec["kek"])
         if self.key_store == "keyring" or self.key_store == "auto" and os_keyring() is not None:
             return "keyring"
         return "passphrase"

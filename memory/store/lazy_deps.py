@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Any
 
 LAZY_PACKAGES = ("lance_namespace_urllib3_client",)
 
@@ -36,8 +39,10 @@ def install() -> None:
             continue
         module = importlib.util.module_from_spec(spec)
 
-        def __getattr__(attr: str, module=module, spec=spec):  # noqa: N807 - the module-level hook
+        def __getattr__(attr: str, module: ModuleType = module, spec: ModuleSpec = spec) -> Any:  # noqa: N807
+            # the module-level hook
             module.__dict__.pop("__getattr__", None)
+            assert spec.loader is not None  # checked above
             spec.loader.exec_module(module)  # the package's own __init__, into the registered module
             return getattr(module, attr)
 

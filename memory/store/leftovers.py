@@ -20,9 +20,12 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.store import io_faults
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ def index_dirs(table: Any) -> set[str] | None:
 
 
 @contextmanager
-def swept(store: Any, table: Any, locked: bool) -> Iterator[None]:
+def swept(store: Store, table: Any, locked: bool) -> Iterator[None]:
     """Run the block; if it fails with a disk fault, remove the index folders it left (see the module doc)."""
     before = index_dirs(table) if locked else None
     version = _version(table) if before is not None else None

@@ -10,12 +10,15 @@ process that can open a store has the cascades installed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 # (store, memory ids, actor) -> None: the memories are gone; drop what refers to them.
-ForgetListener = Callable[[Any, list[str], str], None]
+ForgetListener = Callable[["Store", list[str], str], None]
 # (store, memory id, new scope) -> None: the memory now lives in another scope.
-RescopeListener = Callable[[Any, str, str], None]
+RescopeListener = Callable[["Store", str, str], None]
 
 _forget: list[ForgetListener] = []
 _rescope: list[RescopeListener] = []
@@ -35,13 +38,13 @@ def on_rescope(listener: RescopeListener) -> RescopeListener:
     return listener
 
 
-def memories_forgotten(store: Any, memory_ids: list[str], actor: str) -> None:
+def memories_forgotten(store: Store, memory_ids: list[str], actor: str) -> None:
     """Tell every forget listener (memory/store/erasure.py calls this)."""
     for listener in list(_forget):
         listener(store, memory_ids, actor)
 
 
-def memory_rescoped(store: Any, memory_id: str, scope: str) -> None:
+def memory_rescoped(store: Store, memory_id: str, scope: str) -> None:
     """Tell every rescope listener (Store.update_memory calls this)."""
     for listener in list(_rescope):
         listener(store, memory_id, scope)

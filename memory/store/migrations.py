@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from memory.store import tables as T
 from memory.types import utcnow
 
+if TYPE_CHECKING:
+    from lancedb import DBConnection
+
 log = logging.getLogger(__name__)
 
 
-def m001_initial(db, dim: int) -> str:
+def m001_initial(db: DBConnection, dim: int) -> str:
     """Create the five tables of the data model."""
     existing = set(db.table_names())
     for name, schema in (
@@ -31,7 +35,7 @@ def m001_initial(db, dim: int) -> str:
     return f"tables created, vector dim {dim}"
 
 
-def m002_fts_indexes(db, dim: int) -> str:
+def m002_fts_indexes(db: DBConnection, dim: int) -> str:
     """Full-text indexes: memory search text, evidence text, vault labels (never vault values)."""
     from memory.store.indexes import ensure_fts
 
@@ -41,7 +45,7 @@ def m002_fts_indexes(db, dim: int) -> str:
     return "fts on memories.search_text, evidence.text, vault.label"
 
 
-def m003_evidence_search_text(db, dim: int) -> str:
+def m003_evidence_search_text(db: DBConnection, dim: int) -> str:
     """Evidence gains `search_text` (text + speaker + resolved dates, see memory/store/context.py) with its own FTS index."""
     from memory.store.indexes import ensure_fts
 
@@ -53,7 +57,7 @@ def m003_evidence_search_text(db, dim: int) -> str:
     return "evidence.search_text added (from text) with fts"
 
 
-def m004_derivations_and_proposals(db, dim: int) -> str:
+def m004_derivations_and_proposals(db: DBConnection, dim: int) -> str:
     """Extraction ledger (evidence → memory ids) and the dream pass's proposals for review."""
     existing = set(db.table_names())
     for name, schema in ((T.DERIVATIONS, T.derivations_schema()), (T.PROPOSALS, T.proposals_schema())):
@@ -62,21 +66,21 @@ def m004_derivations_and_proposals(db, dim: int) -> str:
     return "derivations and proposals tables"
 
 
-def m005_relations(db, dim: int) -> str:
+def m005_relations(db: DBConnection, dim: int) -> str:
     """Typed edges between memories (BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES, MENTIONS)."""
     if T.RELATIONS not in set(db.table_names()):
         db.create_table(T.RELATIONS, schema=T.relations_schema())
     return "relations table"
 
 
-def m006_reinforcement(db, dim: int) -> str:
+def m006_reinforcement(db: DBConnection, dim: int) -> str:
     """Use counts and strengths per memory, kept apart from the memories table (see memory/graph/reinforcement.py)."""
     if T.USAGE not in set(db.table_names()):
         db.create_table(T.USAGE, schema=T.usage_schema())
     return "memory_usage table"
 
 
-def m007_evidence_runs(db, dim: int) -> str:
+def m007_evidence_runs(db: DBConnection, dim: int) -> str:
     """Evidence gains `run_id` and `run_pos`: where a row sits in its stream, so search can credit it
     with the scores of the turns around it (memory/context.place_in_runs). Existing rows are placed here."""
     from memory.store.context import place_in_runs
@@ -96,7 +100,7 @@ def m007_evidence_runs(db, dim: int) -> str:
     return f"evidence run_id/run_pos added, {len(placed)} rows placed"
 
 
-def m008_sealed_terms(db, dim: int) -> str:
+def m008_sealed_terms(db: DBConnection, dim: int) -> str:
     """Memories, evidence and vault gain `fts_terms`, the keyed hashes of their words' stems that the sealed
     full-text index holds (memory/store/sealer.py, terms.py). The rows are sealed and their terms made by
     memory/store/seal_migration.py, which needs the data key; this only adds the column and its index."""
@@ -110,7 +114,7 @@ def m008_sealed_terms(db, dim: int) -> str:
     return "fts_terms on memories, evidence, vault"
 
 
-MIGRATIONS: list[tuple[str, Callable]] = [
+MIGRATIONS: list[tuple[str, Callable[[DBConnection, int], str]]] = [
     ("m001_initial", m001_initial),
     ("m002_fts_indexes", m002_fts_indexes),
     ("m003_evidence_search_text", m003_evidence_search_text),
@@ -122,13 +126,13 @@ MIGRATIONS: list[tuple[str, Callable]] = [
 ]
 
 
-def apply_migrations(db, dim: int) -> list[str]:
+def apply_migrations(db: DBConnection, dim: int) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied now."""
     if T.MIGRATIONS not in db.table_names():
         db.create_table(T.MIGRATIONS, schema=T.migrations_schema())
     log_table = db.open_table(T.MIGRATIONS)
     done = {r["name"] for r in log_table.to_arrow().to_pylist()}
-    applied = []
+    applied: list[str] = []
     for name, fn in MIGRATIONS:
         if name in done:
             continue

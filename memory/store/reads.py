@@ -21,10 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
 
 from memory.store import filters as F
 from memory.store import lifetime
@@ -42,6 +46,9 @@ from memory.store.sealer import ROTATED, TERMS_COLUMN, TERMS_FROM, Sealer
 
 if TYPE_CHECKING:
     from lancedb import AsyncConnection
+    from lancedb.table import AsyncTable
+
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +79,7 @@ class Leg:
     where: str | None
     cols: tuple[str, ...]
     limit: int
-    vector: object = None
+    vector: Sequence[float] | np.ndarray | None = None
     text: str | None = None
     fts_column: str | None = None
     row_ids: bool = False  # also return each row's address as `_rowid`
@@ -98,7 +105,7 @@ class Reader:
         # full-text leg looks for the keyed terms, and every row returned is opened before the caller sees it.
         self._sealer = sealer
         self._db: AsyncConnection | None = None  # opened by the first query, on the reads loop
-        self._tables: dict[str, object] = {}
+        self._tables: dict[str, AsyncTable] = {}
         self._caches: dict[str, RowCache] = {
             name: RowCache(cols, BASE_MAX_ROWS_BY_TABLE.get(name, BASE_MAX_ROWS), BASE_MAX_BYTES)
             for name, cols in COLUMNS.items()
@@ -107,19 +114,20 @@ class Reader:
         # as their legs return addresses whose columns come from it.
         self._flats: dict[str, FlatVectors] = {
             name: FlatVectors(max_rows) for name, max_rows in FLAT_TABLES.items()} if row_cache else {}
-        self._builds: set[asyncio.Task] = set()
-        self._scans: dict[tuple, asyncio.Future] = {}  # filter scans in flight (Reader._flat_search)
+        self._builds: set[asyncio.Task[None]] = set()
+        # by (table, filter, version)
+        self._scans: dict[tuple[str, str | None, int], asyncio.Future[pa.Table]] = {}  # filter scans in flight (Reader._flat_search)
         # forgets: a table every forget writes (tombstones). When its version moves, another process
         # forgot something: the caches are dropped at once, so no forgotten text stays in memory here.
         self._forgets = forgets if row_cache else None
         self._forgets_version: int | None = None
 
-    def covers(self, table: str, cols) -> bool:
+    def covers(self, table: str, cols: Iterable[str]) -> bool:
         """Whether ranking legs on `table` that read `cols` are served from the row cache."""
         cache = self._caches.get(table)
         return cache is not None and not cache.too_large and set(cols) - set(_SCORES) <= set(cache.cols)
 
-    def run(self, *legs: Leg) -> list[list[dict]]:
+    def run(self, *legs: Leg) -> list[list[dict[str, Any]]]:
         """Every leg's rows, in leg order; the legs run concurrently."""
         sealer = self._sealer
         if sealer is None:
@@ -135,7 +143,7 @@ class Reader:
         return [[] if leg is None else sealer.open_rows(leg.table, next(found)) if leg.opened else next(found)
                 for leg in asked]
 
-    def open(self, table: str, rows: list[dict]) -> list[dict]:
+    def open(self, table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Rows a leg returned unopened (Leg.opened False), opened in place."""
         return self._sealer.open_rows(table, rows) if self._sealer is not None else rows
 
@@ -158,19 +166,19 @@ class Reader:
         A search checks the small tables it keeps snapshots of (vault scopes, usage) before its legs:
         one synchronous check each, one after the other, added their round trips up.
         """
-        async def check(name):
+        async def check(name: str) -> int | None:
             try:
                 return await (await self._table(name)).version()
             except Exception as e:  # e.g. a table an older store does not have: its reader checks itself
                 log.debug("version of %s not read (%s)", name, e)
                 return None
 
-        async def run():
+        async def run() -> dict[str, int | None]:
             return dict(zip(tables, await asyncio.gather(*(check(n) for n in tables)), strict=True))
 
         return asyncio.run_coroutine_threadsafe(run(), _event_loop()).result()
 
-    def cached(self, table: str, addrs: list[int], cols) -> tuple[dict[int, dict], list[int]]:
+    def cached(self, table: str, addrs: list[int], cols: Iterable[str]) -> tuple[dict[int, dict[str, Any]], list[int]]:
         """The row cache's rows (`cols` of them) at these addresses, and the addresses it does not hold."""
         cache = self._caches.get(table)
         if cache is None:
@@ -182,7 +190,7 @@ class Reader:
 
     def warm(self, *tables: str) -> None:
         """Build the row caches of these tables now, waiting for it (benchmarks; searches build lazily)."""
-        async def build():
+        async def build() -> None:
             await asyncio.gather(*(self._build(n, c, c.build_due(force=True)) for n, c in self._caches.items()
                                    if n in tables))
         asyncio.run_coroutine_threadsafe(build(), _event_loop()).result()
@@ -196,7 +204,7 @@ class Reader:
         self._clear()
         self._forgets_version = None  # this process's own forget: the next search just notes the version
 
-    async def _gather(self, legs) -> list[list[dict]]:
+    async def _gather(self, legs: Sequence[Leg]) -> list[list[dict[str, Any]]]:
         tables = [await self._table(leg.table) for leg in legs]
         caches = [self._cache_for(leg) for leg in legs]
         run = [replace(leg, cols=tuple(c for c in leg.cols if c in _SCORES)) if c else leg
@@ -217,7 +225,7 @@ class Reader:
         for f in self._flats.values():
             f.clear()
 
-    async def _arrow(self, table, leg: Leg, cached: bool):
+    async def _arrow(self, table: AsyncTable, leg: Leg, cached: bool) -> pa.Table:
         """One leg's result. A vector leg of a small unindexed table whose columns come from the row
         cache is answered from the table's kept vectors: the same exact search LanceDB would run."""
         flat = self._flats.get(leg.table) if cached and leg.vector is not None else None
@@ -227,7 +235,7 @@ class Reader:
                 return found
         return await self._query(table, leg).to_arrow()
 
-    async def _flat_search(self, table, flat: FlatVectors, leg: Leg):
+    async def _flat_search(self, table: AsyncTable, flat: FlatVectors, leg: Leg) -> pa.Table | None:
         """The leg's rows from kept vectors, or None when LanceDB must answer (an index, too many rows, or
         a row without a usable vector)."""
         version = await table.version()
@@ -264,6 +272,7 @@ class Reader:
             # Rows written since: their vectors by address (what an address names never changes).
             vectors = await table.take_row_ids(unknown.tolist()).with_row_id().select(["vector"]).to_arrow()
             flat.add(vectors, epoch)
+        assert leg.vector is not None  # only vector legs are answered here (_arrow)
         return flat.search(leg.vector, addrs, leg.limit)
 
     async def _forgets_moved(self) -> bool:
@@ -285,10 +294,10 @@ class Reader:
             return None
         return cache if set(leg.cols) - set(_SCORES) <= set(cache.cols) else None
 
-    async def _fill(self, legs, caches, out: list[list[dict]]) -> None:
+    async def _fill(self, legs: Sequence[Leg], caches: list[RowCache | None], out: list[list[dict[str, Any]]]) -> None:
         """Put the cached columns into the rows of cached legs; a row neither cached nor found by address
         now was deleted or moved since its leg read it, and is dropped (as a fetch by address drops it)."""
-        hits: list[dict[int, dict]] = []
+        hits: list[dict[int, dict[str, Any]]] = []
         missing: dict[str, set[int]] = {}
         for leg, cache, rows in zip(legs, caches, out, strict=True):
             found, miss = cache.lookup([r["_rowid"] for r in rows], leg.cols) if cache else ({}, [])
@@ -315,7 +324,7 @@ class Reader:
                 self._builds.add(task)
                 task.add_done_callback(self._builds.discard)
 
-    async def _take(self, name: str, addrs: list[int]) -> dict[int, dict]:
+    async def _take(self, name: str, addrs: list[int]) -> dict[int, dict[str, Any]]:
         if not addrs:
             return {}
         cache = self._caches[name]
@@ -353,7 +362,7 @@ class Reader:
             if "shutdown" not in str(e):
                 raise
 
-    async def _table(self, name: str):
+    async def _table(self, name: str) -> AsyncTable:
         t = self._tables.get(name)
         if t is None:
             if self._db is None:
@@ -364,7 +373,8 @@ class Reader:
         return t
 
     @staticmethod
-    def _query(table, leg: Leg):
+    def _query(table: AsyncTable, leg: Leg) -> Any:  # one of LanceDB's async query builders
+        q: Any
         if leg.take is not None:
             # A row's address names one immutable row version: a take returns nothing for a row deleted,
             # updated (rewritten elsewhere) or compacted away since the address was read, never another row.
@@ -385,8 +395,8 @@ class Reader:
         return q.select(list(leg.cols)).limit(leg.limit)
 
 
-def fetch_rows(store, table: str, ids: list[str], where: str | None, cols: list[str],
-               addresses: dict[str, int] | None = None, have: dict[str, dict] | None = None) -> dict[str, dict]:
+def fetch_rows(store: Store, table: str, ids: list[str], where: str | None, cols: list[str],
+               addresses: dict[str, int] | None = None, have: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Full rows of the chosen ids of the named local table, still under the caller's filter; a row deleted
     meanwhile is dropped.
 
@@ -401,7 +411,7 @@ def fetch_rows(store, table: str, ids: list[str], where: str | None, cols: list[
     if not ids:
         return {}
     addresses, have = addresses or {}, have or {}
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     known = [i for i in ids if addresses and i in addresses]
     if known and store.reader.covers(table, ["id", *cols]):
         # Every column is in the row cache (memories, recall's columns): the table is read only for

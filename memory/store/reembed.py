@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -44,6 +44,8 @@ from memory.store.embedder_record import (
 )
 
 if TYPE_CHECKING:  # the store calls into this module (forget_staged): no import of it at run time
+    from lancedb.table import Table
+
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -55,12 +57,12 @@ TABLES = ("memories", "evidence")
 LOCK = "reembed.lock"  # in the data dir; held while a pass runs
 
 
-def target_embedder(models):
+def target_embedder(models: Any) -> Any:
     """The embedder the settings (a ModelsConfig) choose for a new store."""
     return configured_embedder(models, models.embedder_tuning)
 
 
-def why_reembed(made: dict | None, target) -> str | None:
+def why_reembed(made: dict[str, Any] | None, target: Any) -> str | None:
     """Why a store whose embedder.json says `made` should be re-embedded with target; None if not."""
     if not made:
         return None
@@ -78,7 +80,7 @@ def why_reembed(made: dict | None, target) -> str | None:
 
 
 def reembed(store: Store, progress: Callable[[str, int, int], None] | None = None, batch: int = BATCH,
-            settle: float = 2 * RECORD_CHECK_S, actor: str = "person") -> dict:
+            settle: float = 2 * RECORD_CHECK_S, actor: str = "person") -> dict[str, Any]:
     """Re-embed every row; returns {"embedder", "memories", "evidence", "skipped", "reused", "seconds",
     "switch_seconds", "freed_bytes", "indexes"}. reused: rows a stopped earlier pass had already
     embedded. switch_seconds: how long searches ran on mixed vectors. freed_bytes: the earlier tuned
@@ -104,7 +106,7 @@ def reembed(store: Store, progress: Callable[[str, int, int], None] | None = Non
         lock.release()
 
 
-def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> dict:
+def _reembed(store: Store, progress: Callable[[str, int, int], None] | None, batch: int, settle: float, actor: str) -> dict[str, Any]:
     from models.embedder import bulk_threads
 
     t0 = time.perf_counter()
@@ -139,7 +141,7 @@ def _reembed(store: Store, progress, batch: int, settle: float, actor: str) -> d
     return report
 
 
-def _release_earlier(store: Store, made: dict, emb) -> int:
+def _release_earlier(store: Store, made: dict[str, Any], emb: Any) -> int:
     """Bytes freed by deleting the merged copy this store embedded with before, if no store uses it now."""
     from models import onnx_encoder, tuning
 
@@ -149,11 +151,11 @@ def _release_earlier(store: Store, made: dict, emb) -> int:
     return tuning.release(old, store.home, store.config.models.onnx_dir or onnx_encoder.default_dir())
 
 
-def _without_marks(made: dict) -> dict:
+def _without_marks(made: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in made.items() if k not in ("staging", "reembedding")}
 
 
-def _staging_for(store: Store, emb, made: dict):
+def _staging_for(store: Store, emb: Any, made: dict[str, Any]) -> Table:
     """The side table for vectors of emb: kept from a stopped pass for the same embedder, else new."""
     staged_for = made["embedder"] if made.get("reembedding") else made.get("staging")
     names = set(store.db.table_names())
@@ -163,11 +165,14 @@ def _staging_for(store: Store, emb, made: dict):
     if not made.get("reembedding"):
         # Searches stay with the record's embedder; the mark tells a later run (and doctor) what is staged.
         write_record(store.home, {**made, "staging": emb.name})
+    staging: Table
     if T.REEMBED_STAGING in names:
-        return store.db.open_table(T.REEMBED_STAGING)
+        staging = store.db.open_table(T.REEMBED_STAGING)
+        return staging
     schema = pa.schema([("tbl", pa.string()), ("id", pa.string()), ("made_from", pa.string()),
                         ("vector", store.evidence.schema.field("vector").type)])
-    return store.db.create_table(T.REEMBED_STAGING, schema=schema)
+    staging = store.db.create_table(T.REEMBED_STAGING, schema=schema)
+    return staging
 
 
 def _digest(text: str) -> str:
@@ -181,20 +186,20 @@ def _key(name: str) -> tuple[str, list[str]]:
     return ("text", T.EVIDENCE_COLS) if name == "evidence" else ("search_text", ["id", "search_text"])
 
 
-def _embedded_texts(name: str, rows: list[dict]) -> list[str]:
+def _embedded_texts(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return index_texts(rows)[1] if name == "evidence" else [r["search_text"] for r in rows]
 
 
-def _in(ids) -> str:
+def _in(ids: Iterable[str]) -> str:
     return F.id_in(ids)
 
 
-def _staged(store: Store, staging, name: str) -> dict[str, str]:
+def _staged(store: Store, staging: Table, name: str) -> dict[str, str]:
     rows = store.scan_table(staging, F.equals("tbl", name), ["id", "made_from"]).to_pylist()
     return {r["id"]: r["made_from"] for r in rows}
 
 
-def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
+def _stage(store: Store, staging: Table, name: str, emb: Any, batch: int, progress: Callable[[str, int, int], None] | None) -> int:
     """Stage a new vector for every row of table `name` that has none for its current text; returns how
     many already had one."""
     table = getattr(store, name)
@@ -223,7 +228,8 @@ def _stage(store: Store, staging, name: str, emb, batch: int, progress) -> int:
     return reused
 
 
-def _switch(store: Store, staging, name: str, emb, report: dict, progress) -> None:
+def _switch(store: Store, staging: Table, name: str, emb: Any, report: dict[str, Any],
+            progress: Callable[[str, int, int], None] | None) -> None:
     """Replace table `name`'s vectors by the staged ones, then embed now every row with no staged
     vector of its current text: written or edited since it was staged, or during the merge."""
     table = getattr(store, name)
@@ -266,7 +272,7 @@ def forget_staged(store: Store, ids: list[str]) -> bool:
     return True
 
 
-def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[int, int]:
+def _reembed_rows(store: Store, table: Table, name: str, ids: list[str], emb: Any) -> tuple[int, int]:
     """(rows re-embedded, rows gone or edited over and over) for one batch of ids: embedded now, merged."""
     key, cols = _key(name)
     vector_type = table.schema.field("vector").type
@@ -292,7 +298,7 @@ def _reembed_rows(store: Store, table, name: str, ids: list[str], emb) -> tuple[
     return len(done), len(ids) - len(done)
 
 
-def _retrain(store: Store) -> dict:
+def _retrain(store: Store) -> dict[str, Any]:
     """Vector indexes were trained on the old vectors: retrain the ones that exist, then compact."""
     from memory.store.indexes import _vector_stats, ensure_vector_index
     from memory.store.maintenance_lock import maintenance_lock

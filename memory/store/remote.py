@@ -50,7 +50,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import InputError
 from memory.store.lifecycle import on_forget
@@ -81,6 +82,16 @@ from memory.store.remote_pull import PULLING
 from memory.store.remote_routing import Routes
 from memory.store.remote_shared import Shared
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+    from memory.store.remote_evidence import EvidenceMirror
+
+# What other modules import from here: the store's Remotes, and the names the CLI and the tests use for
+# the shared-scope helpers (explicit, for the strict type check's no_implicit_reexport).
+__all__ = ["EDGE_OPS", "FLUSH_BATCH", "KEYRING_SERVICE", "OUTBOX", "Remotes", "covers", "credential_env",
+           "delete_credentials", "device_name", "drop_queued", "edits_schema", "fresh", "load_credentials",
+           "outbox_schema", "person_name", "require_keyring", "save_credentials", "storage_options", "touches"]
+
 log = logging.getLogger(__name__)
 
 
@@ -90,7 +101,7 @@ class Remotes(Routes):
     Store creates one (`store.remotes`); with no binding configured every method is a cheap no-op.
     """
 
-    def __init__(self, store: Any, evidence: Any = None) -> None:
+    def __init__(self, store: Store, evidence: Callable[[Remotes], EvidenceMirror]) -> None:
         self.store = store
         cfg = store.config.remote
         self.flush_interval = cfg.flush_interval_seconds
@@ -106,7 +117,7 @@ class Remotes(Routes):
         self.lease_minutes = 2 * cfg.maintain_interval_minutes
         # Evidence copies for bindings with `evidence = true`: memory/store/remote_evidence.py's EvidenceMirror,
         # handed in by the store (it imports this module, so this one may not import it).
-        self.evidence: Any = evidence(self) if evidence is not None else None
+        self.evidence: EvidenceMirror = evidence(self)
 
     def maintain(self, name: str | None = None, elected: bool = False, stop: Any = None) -> dict[str, Any]:
         """Maintain the shared stores (or the one named): {binding: report}. elected=True (the scheduler)
@@ -167,7 +178,7 @@ class Remotes(Routes):
                  "settings": bool(s.last_error) and s.problem in SETTINGS} for n, s in self.shared.items()]
 
 
-def _forgotten(store: Any, ids: list[str], actor: str) -> None:
+def _forgotten(store: Store, ids: list[str], actor: str) -> None:
     remotes = getattr(store, "remotes", None)
     if remotes is not None and not getattr(PULLING, "active", False):
         remotes.forget(ids)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
+from memory.config import RemoteBinding
 from memory.errors import InputError
 from memory.store import filters as F
 
@@ -51,7 +52,7 @@ class StoreRefused(InputError, ConnectionError):
         self.kind = problem.kind
 
 
-def _where(binding: Any) -> tuple[str, str, str]:
+def _where(binding: RemoteBinding) -> tuple[str, str, str]:
     """(endpoint as shown, host, port) of a binding."""
     ep = binding.endpoint or f"AWS S3 ({binding.region})"
     u = urlparse(binding.endpoint) if binding.endpoint else None
@@ -60,11 +61,11 @@ def _where(binding: Any) -> tuple[str, str, str]:
     return ep, host, port
 
 
-def _bucket(binding: Any) -> str:
+def _bucket(binding: RemoteBinding) -> str:
     return binding.url.removeprefix("s3://").split("/", 1)[0]
 
 
-def classify(error: BaseException | str, binding: Any, adding: bool = False) -> Problem | None:
+def classify(error: BaseException | str, binding: RemoteBinding, adding: bool = False) -> Problem | None:
     """The problem an error of a store operation shows, or None when it is no failure of the store itself
     (a table that is not there yet, a schema error). adding: the binding is not kept yet (`remote add`)."""
     if isinstance(error, StoreRefused):
@@ -133,7 +134,7 @@ def classify(error: BaseException | str, binding: Any, adding: bool = False) -> 
     return None
 
 
-def problem(error: BaseException, binding: Any, adding: bool = False) -> Problem:
+def problem(error: BaseException, binding: RemoteBinding, adding: bool = False) -> Problem:
     """The problem any failure shows (a failure classify does not know is "other", in its own words)."""
     found = classify(error, binding, adding)
     if found is not None:
@@ -145,7 +146,7 @@ def problem(error: BaseException, binding: Any, adding: bool = False) -> Problem
 class _Checked:
     """A LanceDB connection whose calls raise StoreRefused when the store refused or did not answer."""
 
-    def __init__(self, db: Any, binding: Any, adding: bool) -> None:
+    def __init__(self, db: Any, binding: RemoteBinding, adding: bool) -> None:
         self._db, self._binding, self._adding = db, binding, adding
 
     def __getattr__(self, name: str) -> Any:
@@ -165,12 +166,12 @@ class _Checked:
         return call
 
 
-def checked(db: Any, binding: Any, adding: bool = False) -> Any:
+def checked(db: Any, binding: RemoteBinding, adding: bool = False) -> Any:
     """db, whose failing calls on the store raise StoreRefused instead of LanceDB's ValueError."""
     return _Checked(db, binding, adding)
 
 
-def check(binding: Any, options: dict[str, str]) -> dict[str, Any]:
+def check(binding: RemoteBinding, options: dict[str, str]) -> dict[str, Any]:
     """Whether a binding works, before it is kept: list its prefix (the endpoint is an S3 gateway, the bucket
     exists, the credentials are accepted), then write, read back and delete one row of the probe table (the key
     may write). Returns the times in ms; raises StoreRefused saying what is wrong and what to do. Nothing is
@@ -182,7 +183,7 @@ def check(binding: Any, options: dict[str, str]) -> dict[str, Any]:
                                            "without asking the store, to set up offline)")) from e
 
 
-def _check(binding: Any, options: dict[str, str]) -> dict[str, Any]:
+def _check(binding: RemoteBinding, options: dict[str, str]) -> dict[str, Any]:
     import lancedb
     import pyarrow as pa
 

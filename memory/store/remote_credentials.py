@@ -10,6 +10,7 @@ import logging
 import os
 from typing import Any
 
+from memory.config import RemoteBinding
 from memory.errors import InputError, MiradorError
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def credential_env(name: str) -> tuple[str, str]:
     return f"{stem}_KEY_ID", f"{stem}_SECRET"
 
 
-def _keyring():
+def _keyring() -> Any:  # the keyring module
     import keyring
     from keyring.errors import NoKeyringError
 
@@ -87,7 +88,7 @@ def delete_credentials(name: str) -> None:
         log.info("credentials of %s not removed from the keyring (%s)", name, e)
 
 
-def storage_options(binding: Any, key_id: str, secret: str, timeout: float) -> dict[str, str]:
+def storage_options(binding: RemoteBinding, key_id: str, secret: str, timeout: float) -> dict[str, str]:
     """LanceDB / object_store options for a binding. Few retries: a remote that is down must fail fast,
     and the write waits in the outbox instead."""
     opts = {

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -299,7 +299,7 @@ class EvidenceMirror:
         cols = list(dict.fromkeys(["id", *cols]))
         return self._each(stores, lambda s: _query(s, self.schema(), {"where": where, "limit": limit}, cols))
 
-    def _each(self, stores: list[Any], fn) -> list[dict[str, Any]]:
+    def _each(self, stores: list[Any], fn: Callable[[Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for s in stores:
             try:

@@ -6,15 +6,18 @@ not import (erasure imports the store, which imports them)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.store import filters as F
 from memory.store.remote_io import purge_local
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 log = logging.getLogger(__name__)
 
 
-def erase_here(store: Any, ids: list[str]) -> int:
+def erase_here(store: Store, ids: list[str]) -> int:
     """Erase this device's rows of evidence another device forgot, whose tombstones the pull has written and
     audited: the rows, the neighbours' index text that quoted them, their frame files, their content in the
     audit trail; then the evidence and audit tables are purged (deleted rows rewritten out of their files, the
@@ -65,7 +68,7 @@ def remove_frame(home: Any, path: str | None) -> None:
     p.unlink(missing_ok=True)
 
 
-def purge_outbox(store: Any, ob: Any) -> None:
+def purge_outbox(store: Store, ob: Any) -> None:
     """The outbox held the rows' text: rewrite the files that kept deleted rows and drop every old version, so
     evidence forgotten (or sent, and then forgotten) leaves nothing of itself in this table."""
     purge_local(store, ob)

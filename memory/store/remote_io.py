@@ -8,14 +8,17 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.retrying import retry_conflicts
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 
 def retry(fn: Callable[..., Any], attempts: int = 8) -> Any:
@@ -30,7 +33,7 @@ def fresh(table: Any) -> Any:
     return table
 
 
-def now():
+def now() -> datetime:
     from memory.types import utcnow
 
     return utcnow()
@@ -114,14 +117,14 @@ class RemoteCommits:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def commit(self, fn):
-        def step():
+    def commit(self, fn: Callable[[], Any]) -> Any:
+        def step() -> Any:
             fresh(self.table)
             return fn()
         return retry(step)
 
 
-def purge_local(store: Any, table: Any) -> None:
+def purge_local(store: Store, table: Any) -> None:
     """Remove a local table's deleted and updated-away rows from its files and every old version (what
     memory/store/erasure.py's purge does, which this module may not import: erasure imports the store)."""
     def compact() -> None:

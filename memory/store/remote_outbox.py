@@ -31,6 +31,10 @@ from memory.store.remote_io import (
 )
 from memory.store.remote_shared import Shared
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+    from memory.store.remote_evidence import EvidenceMirror
+
 log = logging.getLogger(__name__)
 
 
@@ -38,9 +42,9 @@ class Outbox:
     """The bindings and their outbox; mixed into Remotes (memory/store/remote.py)."""
 
     # Set by Remotes.__init__.
-    store: Any
+    store: Store
     shared: dict[str, Shared]
-    evidence: Any
+    evidence: EvidenceMirror
     flush_interval: float
     device: str
     person: str

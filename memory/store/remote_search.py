@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from memory.store import filters as F
 from memory.store.remote_io import OUTBOX
 from memory.store.remote_pull import Pulls
+
+if TYPE_CHECKING:
+    from memory.store.remote_shared import Shared
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ class Searches(Pulls):
                 self._legs = ThreadPoolExecutor(max_workers=4, thread_name_prefix="mirador-shared")
             return self._legs
 
-    def _each(self, scopes: Iterable[str] | None, fn) -> list[dict[str, Any]]:
+    def _each(self, scopes: Iterable[str] | None, fn: Callable[[Shared], list[dict[str, Any]]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for s in self.reading(scopes):
             try:

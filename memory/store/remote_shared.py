@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from memory.config import RemoteBinding
 from memory.errors import MiradorError
 from memory.store import filters as F
 from memory.store import tables as T
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 class Shared:
     """One binding's remote LanceDB: a connection and its memories table, opened on first use."""
 
-    def __init__(self, binding: Any, dim: int, timeout: float) -> None:
+    def __init__(self, binding: RemoteBinding, dim: int, timeout: float) -> None:
         self.binding = binding
         self.dim = dim
         self.timeout = timeout

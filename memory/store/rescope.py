@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import InputError, NotFoundError
 from memory.scopes import validate_scope
@@ -24,6 +24,9 @@ from memory.store.audit import ACTORS_AUTOMATED, audit_row, utcnow
 from memory.store.lifecycle import memory_rescoped
 from memory.store.rows import PREFIX
 from memory.types import Status
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 EVIDENCE_COLS = ["id", "scope", "app", "window", "text", "source", "captured_at"]
 CHUNK = 500
@@ -38,9 +41,9 @@ class RescopePlan:
     scopes, which stay and go to review."""
 
     to: str
-    evidence: list[dict] = field(default_factory=list)
-    follow: list[dict] = field(default_factory=list)
-    review: list[dict] = field(default_factory=list)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    follow: list[dict[str, Any]] = field(default_factory=list)
+    review: list[dict[str, Any]] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         """Counts by what happens, for the CLI's JSON and the dry run."""
@@ -70,16 +73,16 @@ def _n(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
-def _by_scope(rows: list[dict]) -> dict[str, int]:
+def _by_scope(rows: list[dict[str, Any]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in rows:
         out[r["scope"]] = out.get(r["scope"], 0) + 1
     return out
 
 
-def select_evidence(store, *, ids: Iterable[str] | None = None, app: str | None = None, scope: str | None = None,
+def select_evidence(store: Store, *, ids: Iterable[str] | None = None, app: str | None = None, scope: str | None = None,
                     since: datetime | None = None, until: datetime | None = None,
-                    keep: Callable[[dict], bool] | None = None) -> list[dict]:
+                    keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
     """Evidence rows matching every filter given (app: case-insensitive name; scope: that scope and below;
     keep: a further test on each row, e.g. a window-title pattern). Unknown ids are an error."""
     ids = list(dict.fromkeys(ids or []))
@@ -106,7 +109,7 @@ def select_evidence(store, *, ids: Iterable[str] | None = None, app: str | None 
     return rows
 
 
-def plan_rescope(store, to: str, rows: list[dict]) -> RescopePlan:
+def plan_rescope(store: Store, to: str, rows: list[dict[str, Any]]) -> RescopePlan:
     """What moving these evidence rows to scope `to` does to them and their memories; changes nothing."""
     to = validate_scope(to)
     plan = RescopePlan(to=to, evidence=[r for r in rows if r["scope"] != to])
@@ -128,7 +131,7 @@ def plan_rescope(store, to: str, rows: list[dict]) -> RescopePlan:
     return plan
 
 
-def _memories_citing(store, evidence_ids: set[str]) -> list[dict]:
+def _memories_citing(store: Store, evidence_ids: set[str]) -> list[dict[str, Any]]:
     """Memories whose provenance (or the derivations ledger) names any of these evidence rows, a shared scope's
     too. A memory the ledger names but whose provenance no longer cites the moved rows rests on other evidence
     now (an earlier erase sent it to review): its scope is decided by that evidence, not by this move."""
@@ -136,7 +139,7 @@ def _memories_citing(store, evidence_ids: set[str]) -> list[dict]:
     return sorted((m for m in hits if set(m["provenance"] or []) & evidence_ids), key=lambda m: m["id"])
 
 
-def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
+def rescope(store: Store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
     """Carry out a plan: move the evidence, move the memories that follow, send the mixed ones to review."""
     if actor in ACTORS_AUTOMATED:
         raise InputError(f"{actor} may not move rows between scopes; a person decides (principle 2)")
@@ -159,7 +162,7 @@ def rescope(store, plan: RescopePlan, actor: str = "person") -> dict[str, Any]:
             "memory_ids": [m["id"] for m in plan.follow], "review_ids": [m["id"] for m in plan.review]}
 
 
-def _rewrite_memories(store, rows: list[dict], actor: str, now, scope: str | None = None,
+def _rewrite_memories(store: Store, rows: list[dict[str, Any]], actor: str, now: datetime, scope: str | None = None,
                       review: bool = False) -> int:
     """Set these memories' scope, or send them to review (active → candidate), in one commit, audited.
 

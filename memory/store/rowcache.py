@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -68,13 +70,14 @@ class RowCache:
         self._lock = threading.Lock()
         self._addrs: np.ndarray | None = None  # sorted addresses of the base
         self._base: pa.Table | None = None  # the base's columns, in the order of _addrs
-        self._spill: dict[int, dict] = {}
+        self._spill: dict[int, dict[str, Any]] = {}
         self._epoch = 0  # bumped by clear(): a build started before it is thrown away
         self._building = False
         self._built_at = 0.0
         self._want_build = True
 
-    def lookup(self, addrs: list[int], cols=None) -> tuple[dict[int, dict], list[int]]:
+    def lookup(self, addrs: list[int],
+               cols: Iterable[str] | None = None) -> tuple[dict[int, dict[str, Any]], list[int]]:
         """Cached rows by address (`cols` of them, default all), and the addresses not cached.
 
         Only the asked columns become Python objects: a memory leg's 120 candidates need their ids,
@@ -83,7 +86,7 @@ class RowCache:
         with self._lock:
             base, spill, found_addrs = self._base, self._spill, self._addrs
         cols = list(self.cols) if cols is None else [c for c in self.cols if c in set(cols)]
-        out: dict[int, dict] = {}
+        out: dict[int, dict[str, Any]] = {}
         rest = addrs
         if base is not None and found_addrs is not None and len(found_addrs) and addrs:
             q = np.asarray(addrs, dtype=np.uint64)
@@ -109,7 +112,7 @@ class RowCache:
         """Changes when the cache is cleared: a fill read before that is not added."""
         return self._epoch
 
-    def add(self, rows: list[dict], epoch: int) -> None:
+    def add(self, rows: list[dict[str, Any]], epoch: int) -> None:
         """Rows taken on a miss at `epoch`, each with its `_rowid`."""
         with self._lock:
             if epoch != self._epoch:
@@ -273,7 +276,7 @@ class FlatVectors:
         """Whether `more` taken vectors would overflow the spill (then scan everything again)."""
         return self._addrs is None or len(self._spill) + more > FLAT_SPILL_MAX
 
-    def search(self, vector, addrs: np.ndarray, limit: int) -> pa.Table | None:
+    def search(self, vector: Sequence[float] | np.ndarray, addrs: np.ndarray, limit: int) -> pa.Table | None:
         """The `limit` rows at these (sorted) addresses nearest to `vector` by cosine distance, nearest first,
         as LanceDB's vector leg returns them (`_distance`, `_rowid`; ties in address order). None when a
         row's vector is not kept or not usable: LanceDB answers then."""

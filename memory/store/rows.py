@@ -87,7 +87,7 @@ def kind_of(id_: str) -> str:
     raise InputError(f"unknown id {id_!r}: ids start with mem_, evd_ or vlt_", hint=FIND_IDS)
 
 
-def to_arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
+def to_arrow(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """Build an Arrow table; vectors go in as one flat float32 buffer (much faster than lists)."""
     cols = {}
     for field in schema:
@@ -124,7 +124,7 @@ def iso(dt: datetime | None) -> str | None:
     return dt.replace(microsecond=dt.microsecond).isoformat(timespec="seconds") + "Z"
 
 
-def public_memory(row: dict) -> dict:
+def public_memory(row: dict[str, Any]) -> dict[str, Any]:
     """A memory row as callers see it: no vector, no index text, details parsed, times in ISO."""
     out = {k: v for k, v in row.items() if k not in ("vector", "search_text") and not k.startswith("_")}
     out["details"] = json.loads(row["details"]) if row.get("details") else {}
@@ -137,7 +137,7 @@ def public_memory(row: dict) -> dict:
     return out
 
 
-def public_evidence(row: dict) -> dict:
+def public_evidence(row: dict[str, Any]) -> dict[str, Any]:
     """An evidence row as callers see it (no vector, no index text)."""
     out = {k: v for k, v in row.items() if k not in ("vector", "search_text") and not k.startswith("_")}
     out["meta"] = json.loads(row["meta"]) if row.get("meta") else {}
@@ -146,7 +146,7 @@ def public_evidence(row: dict) -> dict:
     return out
 
 
-def public_vault(row: dict) -> dict:
+def public_vault(row: dict[str, Any]) -> dict[str, Any]:
     """A vault entry without its value; reading the value is a separate, explicit call."""
     out = {k: v for k, v in row.items() if k != "value_enc" and not k.startswith("_")}
     out["type"] = "vault"

@@ -16,13 +16,16 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.keys import PASSPHRASE_ENV, KeyUnavailableError, LockedError
 from memory.store.sealer import EQUAL_COLUMNS, ROTATED, SEALED, TERMS_COLUMN, is_sealed
 from memory.types import utcnow
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +34,13 @@ CHUNK = 2_000
 Progress = Callable[[str, int, int], None]
 
 
-def sealed_already(store: Any) -> bool:
+def sealed_already(store: Store) -> bool:
     """True once this data folder's sealing is recorded (always, for a store made sealed)."""
     log_table = store.db.open_table(T.MIGRATIONS)
     return bool(log_table.count_rows(F.equals("name", DONE)))
 
 
-def _tables(store: Any) -> list[str]:
+def _tables(store: Store) -> list[str]:
     present = set(store.db.table_names())
     return [n for n in (T.MEMORIES, T.EVIDENCE, T.VAULT, T.AUDIT, T.OUTBOX, T.EV_OUTBOX) if n in present]
 
@@ -46,7 +49,7 @@ def _marker(table: str, names: list[str]) -> str | None:
     return next((c for c in SEALED.get(table, ()) if c in names), None)
 
 
-def plain_rows(store: Any) -> dict[str, int]:
+def plain_rows(store: Store) -> dict[str, int]:
     """Rows still in the clear, per table (doctor shows them); {} when every row is sealed."""
     out = {}
     for name in _tables(store):
@@ -66,7 +69,7 @@ def plain_rows(store: Any) -> dict[str, int]:
 _WORD_INDEXES = {T.MEMORIES: ("search_text",), T.EVIDENCE: ("text", "search_text"), T.VAULT: ("label",)}
 
 
-def drop_word_indexes(store: Any) -> None:
+def drop_word_indexes(store: Store) -> None:
     for name, cols in _WORD_INDEXES.items():
         table = store.db.open_table(name)
         for ix in table.list_indices():
@@ -74,17 +77,17 @@ def drop_word_indexes(store: Any) -> None:
                 store.commit(lambda t=table, n=ix.name: t.drop_index(n))
 
 
-def record(store: Any, note: str) -> None:
+def record(store: Store, note: str) -> None:
     store.db.open_table(T.MIGRATIONS).add([{"name": DONE, "applied_at": utcnow(), "note": note}])
 
 
-def can_unlock_quietly(store: Any) -> bool:
+def can_unlock_quietly(store: Store) -> bool:
     """Whether the data key can be had without asking anyone (so the store may seal at open)."""
     keys = store.keys
     return not keys.locked and (keys.held or keys.method() == "keyring" or bool(os.environ.get(PASSPHRASE_ENV)))
 
 
-def seal_at_open(store: Any) -> None:
+def seal_at_open(store: Store) -> None:
     """Seal what an older version left in the clear, when the store opens; a fresh store is only recorded."""
     if sealed_already(store):
         store.sealer.active = True
@@ -112,14 +115,14 @@ def _log_progress(table: str, done: int, total: int) -> None:
         log.warning("sealing this data folder (once, after an upgrade): %s %d/%d rows", table, done, total)
 
 
-def seal_existing(store: Any, progress: Progress | None = None) -> int:
+def seal_existing(store: Store, progress: Progress | None = None) -> int:
     """Seal every row still in the clear, drop the plaintext indexes, purge old versions; returns rows sealed.
     progress(table, done, total) after each chunk. Raises LockedError / KeyUnavailableError without the key."""
     with store.open_lock:  # one sealing at a time, in any process (memory/store/core.py OPEN_LOCK)
         return _seal_existing(store, progress)
 
 
-def _seal_existing(store: Any, progress: Progress | None) -> int:
+def _seal_existing(store: Store, progress: Progress | None) -> int:
     from memory.store.erasure import purge
     from memory.store.indexes import ensure_fts
 
@@ -148,7 +151,7 @@ def _seal_existing(store: Any, progress: Progress | None) -> int:
     return sealed
 
 
-def _seal_table(store: Any, name: str, progress: Progress | None) -> int:
+def _seal_table(store: Store, name: str, progress: Progress | None) -> int:
     """Seal one table's rows that are still in the clear; returns how many."""
     import pyarrow as pa
 
@@ -161,10 +164,11 @@ def _seal_table(store: Any, name: str, progress: Progress | None) -> int:
     marker = _marker(name, names)
     rotated = name in ROTATED and "vector" in names
 
-    def plain(row: dict) -> bool:
+    def plain(row: dict[str, Any]) -> bool:
         if rotated:
             # The vector is turned in the write that seals the first sealed column: that column says whether
             # the row was sealed, so its vector is never turned twice.
+            assert marker is not None  # a rotated table with text_cols has a SEALED column
             return row[marker] is not None and not is_sealed(row[marker])
         return any(row[c] is not None and not is_sealed(row[c]) for c in text_cols)
 

@@ -32,7 +32,7 @@ import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +40,9 @@ import pyarrow as pa
 from memory.store import tables as T
 from memory.store.keys import DataKeys, KeyUnavailableError
 from memory.store.terms import TermHasher
+
+if TYPE_CHECKING:  # imported when the first key is opened, not with the store
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SEAL = "\x1es1:"  # a value sealed with a random nonce
 EQUAL = "\x1ee1:"  # a value sealed with a nonce derived from it
@@ -92,7 +95,7 @@ class _Material:
     """What one data key gives: the column cipher, the equal-value nonce key, the term hasher, the rotation."""
 
     key: bytes
-    aead: Any
+    aead: AESGCM
     nonce_key: bytes
     terms: TermHasher
     rotation_seed: bytes
@@ -235,7 +238,7 @@ class Sealer:
             return data
         # Which vectors are turned is read off the sealed columns as stored: before they are opened.
         mask = self._turned(table, data, names, self.active) if rotate else None
-        opened: dict[str, list] = {}
+        opened: dict[str, list[Any]] = {}
         m: _Material | None = None
         for col in cols:
             values = data[col].to_pylist()
@@ -298,7 +301,8 @@ class Sealer:
         if not self.active:
             return v
         q, _ = self.material().rot(v.shape[-1])
-        return v @ q.T
+        turned: np.ndarray = v @ q.T
+        return turned
 
     def query_terms(self, text: str) -> str:
         """The terms a full-text query on a sealed table looks for ("" when none)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 REFRESH_S = 300.0  # other processes' new speakers are picked up this late; a miss only keeps a name
@@ -24,7 +25,7 @@ class SpeakerNames:
         self._loaded = 0.0
         self._lock = threading.Lock()
 
-    def get(self, table) -> set[str]:
+    def get(self, table: Any) -> set[str]:
         with self._lock:
             if self._names is None or time.monotonic() - self._loaded > REFRESH_S:
                 col = table.search().select(["speaker"]).limit(None).to_arrow()["speaker"]
@@ -35,15 +36,15 @@ class SpeakerNames:
                 self._loaded = time.monotonic()
             return self._names
 
-    def note(self, rows: list[dict]) -> None:
+    def note(self, rows: list[dict[str, Any]]) -> None:
         """Add the speakers of rows this process just wrote."""
         with self._lock:
             if self._names is not None:
                 self._names |= _first_names(r.get("speaker") for r in rows)
 
 
-def _first_names(speakers) -> set[str]:
-    out = set()
+def _first_names(speakers: Iterable[str | None]) -> set[str]:
+    out: set[str] = set()
     for s in speakers:
         words = (s or "").lower().split()
         if words:

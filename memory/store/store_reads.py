@@ -118,7 +118,8 @@ class Reads:
     def table_rows(self, table: Any, where: str | None, cols: list[str],
                    limit: int | None = None) -> list[dict[str, Any]]:
         """scan_table as dicts."""
-        return self.scan_table(table, where, cols, limit).to_pylist()
+        rows: list[dict[str, Any]] = self.scan_table(table, where, cols, limit).to_pylist()
+        return rows
 
     def nearest_table(self, table: Any, vectors: Any, where: str | None, cols: list[str],
                       k: int) -> list[dict[str, Any]]:
@@ -128,7 +129,9 @@ class Reads:
                          vector_column_name="vector").distance_type("cosine")
         if where:
             q = q.where(where, prefilter=True)
-        return self.sealer.open_arrow(table.name, q.select([*cols, "_distance"]).limit(k).to_arrow()).to_pylist()
+        rows: list[dict[str, Any]] = self.sealer.open_arrow(
+            table.name, q.select([*cols, "_distance"]).limit(k).to_arrow()).to_pylist()
+        return rows
 
     # ---- merged reads ----------------------------------------------------------------------
 
@@ -179,7 +182,8 @@ class Reads:
              scopes: Iterable[str] | None = None, limit: int | None = None,
              local: bool = False) -> list[dict[str, Any]]:
         """scan as dicts."""
-        return self.scan(source, where, cols, scopes=scopes, limit=limit, local=local).to_pylist()
+        rows: list[dict[str, Any]] = self.scan(source, where, cols, scopes=scopes, limit=limit, local=local).to_pylist()
+        return rows
 
     def count(self, source: str, where: str | None = None, *, scopes: Iterable[str] | None = None,
               local: bool = False) -> int:

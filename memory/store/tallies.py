@@ -17,10 +17,13 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.scopes import in_scopes
 from memory.types import Status
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 # The columns a kind's rows are grouped by, and the time column whose newest value is kept.
 GROUPS: dict[str, tuple[str, ...]] = {"memory": ("scope", "status"), "evidence": ("scope",), "vault": ("scope",)}
@@ -50,7 +53,7 @@ def _merge(into: dict[tuple[str, ...], list[Any]], groups: Groups) -> None:
 class Tallies:
     """Per-fragment counts of the memory, evidence and vault tables of one store (`store.tallies`)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._locks = {kind: threading.Lock() for kind in GROUPS}
         # kind -> (table version, {fragment identity: its groups}, the groups summed over the table)

@@ -19,6 +19,7 @@ import re
 import threading
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 # NLTK's English stop words, as LanceDB's analyser drops them (after stemming).
 STOP_WORDS = frozenset("""a about above after again against ain all am an and any are aren as at be because been before
@@ -33,7 +34,7 @@ _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _local = threading.local()  # a PyStemmer stemmer is not safe to share between threads
 
 
-def _stemmer():
+def _stemmer() -> Any:  # a PyStemmer Stemmer (the package ships no types)
     st = getattr(_local, "stemmer", None)
     if st is None:
         import Stemmer  # PyStemmer: the Snowball algorithms in C

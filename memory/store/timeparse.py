@@ -25,7 +25,7 @@ _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _NUM = r"(?P<n>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)"
 
-_PATTERNS: list[tuple[str, re.Pattern]] = [(name, re.compile(p, re.I)) for name, p in [
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [(name, re.compile(p, re.I)) for name, p in [
     ("dmy", rf"\b{_DAY}\s+(?:of\s+)?{_MON}\b,?\s*{_YEAR}?"),
     ("mdy", rf"\b{_MON}\s+{_DAY}\b(?!:)(?:,?\s*{_YEAR})?"),
     ("my", rf"\b(?:in|during|of|since|by|early|late|mid)\s+{_MON}(?:,?\s*{_YEAR})?\b"),
@@ -83,7 +83,7 @@ def _shift_months(d: date, n: int) -> tuple[int, int]:
     return k // 12, k % 12 + 1
 
 
-def _resolve(kind: str, m: re.Match, ref: datetime) -> tuple[datetime, datetime] | None:
+def _resolve(kind: str, m: re.Match[str], ref: datetime) -> tuple[datetime, datetime] | None:
     g = m.groupdict()
     today = ref.date()
     if kind in ("dmy", "mdy"):
@@ -166,7 +166,7 @@ def find_windows(text: str, ref: datetime) -> list[Window]:
     return [w for _, _, w in sorted(found, key=lambda x: x[0])]
 
 
-def _weekday_is_date(text: str, m: re.Match) -> bool:
+def _weekday_is_date(text: str, m: re.Match[str]) -> bool:
     # A bare weekday counts only when it reads as a time ("on Friday", "Friday we met"), not "Fridays".
     after = text[m.end():m.end() + 1]
     return after != "s"

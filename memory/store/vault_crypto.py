@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from memory.store.keys import LEGACY_KEY_FILE, SEALED_PREFIX, DataKeys, KeyUnavailableError, LockedError
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def legacy_pending(home: Path) -> bool:
     return (home / LEGACY_KEY_FILE).exists()
 
 
-def reseal_legacy(store: Any, interactive: bool = False) -> int:
+def reseal_legacy(store: Store, interactive: bool = False) -> int:
     """Move vault values sealed by an older version under the data key, then erase the old key.
 
     interactive=False: only if the data key can be had without asking (keyring, MIRADOR_PASSPHRASE, a key
