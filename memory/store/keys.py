@@ -271,24 +271,29 @@ class DataKeys:
                 time.sleep(0.05)
         return self._obtain(passphrase, allow_locked=False)
 
+    def _keyring_entry(self, unavailable: str) -> tuple[Any, str, str | None]:
+        """The OS keyring, this folder's user name in it and the KEK stored there (None: none yet); `unavailable`
+        is the error when there is no keyring."""
+        backend = os_keyring()
+        if backend is None:
+            raise KeyUnavailableError(unavailable)
+        user = keyring_user(self.home)
+        return backend, user, backend.get_password(KEYRING_SERVICE, user)
+
     def _keyring_kek_for_new(self) -> tuple[bytes, Callable[[], None] | None]:
         """A KEK for a new key file: the folder's keyring entry if one is left (a folder made again at the same
         path), else a fresh one and what stores it."""
-        backend = os_keyring()
-        if backend is None:
-            raise KeyUnavailableError(
-                "the OS keyring is not available now: start your desktop's keyring (GNOME Keyring, KWallet, "
-                "Keychain) and try again, or set vault.key_store = \"passphrase\"")
-        user = keyring_user(self.home)
-        value = backend.get_password(KEYRING_SERVICE, user)
+        backend, user, value = self._keyring_entry(
+            "the OS keyring is not available now: start your desktop's keyring (GNOME Keyring, KWallet, "
+            "Keychain) and try again, or set vault.key_store = \"passphrase\"")
         if value is not None:
             return _unb64(value), None
         fresh = _b64(secrets.token_bytes(32))
         return _unb64(fresh), lambda: backend.set_password(KEYRING_SERVICE, user, fresh)
 
     def _kek(self, rec: dict[str, Any], passphrase: str | None, creating: bool) -> bytes:
-        if rec["kek"] == "keyring":
-            return self._keyring_kek(creating)
+        if rec["kek"] == "keyring":  # only an existing key file's: a new one takes _keyring_kek_for_new
+            return self._keyring_kek()
         if rec["kek"] != "passphrase":
             raise KeyUnavailableError(f"{self.path} names an unknown key method {rec['kek']!r}: "
                                       "it was written by a newer Mirador; upgrade")
@@ -320,17 +325,11 @@ class DataKeys:
             "unlock it — its other processes borrow its key — or run the command in a terminal to be asked, or "
             f"set {PASSPHRASE_ENV} for a headless service")
 
-    def _keyring_kek(self, creating: bool) -> bytes:
-        backend = os_keyring()
-        if backend is None:
-            raise KeyUnavailableError(
-                "this data folder's key is kept in the OS keyring, which is not available now: start your "
-                "desktop's keyring (GNOME Keyring, KWallet, Keychain) and try again")
-        user = keyring_user(self.home)
-        value = backend.get_password(KEYRING_SERVICE, user)
-        if value is None and creating:
-            value = _b64(secrets.token_bytes(32))
-            backend.set_password(KEYRING_SERVICE, user, value)
+    def _keyring_kek(self) -> bytes:
+        """The KEK of an existing key file kept in the OS keyring (a new one's: _keyring_kek_for_new)."""
+        _, user, value = self._keyring_entry(
+            "this data folder's key is kept in the OS keyring, which is not available now: start your "
+            "desktop's keyring (GNOME Keyring, KWallet, Keychain) and try again")
         if value is None:
             raise KeyUnavailableError(
                 f"the key that opens {self.home} is not in the OS keyring (entry {KEYRING_SERVICE}/{user}): "

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from memory.mcp.auth import Principal, make_principal
-from tests.memory.mcp_support import call
+from tests.memory.mcp_support import call, snapshot
 
 MARK = "zanzibarquokka"  # only in personal rows
 
@@ -73,15 +73,6 @@ def write_calls(ids: dict) -> dict:
         "relation_remove": {"id": ids["rel"]},
         "consolidate": {"dry_run": False, "scope": "work"},
     }
-
-
-def snapshot(store) -> dict:
-    """Every table's row count and version: any write, however small, moves one of them."""
-    out = {}
-    for name in sorted(store.db.table_names()):
-        t = store.db.open_table(name)
-        out[name] = (t.count_rows(), t.version)
-    return out
 
 
 def run_all(store, principal, calls: dict) -> dict:

@@ -19,7 +19,7 @@ import pytest
 from memory.mcp.auth import TokenStore
 from memory.mcp.limits import ARGUMENT_DEPTH, MAX_DEPTH, MAX_DIGITS, MAX_MESSAGE_BYTES, screen
 from memory.mcp.tools import MAX_DETAILS_DEPTH
-from tests.memory.mcp_support import INIT, ROOT, env_for, free_port, http_session, start_server, stop_server
+from tests.memory.mcp_support import INIT, ROOT, env_for, free_port, http_session, snapshot, start_server, stop_server
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 # What a lax parser took for true/false or a number; each must be refused where a boolean or number is asked.
@@ -47,15 +47,6 @@ def served(tmp_path_factory):
         stop_server(proc)
     log = (home / "serve.log").read_text(errors="replace")
     assert "Traceback" not in log and "Error handling POST request" not in log, log[-3000:]
-
-
-def snapshot(store) -> dict:
-    """Every table's row count and version: any write, however small, moves one of them."""
-    out = {}
-    for name in sorted(store.db.table_names()):
-        t = store.db.open_table(name)
-        out[name] = (t.count_rows(), t.version)
-    return out
 
 
 @asynccontextmanager
