@@ -159,7 +159,7 @@ def all_landed_as_written(table: Any, data: Any, on: str, column: str) -> bool:
     try:
         for start in range(0, len(keys), ID_CHUNK):
             chunk = keys[start:start + ID_CHUNK]
-            got = table.search().where(id_in(chunk, on)).select([on, column]).limit(len(chunk) * 4).to_list()
+            got = table.search().where(id_in(chunk, on)).select([on, column]).limit(len(chunk)).to_list()
             found = {r[on]: r[column] for r in got}
             if any(found.get(k) != want[k] for k in chunk):
                 return False
