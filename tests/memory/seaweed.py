@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,16 +35,19 @@ def weed_binary() -> str | None:
 
 
 def _free_base() -> int:
-    """A base port B with B..B+3 and their gRPC ports (B+10000..B+10003) free on loopback."""
+    """A base port B with B..B+3 and their gRPC ports (B+10000..B+10003) free on loopback, all below the
+    kernel's ephemeral range: a port from that range can be handed to any outgoing connection between this
+    check and weed's bind (it happened: "bind: address already in use" on a gRPC port)."""
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768  # Linux's default; elsewhere a collision is only retried (SeaweedFS.start)
+    rng = random.Random()
     for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base > 50000:
-            continue
+        base = rng.randrange(10000, max(10001, ephemeral_low - 10004))
         ports = [base + i for i in range(4)] + [base + 10000 + i for i in range(4)]
+        socks: list[socket.socket] = []
         try:
-            socks = []
             for p in ports:
                 s = socket.socket()
                 socks.append(s)
@@ -63,12 +67,33 @@ class SeaweedFS:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.data = root / "data"
-        self.base = _free_base()
-        self.master, self.volume, self.filer, self.s3 = (self.base + i for i in range(4))
-        self.endpoint = f"http://127.0.0.1:{self.s3}"
+        self._ports(_free_base())
         self.proc: subprocess.Popen | None = None
+        self.started = False
+
+    def _ports(self, base: int) -> None:
+        self.base = base
+        self.master, self.volume, self.filer, self.s3 = (base + i for i in range(4))
+        self.endpoint = f"http://127.0.0.1:{self.s3}"
 
     def start(self) -> None:
+        """Start the server; a first start whose port another process took meanwhile tries other ports (a
+        restart keeps its ports: the homes bound to it name its endpoint)."""
+        for attempt in range(3):
+            try:
+                self._start()
+                self.started = True
+                return
+            except AssertionError:
+                log = (self.root / "weed.log").read_text(errors="replace")
+                if self.started or attempt == 2 or "address already in use" not in log:
+                    raise
+                self.stop()
+                shutil.rmtree(self.data, ignore_errors=True)  # its raft state names the ports it was given
+                (self.root / "weed.log").rename(self.root / f"weed.{attempt}.log")
+                self._ports(_free_base())
+
+    def _start(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
         cfg = self.root / "s3.json"
         cfg.write_text(json.dumps({"identities": [{
