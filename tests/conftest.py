@@ -15,6 +15,19 @@ os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 os.environ.setdefault("MIRADOR_PASSPHRASE", "the suite's passphrase")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test that ran against a SeaweedFS (tests/memory/seaweed.py) shows the tail of its log: a store
+    that stopped answering says why there, and the temp dir holding it is gone by the time anyone looks."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        from tests.memory.seaweed import SeaweedFS
+
+        for sw in SeaweedFS.running:
+            report.sections.append((f"SeaweedFS log ({sw.endpoint})", sw.log_tail()))
+
+
 @pytest.fixture(autouse=True)
 def mirador_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "home"

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A connection the store dropped mid-request (reset, closed, "error sending request") is tried again this many
+# times, on a fresh connection, before the batch waits for the next flush: one dropped connection should not hold a
+# write back for a whole flush interval. A store that is down (refused, no answer, no such host) is not retried.
+TRANSIENT_RETRIES = 2
+
 
 class Outbox:
     """The bindings and their outbox; mixed into Remotes (memory/store/remote.py)."""
@@ -211,12 +216,12 @@ class Outbox:
                         batch = [{"op": op, "id": i, "row": n} for n, (op, i) in enumerate(zip(
                             table["outbox_op"].to_pylist(), table["id"].to_pylist(), strict=True))]
                         try:
-                            dropped = self._apply(shared, batch, table)
+                            dropped = self._apply_retrying(shared, batch, table)
                         except Exception as e:  # down, timed out, refused: the batch stays queued
                             shared._failed(e)
                             errors[name] = shared.last_error
-                            log.warning("shared scope %s offline: %s (%d writes wait in the outbox)",
-                                        shared.binding.scope, shared.last_error, ob.count_rows(where))
+                            log.warning("shared scope %s offline: %s (%d writes wait in the outbox; raw error: %s)",
+                                        shared.binding.scope, shared.last_error, ob.count_rows(where), e.__cause__ or e)
                             break
                         shared._ok()
                         seqs = F.numbers_in("outbox_seq", table["outbox_seq"].to_pylist())
@@ -253,6 +258,22 @@ class Outbox:
             return {"sent": 0, "pending": sum(self.pending().values()), "errors": {}}
         self._last_failed = time.monotonic() if errors else 0.0
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
+
+    def _apply_retrying(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
+        """_apply, tried again on a fresh connection when the connection was dropped mid-request. Sending a batch
+        again is what the next flush would do anyway: puts are upserts settled against the version they replace."""
+        from memory.store.remote_check import problem
+
+        for attempt in range(TRANSIENT_RETRIES + 1):
+            try:
+                return self._apply(shared, batch, table)
+            except Exception as e:
+                if attempt == TRANSIENT_RETRIES or problem(e, shared.binding).kind != "offline":
+                    raise
+                shared._failed(e)  # drops the handles: the next try connects afresh
+                log.info("shared scope %s: connection dropped (%s); sending again", shared.binding.scope, e)
+                time.sleep(0.2 * (attempt + 1))  # backing off before the next try
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _apply(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
         """Send one batch (outbox rows) in queue order; returns the queued writes not sent because the bucket

@@ -206,6 +206,7 @@ class Shared:
         # What went wrong and what to do (remote_check.py): "credentials refused" is not "offline".
         found = problem(e, self.binding)
         self.last_error, self.problem = found.message[:400], found.kind
+        log.info("shared scope %s: %s failure: %s", self.binding.scope, found.kind, e.__cause__ or e)  # raw, for diagnosis
         self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 
     def put(self, data: pa.Table) -> None:

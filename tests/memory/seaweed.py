@@ -62,7 +62,10 @@ def _free_base() -> int:
 
 
 class SeaweedFS:
-    """One `weed server -s3`; start() waits until the S3 port answers and the bucket exists."""
+    """One `weed server -s3`; start() waits until a signed S3 request through LanceDB is answered and the bucket
+    exists."""
+
+    running: list[SeaweedFS] = []  # those started and not stopped: a failing test's report shows their logs
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -107,8 +110,10 @@ class SeaweedFS:
              f"-s3.config={cfg}", "-s3.port.iceberg=0", "-s3.port.lance=0"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.proc._log = log  # type: ignore[attr-defined]
+        SeaweedFS.running.append(self)
         self._wait_port(self.s3)
         self._make_bucket()
+        self._wait_s3()
 
     def _wait_port(self, port: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -135,8 +140,34 @@ class SeaweedFS:
             time.sleep(0.5)
         raise AssertionError(f"bucket not created: {out[-2000:]}")
 
+    def _wait_s3(self, timeout: float = 60.0) -> None:
+        """Until the S3 gateway answers a signed listing as Mirador sends it (LanceDB, its object store): the
+        port can accept connections a while before the gateway serves them under load."""
+        import lancedb
+
+        opts = {"aws_access_key_id": KEY_ID, "aws_secret_access_key": SECRET, "aws_region": "us-east-1",
+                "aws_endpoint": self.endpoint, "allow_http": "true", "timeout": "5s", "client_max_retries": "0"}
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                lancedb.connect(f"s3://{BUCKET}/_ready", storage_options=opts).table_names()
+                return
+            except Exception as e:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"the S3 gateway at {self.endpoint} did not answer within {timeout}s: {e}") \
+                        from e
+                time.sleep(0.2)  # polling a condition
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return (self.root / "weed.log").read_text(errors="replace")[-chars:]
+        except OSError as e:
+            return f"(no log: {e})"
+
     def stop(self) -> None:
         """Stop the server (by its own process group: weed server runs its parts in one process)."""
+        if self in SeaweedFS.running:
+            SeaweedFS.running.remove(self)
         if self.proc is None:
             return
         if self.proc.poll() is None:
