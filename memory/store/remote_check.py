@@ -95,6 +95,11 @@ def classify(error: BaseException | str, binding: RemoteBinding, adding: bool = 
                                      f"(SeaweedFS: `echo \"s3.bucket.create -name {b}\" | weed shell`; elsewhere the "
                                      f"provider's console), or fix the bucket in --url, {again}")
         detail = f"{c}: {said.group(1)}" if said else c
+        if c in ("InternalError", "ServiceUnavailable", "SlowDown"):  # the store's own trouble, not the settings'
+            return Problem("other", f"{ep} failed on its side ({detail}) — see the store's log. A SeaweedFS with no "
+                                    "room for a new volume logs \"failed to pick … node candidates\": start it with "
+                                    "-volume.max=100 -master.volumeSizeLimitMB=1024, or free disk space; "
+                                    "`mirador remote test` once it is fixed")
         return Problem("other", f"{ep} refused the request ({detail}) — check the endpoint, bucket and key, {again}")
     if status:
         s = int(status.group(1))

