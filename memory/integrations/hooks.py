@@ -6,11 +6,10 @@ over `[hooks] allowed_scopes` (the scopes the person allows to leave the machine
 none by default, so nothing is sent until they choose), memories only unless `include_evidence`,
 and prints {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": ...}}.
 It remembers the injected memory ids for the session in `hooks/sessions/<session>.json` in the
-data dir — ids and hashed prompt words only, never memory text, so `mirador delete` still erases
-everything.
+data dir — ids only, never memory or prompt text, so `mirador delete` still erases everything.
 
 `mirador hook stop` gets {session_id, transcript_path, stop_hook_active, [last_assistant_message]},
-reads the reply (the assistant text after the last prompt in the JSONL transcript), reinforces the
+reads the last prompt and the reply (the assistant text after it) from the JSONL transcript, reinforces the
 injected memories the reply used (see `used`), and clears the session's state.
 
 Both must never break a prompt: every error is logged to `hooks/hooks.log` and the hook exits 0
@@ -19,7 +18,6 @@ with nothing on stdout (desktop/cli/hooks.py also enforces `timeout_seconds`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -99,20 +97,19 @@ def _write_atomic(path: Path, text: str) -> None:
     write_atomic(path, text, mode=0o600)  # session state: only its owner may read it
 
 
-def _word_hash(word: str) -> str:
-    return hashlib.sha256(word.encode("utf-8")).hexdigest()[:12]
+def remember(home: Path, session_id: str, ids: list[str]) -> None:
+    """Add injected ids to the session's state.
 
-
-def remember(home: Path, session_id: str, ids: list[str], prompt: str) -> None:
-    """Add injected ids (and the prompt's hashed words) to the session's state."""
+    Only ids: nothing of the prompt is kept. (Hashes of its words were, once; unkeyed, they let anyone
+    holding the file confirm a guessed word.) The Stop hook reads the prompt back from the transcript.
+    """
     state = load_state(home, session_id)
     injected = dict(state.get("injected") or {})
     now = utcnow().isoformat(timespec="seconds") + "Z"
     for i in ids:
         injected.setdefault(i, now)
-    words = set(state.get("prompt_words") or []) | {_word_hash(w) for w in content_words(prompt)}
     _write_atomic(session_file(home, session_id), json.dumps(
-        {"session_id": str(session_id), "injected": injected, "prompt_words": sorted(words), "updated_at": now}))
+        {"session_id": str(session_id), "injected": injected, "updated_at": now}))
     _drop_stale(home)
 
 
@@ -148,7 +145,7 @@ def _identifier(token: str) -> bool:
     return any(c in _IDENT_CHARS for c in token)
 
 
-def used(memory_id: str, memory_text: str, reply: str, prompt_hashes: set[str], cfg) -> str | None:
+def used(memory_id: str, memory_text: str, reply: str, prompt: str, cfg) -> str | None:
     """Why the reply counts as having used the memory, or None. Deterministic, in this order:
 
     1. the reply names the memory id;
@@ -161,7 +158,7 @@ def used(memory_id: str, memory_text: str, reply: str, prompt_hashes: set[str], 
     """
     if memory_id in reply:
         return "id"
-    mem = {w for w in content_words(memory_text) if _word_hash(w) not in prompt_hashes}
+    mem = content_words(memory_text) - content_words(prompt)
     if not mem:
         return None
     said = set(tokens(reply))
@@ -195,8 +192,13 @@ def _is_prompt(entry: dict) -> bool:
 
 def last_reply(transcript_path: str | None) -> str:
     """The assistant's text since the last prompt in a Claude Code JSONL transcript ('' if unreadable)."""
+    return last_turn(transcript_path)[1]
+
+
+def last_turn(transcript_path: str | None) -> tuple[str, str]:
+    """(the last prompt, the assistant's text since it) in a Claude Code JSONL transcript ('' if unreadable)."""
     if not transcript_path:
-        return ""
+        return "", ""
     p = Path(transcript_path).expanduser()
     try:
         with p.open("rb") as fh:
@@ -206,8 +208,8 @@ def last_reply(transcript_path: str | None) -> str:
             lines = fh.read().decode("utf-8", errors="replace").splitlines()
     except OSError as e:
         log.warning("cannot read transcript %s: %s", p, e)
-        return ""
-    parts: list[str] = []
+        return "", ""
+    prompt, parts = "", []
     for line in lines:
         try:
             entry = json.loads(line)
@@ -217,10 +219,10 @@ def last_reply(transcript_path: str | None) -> str:
             continue
         kind = entry.get("type") or (entry.get("message") or {}).get("role")
         if kind == "user" and _is_prompt(entry):
-            parts = []
+            prompt, parts = _text_of((entry.get("message") or {}).get("content")), []
         elif kind == "assistant":
             parts.append(_text_of((entry.get("message") or {}).get("content")))
-    return "\n".join(x for x in parts if x)
+    return prompt, "\n".join(x for x in parts if x)
 
 
 # ---- the two hooks ------------------------------------------------------------------------------------
@@ -243,7 +245,7 @@ def user_prompt_submit(home: Path, payload: dict, now: datetime | None = None) -
         return None
     sid = payload.get("session_id")
     if sid and ids:
-        remember(home, str(sid), ids, prompt)
+        remember(home, str(sid), ids)
     log.info("injected %d memories via %s for session %s", len(ids), via, sid)
     return json.dumps({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
                                               "additionalContext": HEADER + "\n\n" + text}}, ensure_ascii=False)
@@ -280,14 +282,15 @@ def stop(home: Path, payload: dict, now: datetime | None = None) -> dict:
     injected = list((state.get("injected") or {}).keys())
     if not injected:
         return {"used": {}, "unused": []}
-    reply = str(payload.get("last_assistant_message") or "") or last_reply(payload.get("transcript_path"))
+    prompt, said = last_turn(payload.get("transcript_path"))
+    reply = str(payload.get("last_assistant_message") or "") or said
     try:
-        return _reinforce_used(home, injected, reply, set(state.get("prompt_words") or []), now)
+        return _reinforce_used(home, injected, reply, prompt, now)
     finally:
         clear_state(home, str(sid))  # a turn is judged once, whatever happened
 
 
-def _reinforce_used(home: Path, injected: list[str], reply: str, prompt_hashes: set[str], now) -> dict:
+def _reinforce_used(home: Path, injected: list[str], reply: str, prompt: str, now) -> dict:
     from memory.config import load_config
     from memory.graph.reinforcement import reinforce
     from memory.store.core import Store
@@ -298,7 +301,7 @@ def _reinforce_used(home: Path, injected: list[str], reply: str, prompt_hashes: 
     scopes = list(cfg.hooks.allowed_scopes)
     store = Store(home, config=cfg)
     rows = store.get_many("memory", injected, ["id", "title", "text"], scopes=scopes).values()
-    why = {r["id"]: used(r["id"], r["text"], reply, prompt_hashes, cfg.hooks) for r in rows}
+    why = {r["id"]: used(r["id"], r["text"], reply, prompt, cfg.hooks) for r in rows}
     hit = {k: v for k, v in why.items() if v}
     if hit:
         reinforce(store, list(hit), actor=ACTOR, scopes=scopes, now=now)

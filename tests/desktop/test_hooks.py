@@ -190,10 +190,14 @@ def _transcript(path: Path, prompt: str, reply: str) -> Path:
 
 def test_stop_hook_reinforces_the_used_memory_and_not_the_unused_one(hook_store, mirador_home, tmp_path, store):
     prompt = "Which staging server does project Alpha use?"
-    hooks.remember(mirador_home, "sess-2", [hook_store["alpha"], hook_store["beta"]], prompt)
+    hooks.remember(mirador_home, "sess-2", [hook_store["alpha"], hook_store["beta"]])
     reply = "Project Alpha uses `alpha-stg-1`; you need to be on the VPN to reach it."
     transcript = _transcript(tmp_path / "t.jsonl", prompt, reply)
     assert hooks.last_reply(str(transcript)) == reply  # only the text after the last prompt
+    assert hooks.last_turn(str(transcript)) == (prompt, reply)
+    # Nothing of the prompt is kept beside the ids (unkeyed word hashes could be checked against guesses).
+    kept = hooks.session_file(mirador_home, "sess-2").read_text(encoding="utf-8")
+    assert set(json.loads(kept)) == {"session_id", "injected", "updated_at"}
     payload = {"session_id": "sess-2", "transcript_path": str(transcript), "hook_event_name": "Stop",
                "stop_hook_active": False}
     proc = _run_hook(mirador_home, "stop", payload)
@@ -209,7 +213,7 @@ def test_stop_hook_reinforces_the_used_memory_and_not_the_unused_one(hook_store,
 def test_the_used_test_is_deterministic_and_ignores_prompt_echo():
     cfg = HooksConfig()
     prompt = "Which staging server does project Alpha use?"
-    ph = {hooks._word_hash(w) for w in hooks.content_words(prompt)}
+    ph = prompt
     mem = "The staging server for project Alpha is alpha-stg-1 behind the VPN."
     assert hooks.used("mem_x", mem, "It is alpha-stg-1.", ph, cfg) == "identifier"
     assert hooks.used("mem_x", mem, "See mem_x for the details.", ph, cfg) == "id"
