@@ -209,7 +209,7 @@ def last_turn(transcript_path: str | None) -> tuple[str, str]:
     except OSError as e:
         log.warning("cannot read transcript %s: %s", p, e)
         return "", ""
-    prompt, parts = "", []
+    prompt, parts = "", list[str]()
     for line in lines:
         try:
             entry = json.loads(line)
