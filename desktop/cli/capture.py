@@ -22,7 +22,7 @@ def register(cmd, as_json, scope) -> None:
     sp.add_argument("--no-audio", action="store_true", help="screen only")
     sp.add_argument("--no-screen", action="store_true", help="audio only")
     sp.add_argument("--audio-file", help="transcribe this WAV file through the voice pipeline instead of the microphone")
-    sp = cmd("status", cmd_status, "capture health: state, last frame and write, counters, queues, errors, stalls")
+    sp = cmd("status", cmd_status, "capture health: state, last frame and write, counters, queues, errors, stalls; shared scopes")
     as_json(sp)
     sp = cmd("pause", cmd_pause, "pause capture (in whichever process runs it)")
     sp.add_argument("--minutes", type=float, help="resume by itself after this many minutes")
@@ -96,16 +96,21 @@ def cmd_status(a) -> int:
     h = read_health(data_dir())
     # Held: paused by itself because the disk refuses rows (capture/writer.py); as much a problem as a stall.
     held = h.get("held") if h.get("state") not in ("stopped", "not running") else None
+    shared = _sharing()
+    # A shared scope whose store refuses this device's settings: its writes wait until the binding is fixed.
+    refused = any(r.get("settings") for r in shared)
     if a.json:
-        emit_json(h)
-        return 2 if h.get("stalled") or held else 0
+        emit_json({**h, "shared_scopes": shared})
+        return 2 if h.get("stalled") or held or refused else 0
     print(f"capture: {h['state']}" + (f" — {h['hint']}" if h.get("hint") else ""))
     if held:
         print(f"WARNING: {held}")
     if h.get("stalled"):
         print(f"WARNING: capture is stalled: {h['stall_reason']}")
+    for r in shared:
+        print(_sharing_line(r))
     if "pid" not in h:
-        return 0
+        return 2 if refused else 0
     if h.get("paused_until"):
         print(f"paused until {_ago(h['paused_until'])}")
     pixels = f" ({h['session']}, pixels by {h['screen_backend']})" if h.get("session") else ""
@@ -124,7 +129,33 @@ def cmd_status(a) -> int:
     print(f"errors: {h['errors']}")
     for e in h.get("recent_errors") or []:
         print(f"  {e}")
-    return 2 if h.get("stalled") or held else 0
+    return 2 if h.get("stalled") or held or refused else 0
+
+
+def _sharing() -> list[dict]:
+    """Each shared scope's state, asked of its store now (nothing when no scope is shared)."""
+    from memory.config import load_config
+
+    if not load_config().remote.bindings:
+        return []
+    from desktop.cli.common import open_store
+
+    try:
+        rows = open_store().remotes.check(max_age=0)
+    except Exception as e:  # status must still print the capture half
+        log.warning("shared scopes not checked: %s", e)
+        return [{"scope": "shared scopes", "online": False, "last_error": f"not checked: {e}", "pending": 0}]
+    return [{k: r.get(k) for k in ("name", "scope", "online", "pending", "last_error", "problem", "headline",
+                                    "settings")} for r in rows]
+
+
+def _sharing_line(r: dict) -> str:
+    waiting = f", {r['pending']} write(s) waiting" if r.get("pending") else ""
+    if r.get("online"):
+        return f"shared scope {r['scope']}: online{waiting}"
+    if r.get("settings"):  # the store answered and refused: retrying will not help
+        return f"ERROR: shared scope {r['scope']}: {r['headline']}{waiting} — {r['last_error']}"
+    return f"shared scope {r['scope']}: {r.get('headline') or 'offline'}{waiting} — {r.get('last_error')}"
 
 
 def cmd_pause(a) -> int:

@@ -244,6 +244,10 @@ def cmd_maintain(a) -> int:
                                                                                                  "vector index current")
                 print(f"{n}: {r['rows']} shared memories; {vec}; {r.get('compacted', 0)} files merged; "
                       f"{r.get('seconds', 0)} s")
+        if len(failed) < len(report):
+            from desktop.cli.store_admin import STORE_KEEPS
+
+            print(f"note: {STORE_KEEPS}")
     return 1 if failed else 0
 
 

@@ -7,6 +7,9 @@ import sys
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, print_record
 
+# What Mirador cannot do through S3: the object store frees deleted bytes on its own schedule (docs/sharing.md).
+STORE_KEEPS = ("the object store may keep deleted bytes on its disks until it reclaims them; SeaweedFS: "
+               "`volume.vacuum -garbageThreshold 0.0001` in `weed shell` — see docs/sharing.md")
 
 def register(cmd, as_json, scope) -> None:
     """Add the store upkeep commands to the `mirador` parser."""
@@ -41,7 +44,7 @@ def cmd_purge(a) -> int:
     failed = 0
     for scope, error in purge_shared(store).items():
         if error is None:
-            print(f"purged the shared scope {scope}'s bucket: old versions removed")
+            print(f"purged the shared scope {scope}'s bucket: old versions removed ({STORE_KEEPS})")
         else:
             failed += 1
             print(f"the shared scope {scope}'s store did not answer ({error}): its bucket keeps old versions "

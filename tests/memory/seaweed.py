@@ -256,6 +256,19 @@ class SeaweedFS:
         with urllib.request.urlopen(req, timeout=30) as r:
             return [e["FullPath"].rsplit("/", 1)[-1] for e in json.load(r).get("Entries") or []]
 
+    def raw_holding(self, text: str) -> list[str]:
+        """The files under SeaweedFS's own data folder (volume .dat files, the filer's store) holding text."""
+        needle = text.encode("utf-8")
+        return sorted(str(p) for p in self.data.rglob("*") if p.is_file() and needle in p.read_bytes())
+
+    def shell(self, *commands: str) -> str:
+        """Run `weed shell` commands against this server's master; raises with its output when it fails."""
+        r = subprocess.run([weed_binary(), "shell", f"-master=127.0.0.1:{self.master}"], input="\n".join(commands) + "\n",
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0 or "error" in r.stdout.lower():
+            raise RuntimeError(f"weed shell {commands}: {r.returncode} {r.stdout[-2000:]} {r.stderr[-2000:]}")
+        return r.stdout
+
     def holding(self, text: str, prefix: str = "") -> list[str]:
         data = text.encode("utf-8")
         return [p for p, b in self.objects(prefix).items() if data in b]

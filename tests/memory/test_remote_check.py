@@ -114,6 +114,13 @@ def test_a_rejected_credential_at_run_time_is_an_error_not_offline(tmp_path, cap
     assert code == 0 and "CREDENTIALS REFUSED" in out and "OFFLINE" not in out, out
     code, out, err = run(capsys, monkeypatch, "remote", "test", "team")
     assert code == 2 and "credentials refused" in err and "SignatureDoesNotMatch" in err, err
+    # `mirador status` says it too, as an error (exit 2), never as "offline".
+    code, out, err = run(capsys, monkeypatch, "status")
+    assert code == 2 and f"ERROR: shared scope {SHARED}: credentials refused, 1 write(s) waiting" in out, out
+    assert "offline" not in out, out
+    code, out, err = run(capsys, monkeypatch, "status", "--json")
+    [doc] = json.loads(out)["shared_scopes"]
+    assert code == 2 and doc["headline"] == "credentials refused" and doc["settings"] and doc["pending"] == 1
 
 
 def test_a_store_with_no_room_for_a_volume_says_so_not_check_your_settings(tmp_path, capsys, monkeypatch,

@@ -59,6 +59,8 @@ def test_remote_commands_round_trip(capsys, monkeypatch, mirador_home, seaweed, 
     code, out, err = run(capsys, monkeypatch, "remote", "maintain", "--json")
     assert code == 0, err
     assert json.loads(out)["maintained"]["team"]["rows"] == 1
+    code, out, err = run(capsys, monkeypatch, "remote", "maintain")
+    assert code == 0 and "team: 1 shared memories" in out and "volume.vacuum" in out, out  # what S3 cannot do
     code, out, err = run(capsys, monkeypatch, "remote", "maintain", "nope")
     assert code != 0 and "mirador remote list" in err
 
