@@ -12,12 +12,16 @@ STAMP="$VENV/.mirador-deps"
 # tests, and the virtual display + window manager + tray host that the desktop tests run under.
 # Wayland capture (capture/wayland/): grim reads wlroots screens; the tests run a headless sway with
 # foot windows, and the Screenshot portal on it (xdg-desktop-portal + its wlr backend, PipeWire, and
-# the gtk backend for the Access dialog portal 1.16 requires) on a private dbus-daemon.
+# the gtk backend for the Access dialog portal 1.16 requires) on a private dbus-daemon. KDE: a headless
+# KWin (kwin-wayland, ~38 MB to download) and the portal's KDE backend with the Qt Wayland plugin and the
+# QML modules its screenshot dialog loads (~3 MB) (tests/capture/test_kwin_headless.py).
 APT_PKGS=(tesseract-ocr tesseract-ocr-eng libportaudio2 espeak-ng sox xvfb openbox trayer xdotool
           x11-utils libgl1 libegl1 libxkbcommon-x11-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1
           libxcb-shape0 libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0
           libdbus-1-3 libfontconfig1 fonts-dejavu-core cmake build-essential
-          grim sway foot dbus-daemon pipewire xdg-desktop-portal xdg-desktop-portal-wlr xdg-desktop-portal-gtk)
+          grim sway foot dbus-daemon pipewire xdg-desktop-portal xdg-desktop-portal-wlr xdg-desktop-portal-gtk
+          kwin-wayland xdg-desktop-portal-kde qtwayland5 qml-module-org-kde-kirigami2 qml-module-qtquick-controls2
+          qml-module-qtquick-layouts)
 
 install_system() {
   case "$(uname -s)" in
