@@ -42,7 +42,8 @@ class Health:
     last_utterance_at: float | None = None
     frames_grabbed: int = 0
     frames_skipped: int = 0  # unchanged since the previous frame
-    frames_excluded: int = 0  # active window excluded: never grabbed
+    frames_excluded: int = 0  # cycles that grabbed nothing: the window excluded, unknown, or none focused
+    excluded_reason: str = ""  # why the screen is not being grabbed now ("" while it is); never an app or title
     frames_ocrd: int = 0
     ocr_full_reads: int = 0  # whole frame read (new view, or most rows changed)
     ocr_band_reads: int = 0  # changed bands read instead of the whole frame

@@ -47,6 +47,12 @@ MIN_TEXT_CHARS = 3
 # into columns ("line\nline\n...\n6.0\n6.1"), which lost most of the line tokens in bench/capture.py.
 BAND_PSM = 6
 
+# Why a cycle grabbed nothing (health's excluded_reason; never an app name or title).
+NO_FOCUS = "no focused window"
+EXCLUDED_FOCUSED = "the focused window is excluded"
+EXCLUDED_SHOWING = "an excluded window is showing where the grab would read"
+OFF_MONITORS = "the focused window is on no monitor capture.monitors lets Mirador read"
+
 
 @dataclass
 class Frame:
@@ -308,16 +314,29 @@ class ScreenSource:
             if sct is None:
                 return "unavailable"  # health says why and what to install; retried each cycle
             probe = self._window_probe()
+            # Checked before any pixel is read: an excluded window is never grabbed, nor an unknown one.
             reason = self._no_probe(probe)
             win = None if reason else probe.active()
-            reason = reason or self._probe_failed(probe) or self.privacy.excluded(win)
+            reason = reason or self._probe_failed(probe)
+            if not reason and win is None:
+                # Nothing has focus (an empty workspace or output, GNOME's overview, the bare desktop): a grab
+                # would take every monitor, whatever shows there, excluded windows included.
+                reason = NO_FOCUS
+            if not reason and self.privacy.excluded(win):
+                reason = EXCLUDED_FOCUSED
+            views: list[tuple[object, dict, int | None]] = []
+            shown = None if reason else probe.visible()  # the other windows showing, where the probe can list them
+            reason = reason or self._probe_failed(probe)
+            if not reason:
+                assert win is not None
+                views, reason = self._views(sct, win, shown)
             if reason:
-                # Checked before any pixel is read: an excluded window is never grabbed.
                 self.health.bump("frames_excluded")
+                self.health.set(excluded_reason=reason)
                 self.detector.forget()
                 log.debug("not capturing: %s", reason)
                 return "excluded"
-            views = self._views(sct, win)
+            self.health.set(excluded_reason="")
             queued = False
             for key, region, monitor in views:
                 shot = sct.grab(region)
@@ -366,15 +385,37 @@ class ScreenSource:
         # Fail closed: with the window unknown because a call failed, it could be an excluded one.
         return "active window unknown (probe failed)"
 
-    def _views(self, sct, win: WindowInfo | None) -> list[tuple[object, dict, int | None]]:
-        """What to grab: the active window's rectangle when known and preferred, else each monitor."""
+    def _views(self, sct, win: WindowInfo,
+               shown: list[WindowInfo] | None) -> tuple[list[tuple[object, dict, int | None]], str | None]:
+        """What to grab for a focused, allowed window, or why nothing: (views, None) or ([], reason).
+
+        The focused window's rectangle when known and preferred, else the monitors. Where the probe lists
+        the windows showing (`shown`: sway, Hyprland), a view on which an excluded one shows is dropped
+        (for a grabber that reads the whole screen whatever the view, the portal, any excluded window
+        showing stops the grab). Where it cannot, only the monitors the focused window is on are
+        grabbed (all of them when its rectangle is unknown): what else shows there was never checked.
+        """
         screen = sct.monitors[0]
-        if self.cfg.prefer_active_window and win is not None and win.region:
+        views: list[tuple[object, dict, int | None]] = []
+        if self.cfg.prefer_active_window and win.region:
             r = _clip(win.region, screen)
             if r:
-                return [(("window", win.id), r, None)]
-        mons = self.cfg.monitors or list(range(1, len(sct.monitors)))
-        return [(("monitor", i), sct.monitors[i], i) for i in mons if 0 < i < len(sct.monitors)]
+                views = [(("window", win.id), r, None)]
+        if not views:
+            mons = [i for i in (self.cfg.monitors or range(1, len(sct.monitors))) if 0 < i < len(sct.monitors)]
+            if shown is None and win.region:
+                mons = [i for i in mons if _overlaps(win.region, sct.monitors[i])]
+            views = [(("monitor", i), sct.monitors[i], i) for i in mons]
+            if not views:
+                return [], OFF_MONITORS
+        if shown is None:
+            return views, None
+        hidden = [w.region or screen for w in shown if self.privacy.excluded(w)]
+        if not hidden:
+            return views, None
+        whole = getattr(sct, "reads_whole_screen", False)
+        views = [v for v in views if not any(_overlaps(h, screen if whole else v[1]) for h in hidden)]
+        return (views, None) if views else ([], EXCLUDED_SHOWING)
 
     def handle(self, frame: Frame) -> None:
         """OCR the changed bands of one frame, redact, drop already-stored text, save a thumbnail, submit evidence."""
@@ -479,6 +520,12 @@ class ScreenSource:
             self._grab = None
         if self._probe is not None:
             self._probe.close()
+
+
+def _overlaps(a: dict, b: dict) -> bool:
+    """True when two rectangles share any pixel."""
+    return (a["left"] < b["left"] + b["width"] and b["left"] < a["left"] + a["width"]
+            and a["top"] < b["top"] + b["height"] and b["top"] < a["top"] + a["height"])
 
 
 def _clip(r: dict, screen: dict) -> dict | None:

@@ -43,7 +43,8 @@ class WindowInfo:
 
 
 class WindowProbe:
-    """Interface: `active()` returns the active window or None when it cannot tell.
+    """Interface: `active()` returns the active window or None when none has focus or it cannot tell;
+    `visible()` lists the windows showing, where the desktop lets a program see them.
 
     Subclasses implement `_active()`; an OS call that fails there is logged and counted in
     `failures` / `last_error` (the screen source copies them into health) and reads as "unknown"
@@ -69,6 +70,21 @@ class WindowProbe:
             return None
 
     def _active(self) -> WindowInfo | None:
+        return None
+
+    def visible(self) -> list[WindowInfo] | None:
+        """Every window showing now, focused or not, where this probe can list them (sway, Hyprland); None
+        where it cannot, or when the call failed (then counted in `failures`, as active() does)."""
+        try:
+            return self._visible()
+        except Exception as e:  # noqa: BLE001 - as in active(): the screen source sees the failure and grabs nothing
+            self.failures += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            if self.failures == 1 or self.failures % 100 == 0:
+                log.warning("%s window listing failed (%d so far): %s", self.name, self.failures, self.last_error)
+            return None
+
+    def _visible(self) -> list[WindowInfo] | None:
         return None
 
     def close(self) -> None:

@@ -77,6 +77,25 @@ def window_info(w: dict) -> WindowInfo | None:
                       left=x, top=y, width=width, height=height)
 
 
+def visible_clients(clients: list[dict], monitors: list[dict]) -> list[dict]:
+    """The `clients` shown now: mapped, not hidden, on a workspace some monitor shows (its active or special one).
+
+    Where a monitor does not name its workspaces (an older Hyprland), every mapped client counts as shown.
+    """
+    shown: set[int] = set()
+    for m in monitors:
+        if m.get("disabled"):
+            continue
+        for key in ("activeWorkspace", "specialWorkspace"):
+            ws = m.get(key)
+            if ws is None and key == "activeWorkspace":
+                return [c for c in clients if c.get("mapped", True)]
+            if ws and int(ws.get("id") or 0):
+                shown.add(int(ws["id"]))
+    return [c for c in clients if c.get("mapped", True) and not c.get("hidden")
+            and int((c.get("workspace") or {}).get("id") or 0) in shown]
+
+
 class HyprlandProbe(WindowProbe):
     """The focused window through Hyprland's socket."""
 
@@ -87,6 +106,11 @@ class HyprlandProbe(WindowProbe):
 
     def _active(self) -> WindowInfo | None:
         return window_info(self.ipc.request("activewindow"))
+
+    def _visible(self) -> list[WindowInfo]:
+        """The windows on the workspaces the monitors show (`clients`, `monitors`)."""
+        shown = visible_clients(self.ipc.request("clients"), self.ipc.request("monitors"))
+        return [w for w in (window_info(c) for c in shown) if w is not None]
 
     def outputs(self) -> list[dict]:
         """The monitors, for grim."""

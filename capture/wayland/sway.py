@@ -15,7 +15,7 @@ import struct
 from capture.window_info import WindowInfo, WindowProbe, proc_name
 
 MAGIC = b"i3-ipc"
-GET_OUTPUTS, GET_TREE = 3, 4
+RUN_COMMAND, GET_OUTPUTS, GET_TREE = 0, 3, 4
 _HEADER = struct.Struct("<II")  # payload length, message type (native byte order; sway runs here)
 
 
@@ -104,6 +104,21 @@ def focused_window(tree: dict) -> dict | None:
     return node if node is not None and _is_window(node) else None
 
 
+def visible_windows(tree: dict) -> list[dict]:
+    """The window nodes of a get_tree reply that sway draws now (`visible`), on every output, floating too.
+
+    A window sway does not say is hidden counts as showing: only an explicit `"visible": false` (another
+    workspace, a hidden tab, the scratchpad) leaves it out.
+    """
+    out, stack = [], [tree]
+    while stack:
+        n = stack.pop()
+        if _is_window(n) and n.get("visible") is not False:
+            out.append(n)
+        stack.extend(n.get("nodes", []) + n.get("floating_nodes", []))
+    return out
+
+
 def _is_window(n: dict) -> bool:
     return n.get("type") in ("con", "floating_con") and (n.get("app_id") is not None or "window_properties" in n
                                                           or bool(n.get("pid")))
@@ -125,10 +140,18 @@ class SwayProbe(WindowProbe):
 
     def __init__(self, ipc: SwayIpc | None = None) -> None:
         self.ipc = ipc or SwayIpc()
+        self._tree: dict | None = None  # the tree active() last read, which visible() lists from
 
     def _active(self) -> WindowInfo | None:
-        node = focused_window(self.ipc.request(GET_TREE))
+        self._tree = None
+        self._tree = tree = self.ipc.request(GET_TREE)
+        node = focused_window(tree)
         return window_info(node) if node else None
+
+    def _visible(self) -> list[WindowInfo]:
+        """The windows showing when active() last asked (the same get_tree: one request a cycle, one moment)."""
+        tree = self._tree if self._tree is not None else self.ipc.request(GET_TREE)
+        return [window_info(n) for n in visible_windows(tree)]
 
     def outputs(self) -> list[dict]:
         """The outputs, for grim's monitor list."""

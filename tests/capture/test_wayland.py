@@ -29,9 +29,26 @@ def sway():
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def sway2():
+    s = SwaySession(outputs=2)
+    yield s
+    s.stop()
+
+
 @pytest.fixture
 def wayland(sway, monkeypatch, tmp_path):
     """This test runs inside the sway session (no DISPLAY: nothing may fall back to X11), with grim logged."""
+    yield from enter(sway, monkeypatch, tmp_path)
+
+
+@pytest.fixture
+def wayland2(sway2, monkeypatch, tmp_path):
+    """As `wayland`, in the sway with two outputs side by side (HEADLESS-1 left, HEADLESS-2 right)."""
+    yield from enter(sway2, monkeypatch, tmp_path)
+
+
+def enter(sway, monkeypatch, tmp_path):
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("HYPRLAND_INSTANCE_SIGNATURE", raising=False)
     for k in SESSION_VARS:
@@ -45,6 +62,7 @@ def wayland(sway, monkeypatch, tmp_path):
     sway.grim_log = log
     yield sway
     sway.close_windows()
+    sway.command("focus output HEADLESS-1")
 
 
 def grim_calls(sway) -> list[str]:
@@ -133,6 +151,109 @@ def test_excluded_window_on_sway_is_never_grabbed(capture, store, wayland, mirad
     assert not any(norm(secret) in norm(r["text"]) for r in evidence(store))
     for word in SECRET_WORDS:
         assert not files_containing(mirador_home, word), f"{word!r} from the excluded window is in a file"
+
+
+KEEPASS_TITLE, KEEPASS_APP = "Passwords.kdbx - KeePassXC", "org.keepassxc.KeePassXC"
+
+
+def open_keepass(sway) -> str:
+    """A KeePassXC stand-in (its Wayland app id) showing secret words, on the focused output; returns the words."""
+    secret = sentence(words=SECRET_WORDS)
+    sway.window(KEEPASS_TITLE, secret, app_id=KEEPASS_APP)
+    return secret
+
+
+def assert_never_stored(store, mirador_home, secret: str) -> None:
+    assert not any(norm(secret) in norm(r["text"]) for r in evidence(store))
+    for word in secret.split():
+        assert not files_containing(mirador_home, word), f"{word!r} from the excluded window is in a file"
+
+
+def focus(sway, title: str | None) -> None:
+    """Wait until sway's focus is on the window titled `title` (None: on no window)."""
+    def there() -> bool:
+        w = sway.focused()
+        return w is None if title is None else (w is not None and w.title == title)
+
+    wait_for(there, 10, what=f"focus on {title or 'no window'}")
+
+
+def test_no_focused_window_grabs_nothing_though_another_output_shows_an_excluded_one(store, ocr, wayland2,
+                                                                                     mirador_home):
+    # KeePassXC shows on HEADLESS-1; focus moves to the empty HEADLESS-2. "No window" used to read as "allowed",
+    # and every monitor was grabbed: KeePassXC's text was stored.
+    secret = open_keepass(wayland2)
+    wayland2.command("focus output HEADLESS-2")
+    focus(wayland2, None)
+    assert [w.app for w in wayland2.visible()] == [KEEPASS_APP]
+    cap = Capture(store, audio=False, ocr=ocr)
+    try:
+        assert cap.run_cycles(3) == ["excluded"] * 3
+    finally:
+        cap.stop()
+    h = cap.health.snapshot()
+    assert (h["excluded_reason"], h["frames_excluded"], h["frames_grabbed"]) == ("no focused window", 3, 0)
+    assert grim_calls(wayland2) == [] and evidence(store) == []
+    assert_never_stored(store, mirador_home, secret)
+
+
+def test_monitors_are_grabbed_only_where_no_excluded_window_shows(store, ocr, wayland2, mirador_home):
+    secret = open_keepass(wayland2)  # on HEADLESS-1
+    wayland2.command("focus output HEADLESS-2")
+    text = sentence(3)
+    wayland2.window("Field notes", text)  # on HEADLESS-2, focused
+    store.config.capture.prefer_active_window = False  # each monitor, not the focused window's rectangle
+    cap = Capture(store, audio=False, ocr=ocr)
+    try:
+        assert cap.run_cycles(2) == ["queued", "unchanged"]
+    finally:
+        cap.stop()
+    # HEADLESS-1, where KeePassXC shows, is never read; HEADLESS-2 is.
+    assert grim_calls(wayland2) == ["-t ppm -g 1280,0 1280x800 -"] * 2
+    rows = evidence(store)
+    assert len(rows) == 1 and norm(text) in norm(rows[0]["text"]) and rows[0]["app"] == "scribbler"
+    assert_never_stored(store, mirador_home, secret)
+
+
+def test_excluded_window_floating_over_the_focused_one_stops_the_grab(capture, store, wayland, mirador_home):
+    wayland.window("Ordinary editor", sentence())
+    capture.run_cycles(1)
+    calls = len(grim_calls(wayland))
+    secret = open_keepass(wayland)
+    wayland.command(f'[app_id="{KEEPASS_APP}"] floating enable, resize set 700 400, move position center')
+    wayland.command("focus tiling")  # the editor has focus; KeePassXC floats over the middle of it
+    focus(wayland, "Ordinary editor")
+    wayland.wait_painted()
+    assert capture.run_cycles(3) == ["excluded"] * 3
+    h = capture.health.snapshot()
+    assert h["excluded_reason"] == "an excluded window is showing where the grab would read"
+    assert len(grim_calls(wayland)) == calls
+    assert_never_stored(store, mirador_home, secret)
+
+
+def test_excluded_window_beside_the_focused_one(store, ocr, wayland, mirador_home):
+    text = sentence(3)
+    wayland.window("Ordinary editor", text)
+    secret = open_keepass(wayland)  # tiled beside the editor: each has half the output
+    wayland.command("focus left")
+    focus(wayland, "Ordinary editor")
+    wayland.wait_painted()
+    r = wayland.focused().region
+    assert r["width"] < 1280
+    cap = Capture(store, audio=False, ocr=ocr)
+    try:
+        # The editor's own rectangle holds nothing of KeePassXC: it is read.
+        assert cap.run_cycles(2) == ["queued", "unchanged"]
+        assert grim_calls(wayland) == [f"-t ppm -g {r['left']},{r['top']} {r['width']}x{r['height']} -"] * 2
+        # The whole monitor would take KeePassXC in: not read.
+        store.config.capture.prefer_active_window = False
+        assert cap.run_cycles(2) == ["excluded"] * 2
+        assert len(grim_calls(wayland)) == 2
+    finally:
+        cap.stop()
+    rows = evidence(store)
+    assert len(rows) == 1 and norm(text) in norm(rows[0]["text"])
+    assert_never_stored(store, mirador_home, secret)
 
 
 QT_WINDOW = """
@@ -232,3 +353,4 @@ def test_portal_screenshot_on_sway_becomes_evidence_and_leaves_no_file(store, oc
     # The wlr backend writes each screenshot to /tmp/out.png, readable by others: Mirador deletes it at once.
     assert not Path("/tmp/out.png").exists()
     assert Config().capture.screen_backend == "auto"
+

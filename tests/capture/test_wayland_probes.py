@@ -24,7 +24,7 @@ from capture.redact import Redactor
 from capture.screen import ScreenSource
 from capture.wayland.grim import bounding_box, parse_ppm
 from capture.wayland.session import Session, detect
-from capture.window import NoWindowProbe, WindowInfo, default_probe
+from capture.window import NoWindowProbe, WindowInfo, WindowProbe, default_probe
 from memory.config import DEFAULT_EXCLUDED_APPS, DEFAULT_EXCLUDED_TITLES, CaptureConfig
 from tests.capture.dbus_fakes import FakeService, PrivateBus, missing_dbus
 
@@ -131,6 +131,103 @@ def test_no_window_probe_means_no_grab(store):
     assert health.snapshot()["errors"] == 1
 
 
+# ---- what the screen source grabs: never a window it did not check ---------------------------------------
+
+
+LEFT = {"left": 0, "top": 0, "width": 64, "height": 48}
+RIGHT = {"left": 64, "top": 0, "width": 64, "height": 48}
+
+
+class TwoOutputGrabber:
+    """Two 64x48 outputs side by side; records each region grabbed."""
+
+    monitors = [bounding_box([LEFT, RIGHT]), LEFT, RIGHT]
+    reads_whole_screen = False
+
+    def __init__(self) -> None:
+        self.regions: list[dict] = []
+
+    def grab(self, region):
+        self.regions.append(region)
+        return Shot.from_rgb(np.full((region["height"], region["width"], 3), 255, np.uint8))
+
+    def close(self) -> None:
+        pass
+
+
+class FakeProbe(WindowProbe):
+    """The focused window, and the windows showing (None: this desktop cannot list them; OSError: the call fails)."""
+
+    name = "fake"
+
+    def __init__(self, win: WindowInfo | None, shown=None) -> None:
+        self.win, self.shown = win, shown
+
+    def _active(self):
+        return self.win
+
+    def _visible(self):
+        if isinstance(self.shown, Exception):
+            raise self.shown
+        return self.shown
+
+
+def editor(rect: dict | None = RIGHT, wid: int = 1) -> WindowInfo:
+    return WindowInfo(app="scribbler", title="notes", id=wid, **(rect or {}))
+
+
+def keepass(rect: dict | None = LEFT) -> WindowInfo:
+    return WindowInfo(app="org.keepassxc.KeePassXC", title="Passwords.kdbx", id=9, **(rect or {}))
+
+
+def run(store, probe, prefer: bool = True, whole: bool = False):
+    """One cycle: (outcome, regions grabbed, health's excluded_reason)."""
+    health, grabber = Health(), TwoOutputGrabber()
+    grabber.reads_whole_screen = whole
+    src = ScreenSource(store.home, CaptureConfig(prefer_active_window=prefer), privacy(), Redactor(), None, health,
+                       ocr=None, probe=probe, session=Session("wayland", "sway"))
+    src._grab = grabber
+    out = src.step()
+    return out, grabber.regions, health.snapshot()["excluded_reason"]
+
+
+def test_no_focused_window_grabs_nothing(store):
+    # An empty workspace or output, GNOME's overview: every monitor would be grabbed, whatever shows there.
+    for shown in (None, [keepass()], []):
+        assert run(store, FakeProbe(None, shown)) == ("excluded", [], "no focused window")
+
+
+def test_where_windows_cannot_be_listed_only_the_focused_windows_monitor_is_grabbed(store):
+    assert run(store, FakeProbe(editor()), prefer=True)[:2] == ("queued", [RIGHT])
+    assert run(store, FakeProbe(editor()), prefer=False)[:2] == ("queued", [RIGHT])  # not LEFT: never checked
+    straddling = {"left": 32, "top": 0, "width": 64, "height": 48}
+    assert run(store, FakeProbe(editor(straddling)), prefer=False)[:2] == ("queued", [LEFT, RIGHT])
+    assert run(store, FakeProbe(editor(None)), prefer=True)[:2] == ("queued", [LEFT, RIGHT])  # rectangle unknown
+
+
+def test_where_windows_are_listed_no_grab_takes_in_an_excluded_one(store):
+    # KeePassXC shows on the left output, the editor has focus on the right one.
+    assert run(store, FakeProbe(editor(), [editor(), keepass()]), prefer=False)[:2] == ("queued", [RIGHT])
+    assert run(store, FakeProbe(editor(), [editor(), keepass()]), prefer=True)[:2] == ("queued", [RIGHT])
+    # ... floating over the editor: nothing.
+    over = {"left": 70, "top": 10, "width": 30, "height": 20}
+    assert run(store, FakeProbe(editor(), [editor(), keepass(over)])) == (
+        "excluded", [], "an excluded window is showing where the grab would read")
+    # ... where the desktop does not say: anywhere.
+    assert run(store, FakeProbe(editor(), [editor(), keepass(None)]))[:2] == ("excluded", [])
+    # A private browser window is excluded by its title, wherever it shows.
+    private = WindowInfo(app="firefox", title="New Private Browsing - Mozilla Firefox", **RIGHT)
+    assert run(store, FakeProbe(editor(LEFT), [editor(LEFT), private]), prefer=False)[:2] == ("queued", [LEFT])
+    # The portal writes the whole screen to a file whatever region is wanted: any excluded window stops it.
+    assert run(store, FakeProbe(editor(), [editor(), keepass()]), whole=True)[:2] == ("excluded", [])
+    assert run(store, FakeProbe(editor(), [editor()]), whole=True)[:2] == ("queued", [RIGHT])
+
+
+def test_failed_window_listing_grabs_nothing(store):
+    out, regions, reason = run(store, FakeProbe(editor(), OSError("sway went away")))
+    assert (out, regions, reason) == ("excluded", [], "active window unknown (probe failed)")
+
+
 # ---- Hyprland: its JSON from a real socket --------------------------------------------------------------
 
 
@@ -172,15 +269,27 @@ KEEPASS_WINDOW = {"address": "0x55d0c3a1b2c0", "mapped": True, "at": [1930, 40],
                   "initialClass": "org.keepassxc.KeePassXC", "pid": 0, "xwayland": False}
 
 
+EDITOR_WINDOW = {"address": "0x1", "mapped": True, "hidden": False, "at": [10, 10], "size": [600, 400],
+                 "class": "scribbler", "title": "notes", "initialClass": "scribbler", "pid": 0}
+
+
 @pytest.fixture
 def hyprland(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     monkeypatch.setenv("HYPRLAND_INSTANCE_SIGNATURE", "v0.41_1717000000_abcd")
     fake = FakeHyprland(tmp_path, "v0.41_1717000000_abcd", {
         "activewindow": KEEPASS_WINDOW,
-        "monitors": [{"name": "eDP-1", "x": 0, "y": 0, "width": 2880, "height": 1800, "scale": 2.0, "transform": 0},
+        "monitors": [{"name": "eDP-1", "x": 0, "y": 0, "width": 2880, "height": 1800, "scale": 2.0, "transform": 0,
+                      "activeWorkspace": {"id": 1, "name": "1"}, "specialWorkspace": {"id": 0, "name": ""}},
                      {"name": "DP-1", "x": 1440, "y": 0, "width": 1080, "height": 1920, "scale": 1.0,
-                      "transform": 1, "disabled": False}]})
+                      "transform": 1, "disabled": False, "activeWorkspace": {"id": 2, "name": "2"},
+                      "specialWorkspace": {"id": -98, "name": "special:magic"}}],
+        "clients": [dict(KEEPASS_WINDOW, workspace={"id": 2, "name": "2"}),
+                    dict(EDITOR_WINDOW, workspace={"id": 1, "name": "1"}),
+                    dict(EDITOR_WINDOW, address="0x2", title="on workspace 3", workspace={"id": 3, "name": "3"}),
+                    dict(EDITOR_WINDOW, address="0x3", title="scratchpad", workspace={"id": -98, "name": "special"}),
+                    dict(EDITOR_WINDOW, address="0x4", title="hidden tab", hidden=True,
+                         workspace={"id": 1, "name": "1"})]})
     yield fake
     fake.close()
 
@@ -196,6 +305,8 @@ def test_hyprland_active_window_and_outputs(hyprland):
     assert probe.outputs() == [{"left": 0, "top": 0, "width": 1440, "height": 900},
                                {"left": 1440, "top": 0, "width": 1920, "height": 1080}]
     assert hyprland.requests == ["j/activewindow", "j/monitors"]
+    # The windows showing: those on a workspace a monitor shows (its active or special one), not hidden.
+    assert [w.title for w in probe.visible()] == ["Passwords.kdbx - KeePassXC", "notes", "scratchpad"]
     hyprland.replies["activewindow"] = {}  # nothing focused (an empty workspace)
     assert probe.active() is None and probe.failures == 0
 
@@ -416,3 +527,4 @@ def test_portal_screenshot_file_is_deleted_even_when_unreadable(tmp_path):
     with pytest.raises(GrabError, match="not a local file"):
         _read_and_delete("https://example.invalid/x.png")
     assert os.listdir(tmp_path) == []
+

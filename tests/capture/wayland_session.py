@@ -16,6 +16,7 @@ from pathlib import Path
 from tests.capture.xdisplay import wait_for
 
 SWAY_CONFIG = """output HEADLESS-1 resolution 1280x800 position 0 0
+output HEADLESS-2 resolution 1280x800 position 1280 0
 default_border none
 default_floating_border none
 xwayland disable
@@ -39,9 +40,12 @@ def missing_tools() -> str | None:
 
 
 class SwaySession:
-    """Headless sway on its own WAYLAND_DISPLAY; `env` is what a client of this session gets."""
+    """Headless sway on its own WAYLAND_DISPLAY; `env` is what a client of this session gets.
 
-    def __init__(self) -> None:
+    outputs=2 adds HEADLESS-2 to the right of HEADLESS-1 (both 1280x800), as a second monitor.
+    """
+
+    def __init__(self, outputs: int = 1) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="mirador-sway-"))
         self.runtime = self.dir / "runtime"
         self.runtime.mkdir(mode=0o700)
@@ -65,7 +69,24 @@ class SwaySession:
 
         self.ipc = SwayIpc(str(sock))
         wait_for(lambda: self.ipc.outputs(), 30, what="sway's headless output")
+        for _ in range(outputs - 1):
+            self.command("create_output")
+        wait_for(lambda: len(self.ipc.outputs()) == outputs, 30, what=f"sway's {outputs} headless outputs")
+        self.command("focus output HEADLESS-1")
         self.windows: list[subprocess.Popen] = []
+
+    def command(self, cmd: str) -> None:
+        """Run a sway command (as `swaymsg cmd`) and check that it succeeded."""
+        from capture.wayland.sway import RUN_COMMAND
+
+        replies = self.ipc.request(RUN_COMMAND, cmd.encode())
+        assert all(r.get("success") for r in replies), f"sway refused {cmd!r}: {replies}"
+
+    def visible(self) -> list:
+        """The windows sway shows now, as Mirador's sway probe lists them."""
+        from capture.wayland.sway import GET_TREE, visible_windows, window_info
+
+        return [window_info(n) for n in visible_windows(self.ipc.request(GET_TREE))]
 
     def _ipc_socket(self) -> Path | None:
         if self.proc.poll() is not None:
