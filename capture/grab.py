@@ -2,7 +2,9 @@
 
 A grabber has `name`, `monitors` (mss's layout: [0] = the bounding box of all outputs, then one per
 output, in the coordinates window rectangles use), `grab(region) -> Shot` (BGRA pixels, as mss
-returns them, so change detection and OCR do not care where they came from) and `close()`.
+returns them, so change detection and OCR do not care where they came from) and `close()`. One that
+reads the whole screen whatever region it is asked for (the portal) sets `reads_whole_screen`: the
+screen source then checks every window showing, not just those in the region.
 `open_grabber()` picks one for this session; where none can work it raises GrabUnavailable, whose
 message says what is missing and how to get it (shown in `mirador status` and `mirador doctor`).
 """
@@ -74,7 +76,11 @@ def choose(backend: str = "auto", session: Session | None = None) -> str:
 
 
 def open_grabber(backend: str = "auto", session: Session | None = None, outputs=None):
-    """A grabber for this session (see choose()). outputs: a callable listing the outputs, for grim."""
+    """A grabber for this session (see choose()).
+
+    outputs: a callable listing the outputs in layout coordinates (the sway or Hyprland probe's), which
+    grim grabs from and the portal's screenshot is scaled to; None where the probe cannot list them.
+    """
     kind = choose(backend, session)
     if kind == "x11":
         return MssGrabber()
@@ -84,4 +90,4 @@ def open_grabber(backend: str = "auto", session: Session | None = None, outputs=
         return GrimGrabber(outputs=outputs)
     from capture.wayland.portal import PortalGrabber
 
-    return PortalGrabber()
+    return PortalGrabber(outputs=outputs)

@@ -37,9 +37,17 @@ def call(conn: DBusConnection, where: DBusAddress, method: str, signature: str |
                       f"{e.data[0] if e.data else ''}") from e
 
 
+BUS = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus")
+
+
+def name_owner(conn: DBusConnection, name: str) -> str:
+    """The unique name (":1.42") of the connection owning `name` now: who may speak for that service.
+    OSError when nobody owns it."""
+    return call(conn, BUS, "GetNameOwner", "s", (name,))[0]
+
+
 def has_name(conn: DBusConnection, name: str) -> bool:
     """True when a service owns `name` on this bus now (or can be started for it)."""
-    bus = DBusAddress("/org/freedesktop/DBus", bus_name="org.freedesktop.DBus", interface="org.freedesktop.DBus")
-    if call(conn, bus, "NameHasOwner", "s", (name,))[0]:
+    if call(conn, BUS, "NameHasOwner", "s", (name,))[0]:
         return True
-    return name in call(conn, bus, "ListActivatableNames")[0]
+    return name in call(conn, BUS, "ListActivatableNames")[0]

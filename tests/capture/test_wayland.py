@@ -354,3 +354,58 @@ def test_portal_screenshot_on_sway_becomes_evidence_and_leaves_no_file(store, oc
     assert not Path("/tmp/out.png").exists()
     assert Config().capture.screen_backend == "auto"
 
+
+def test_portal_reads_nothing_while_an_excluded_window_shows_anywhere(store, ocr, wayland, portal, mirador_home):
+    # Whatever region is wanted, the portal writes the whole screen to a file (here /tmp/out.png, mode 0644):
+    # with KeePassXC showing beside the focused window, no screenshot may be asked for.
+    text = sentence(3)
+    wayland.window("Portal notes.txt", text)
+    secret = open_keepass(wayland)
+    keepass = wayland.windows[-1]
+    wayland.command("focus left")
+    focus(wayland, "Portal notes.txt")
+    store.config.capture.screen_backend = "portal"
+    cap = Capture(store, audio=False, ocr=ocr)
+    try:
+        assert cap.run_cycles(2) == ["excluded"] * 2
+        h = cap.health.snapshot()
+        assert h["excluded_reason"] == "an excluded window is showing where the grab would read"
+        assert h["frames_grabbed"] == 0 and h["errors"] == 0, h["recent_errors"]
+        keepass.terminate()
+        keepass.wait(10)
+        wait_for(lambda: [w.app for w in wayland.visible()] == ["scribbler"], 10, what="KeePassXC to close")
+        focus(wayland, "Portal notes.txt")
+        wayland.wait_painted()
+        assert cap.run_cycles(2)[0] == "queued"
+        # The screenshot's layout is sway's outputs (the probe's), not learned from a screenshot of its own.
+        assert cap.screen._grab.monitors[1:] == wayland.ipc.outputs()
+    finally:
+        cap.stop()
+    rows = [r for r in evidence(store) if norm(text) in norm(r["text"])]
+    assert len(rows) == 1, [r["text"] for r in evidence(store)]
+    assert_never_stored(store, mirador_home, secret)
+    assert not Path("/tmp/out.png").exists()
+
+
+def test_portal_screenshot_is_cropped_right_on_a_scaled_output(store, ocr, wayland, portal):
+    # At scale 2 the layout is 640x400 and the portal's screenshot 1280x800 pixels: the window's rectangle
+    # (layout coordinates) is scaled to the screenshot through the outputs sway reports. Unscaled, the crop
+    # would be the screenshot's top-left quarter, cutting each line of the window below in half.
+    lines = [sentence(4), sentence(4)]
+    wayland.command("output HEADLESS-1 scale 2")
+    try:
+        wait_for(lambda: wayland.ipc.outputs()[0]["width"] == 640, 10, what="sway to scale the output")
+        wayland.window("Scaled notes", "\n".join(lines))
+        assert wayland.focused().region == {"left": 0, "top": 0, "width": 640, "height": 400}
+        store.config.capture.screen_backend = "portal"
+        cap = Capture(store, audio=False, ocr=ocr)
+        try:
+            assert cap.run_cycles(1) == ["queued"]
+        finally:
+            cap.stop()
+    finally:
+        wayland.command("output HEADLESS-1 scale 1")
+        wait_for(lambda: wayland.ipc.outputs()[0]["width"] == 1280, 10, what="sway to unscale the output")
+    text = norm(" ".join(r["text"] for r in evidence(store)))
+    for line in lines:
+        assert norm(line) in text, (line, text)

@@ -528,3 +528,179 @@ def test_portal_screenshot_file_is_deleted_even_when_unreadable(tmp_path):
         _read_and_delete("https://example.invalid/x.png")
     assert os.listdir(tmp_path) == []
 
+
+class FakePortal:
+    """org.freedesktop.portal.Desktop's Screenshot: each request gets a PNG file (a gradient, so crops can be
+    checked) and a Response naming it, at once or when `answer_last()` is called."""
+
+    DESKTOP = "/org/freedesktop/portal/desktop"
+
+    def __init__(self, address: str, folder, size: tuple[int, int] = (160, 120)) -> None:
+        self.folder, self.size, self.answer = folder, size, True
+        self.requests: list[str] = []
+        self.closed: list[str] = []
+        self.ns = ""  # the grabber's request namespace, set once it is made
+        self.svc = FakeService(address, "org.freedesktop.portal.Desktop", {
+            (self.DESKTOP, "Get"): lambda iface, prop: ("v", (("u", 2),)),
+            (self.DESKTOP, "Screenshot"): self._screenshot,
+        })
+
+    def png(self, name: str):
+        from PIL import Image
+
+        w, h = self.size
+        x, y = np.meshgrid(np.arange(w), np.arange(h))
+        path = self.folder / name
+        Image.fromarray(np.dstack([x % 256, y % 256, np.zeros_like(x)]).astype(np.uint8)).save(path)
+        return path
+
+    def _screenshot(self, parent, options):
+        path = f"{self.ns}/{options['handle_token'][1]}"
+        self.requests.append(path)
+        self.svc.handlers[(path, "Close")] = lambda: self.closed.append(path)
+        if self.answer:
+            self._respond(self.svc.conn, path)
+        return "o", (path,)
+
+    def _respond(self, conn, path: str):
+        from jeepney import DBusAddress, new_signal
+
+        f = self.png(f"Screenshot-{len(self.requests)}.png")
+        conn.send(new_signal(DBusAddress(path, interface="org.freedesktop.portal.Request"), "Response", "ua{sv}",
+                             (0, {"uri": ("s", f.as_uri())})))
+        return f
+
+    def answer_last(self):
+        """Answer the last request now (late); returns the file it names."""
+        out = []
+        self.svc.do(lambda conn: out.append(self._respond(conn, self.requests[-1])))
+        return out[0]
+
+
+@pytest.fixture
+def fake_portal(bus, tmp_path):
+    folder = tmp_path / "Pictures"
+    folder.mkdir()
+    p = FakePortal(bus.address, folder)
+    yield p
+    p.svc.stop()
+
+
+def portal_grabber(fake: FakePortal, **kw):
+    from capture.wayland.portal import PortalGrabber
+
+    g = PortalGrabber(**kw)
+    fake.ns = g._request_ns
+    return g
+
+
+REGION = {"left": 40, "top": 30, "width": 40, "height": 30}
+
+
+def pixel(shot, x: int, y: int) -> tuple[int, int]:
+    """(red, green) of a shot's pixel: the fake screenshot's x and y where it came from."""
+    bgra = np.frombuffer(shot.raw, np.uint8).reshape(shot.height, shot.width, 4)
+    return int(bgra[y, x, 2]), int(bgra[y, x, 1])
+
+
+def test_portal_scales_to_the_probes_outputs_and_takes_one_screenshot_a_grab(fake_portal):
+    from capture.grab import open_grabber
+
+    # A 2x screen: the layout (the probe's outputs) is 80x60, the screenshot 160x120 pixels.
+    outs = [{"left": 0, "top": 0, "width": 80, "height": 60}]
+    g = open_grabber("portal", Session("wayland", "sway"), outputs=lambda: outs)
+    fake_portal.ns = g._request_ns
+    try:
+        assert g.monitors == [outs[0], outs[0]] and fake_portal.requests == []  # the layout costs no screenshot
+        shot = g.grab(REGION)
+        assert shot.size == (80, 60) and pixel(shot, 0, 0) == (80, 60) and len(fake_portal.requests) == 1
+    finally:
+        g.close()
+    # Without outputs (GNOME, KDE): the first screenshot tells the size and is also the first grab's image.
+    g = portal_grabber(fake_portal)
+    try:
+        assert g.monitors[0] == {"left": 0, "top": 0, "width": 160, "height": 120}
+        assert len(fake_portal.requests) == 2
+        shot = g.grab(REGION)
+        assert shot.size == (40, 30) and pixel(shot, 0, 0) == (40, 30) and len(fake_portal.requests) == 2
+        g.grab(REGION)
+        assert len(fake_portal.requests) == 3
+    finally:
+        g.close()
+    assert list(fake_portal.folder.iterdir()) == []  # every screenshot file deleted
+
+
+def test_portal_answer_after_the_timeout_has_its_file_deleted(fake_portal):
+    g = portal_grabber(fake_portal, outputs=lambda: [{"left": 0, "top": 0, "width": 160, "height": 120}],
+                       timeout=0.5)
+    try:
+        fake_portal.answer = False
+        with pytest.raises(GrabError, match="did not answer within"):
+            g.grab(REGION)
+        # While that request is unanswered (a permission dialog may be up) no other is sent.
+        with pytest.raises(GrabError, match="has not answered a request sent"):
+            g.grab(REGION)
+        assert len(fake_portal.requests) == 1
+        late = fake_portal.answer_last()  # the person allowed it at last: the portal writes the file
+        fake_portal.answer = True
+        assert pixel(g.grab(REGION), 0, 0) == (40, 30)  # deletes the late file, then asks again
+        assert not late.exists() and len(fake_portal.requests) == 2
+        # A late answer after capture stopped: close() waits for it a moment and deletes its file.
+        fake_portal.answer = False
+        with pytest.raises(GrabError, match="did not answer within"):
+            g.grab(REGION)
+        threading.Timer(0.2, fake_portal.answer_last).start()
+    finally:
+        g.close()
+    assert list(fake_portal.folder.iterdir()) == []
+
+
+def test_portal_request_unanswered_too_long_is_closed(fake_portal, monkeypatch):
+    import capture.wayland.portal as portal
+
+    g = portal_grabber(fake_portal, timeout=0.3)
+    try:
+        fake_portal.answer = False
+        with pytest.raises(GrabError, match="did not answer within"):
+            g.grab(REGION)
+        first = fake_portal.requests[0]
+        monkeypatch.setattr(portal, "GIVE_UP_AFTER", 0.0)
+        fake_portal.answer = True
+        g.grab(REGION)
+        assert fake_portal.closed == [first] and len(fake_portal.requests) == 2
+    finally:
+        g.close()
+
+
+def test_portal_answers_from_anyone_but_the_portal_are_ignored(fake_portal, tmp_path):
+    from jeepney import DBusAddress, HeaderFields, new_signal
+    from jeepney.io.blocking import open_dbus_connection
+
+    victim = tmp_path / "thesis.odt"
+    victim.write_text("years of work")
+    g = portal_grabber(fake_portal, outputs=lambda: [{"left": 0, "top": 0, "width": 160, "height": 120}])
+    impostor = open_dbus_connection(os.environ["DBUS_SESSION_BUS_ADDRESS"])
+    try:
+        def lie(path: str) -> None:
+            msg = new_signal(DBusAddress(path, interface="org.freedesktop.portal.Request"), "Response", "ua{sv}",
+                             (0, {"uri": ("s", victim.as_uri())}))
+            msg.header.fields[HeaderFields.destination] = g._conn.unique_name
+            impostor.send(msg)
+
+        lie(f"{g._request_ns}/mirador0000")  # a "late answer" to a request never made
+        # ... and to the request being made, before the portal's own answer and after it.
+        real = fake_portal._screenshot
+
+        def screenshot(parent, options):
+            lie(f"{g._request_ns}/{options['handle_token'][1]}")
+            out = real(parent, options)
+            lie(f"{g._request_ns}/{options['handle_token'][1]}")
+            return out
+
+        fake_portal.svc.handlers[(FakePortal.DESKTOP, "Screenshot")] = screenshot
+        assert pixel(g.grab(REGION), 0, 0) == (40, 30)  # the portal's screenshot, not the impostor's file
+        g._collect(0.3)  # the lie sent after the portal's answer
+        assert victim.read_text() == "years of work"
+    finally:
+        impostor.close()
+        g.close()
