@@ -4,8 +4,8 @@ KWin tells no outside program which window is active, but it runs scripts, and a
 D-Bus. At start Mirador loads the script below through org.kde.KWin /Scripting; it reports the
 active window (class, caption, pid, frame) to Mirador's own bus connection at once, whenever another
 window is activated, and whenever the active one changes its caption or moves; on close Mirador
-unloads it. Until the first report arrives, or once the listener stops, the window is unknown and
-nothing is grabbed. Works with KWin 5 (clientActivated/activeClient) and 6 (windowActivated/activeWindow).
+unloads it. Only reports sent by KWin's own connection are believed. Until the first report arrives,
+once the listener stops, or once KWin leaves the bus, the window is unknown and nothing is grabbed. Works with KWin 5 (clientActivated/activeClient) and 6 (windowActivated/activeWindow).
 
 Tested against a stand-in KWin on a real D-Bus bus (tests/capture/test_wayland_probes.py), which runs
 the calls this script makes; the script itself has not run in a real KWin here.
@@ -19,7 +19,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from capture.wayland.dbus import call, session_bus
+from capture.wayland.dbus import call, name_owner, session_bus
 from capture.window_info import Rect, WindowInfo, WindowProbe, proc_name
 
 log = logging.getLogger(__name__)
@@ -94,16 +94,34 @@ class KWinProbe(WindowProbe):
     name = "kde (KWin script)"
 
     def __init__(self, load_timeout: float = 5.0) -> None:
-        from jeepney import DBusAddress
+        from jeepney import DBusAddress, MatchRule
+        from jeepney.bus_messages import message_bus
 
         self._lock = threading.Lock()
         self._latest: tuple[WindowInfo | None] | None = None  # None: no report yet
         self._stopped = threading.Event()
         self._reported = threading.Event()
+        self._kwin_gone = ""  # why KWin's reports cannot be had any more
+        self._impostors = 0  # reports refused because KWin did not send them
         self._listen = session_bus()  # the script calls this connection; only the listener thread reads it
         self._conn = session_bus()  # loads and unloads the script, from the capture thread
         self._scripting = DBusAddress("/Scripting", KWIN, "org.kde.kwin.Scripting")
         self._thread = threading.Thread(target=self._serve, name="kwin-active-window", daemon=True)
+        try:
+            # Reports are believed only from the connection that owns org.kde.KWin now: any program on the
+            # session bus can call Mirador's connection, and one claiming an ordinary window has focus while
+            # a password manager does would get that window grabbed. When KWin leaves the bus (a restart
+            # or a crash; the script goes with it), the window is unknown from then on.
+            self._kwin = name_owner(self._conn, KWIN)
+            owner_changed = MatchRule(type="signal", sender="org.freedesktop.DBus", interface="org.freedesktop.DBus",
+                                      member="NameOwnerChanged")
+            owner_changed.add_arg_condition(0, KWIN)
+            call(self._listen, message_bus, "AddMatch", "s", (owner_changed.serialise(),), load_timeout)
+        except OSError as e:
+            for c in (self._conn, self._listen):
+                c.close()
+            raise OSError(f"KWin did not run Mirador's active-window script (it is not on the session bus: {e}); "
+                          "is this a KDE Plasma session?") from e
         self._thread.start()
         try:
             self._load(load_timeout)
@@ -138,7 +156,7 @@ class KWinProbe(WindowProbe):
             Path(path).unlink(missing_ok=True)
 
     def _serve(self) -> None:
-        from jeepney import MessageType, new_error, new_method_return
+        from jeepney import HeaderFields, MessageType, new_error, new_method_return
 
         conn = self._listen
         while not self._stopped.is_set():
@@ -152,10 +170,25 @@ class KWinProbe(WindowProbe):
                 self._stopped.set()
                 return
             h = msg.header
+            sender = h.fields.get(HeaderFields.sender)
+            if h.message_type == MessageType.signal:
+                if (sender == "org.freedesktop.DBus" and h.fields.get(HeaderFields.member) == "NameOwnerChanged"
+                        and msg.body[0] == KWIN and msg.body[2] != self._kwin):
+                    with self._lock:  # the KWin that ran the script is gone: unknown from now on (fail closed)
+                        self._kwin_gone = "KWin left the session bus (it quit or restarted, and Mirador's script " \
+                                          "with it); restart capture"
+                        self._latest = None
+                continue
             if h.message_type != MessageType.method_call:
                 continue
-            from jeepney import HeaderFields
-
+            if sender != self._kwin:
+                self._impostors += 1
+                if self._impostors == 1 or self._impostors % 100 == 0:
+                    log.warning("ignored %d active-window report(s) not sent by KWin (last from %s)",
+                                self._impostors, sender)
+                conn.send(new_error(msg, "org.freedesktop.DBus.Error.AccessDenied", "s",
+                                    ("Mirador takes active-window reports from KWin only",)))
+                continue
             if h.fields.get(HeaderFields.path) != OBJECT or h.fields.get(HeaderFields.member) != "Active":
                 conn.send(new_error(msg, "org.freedesktop.DBus.Error.UnknownMethod", "s", ("Mirador knows only Active",)))
                 continue
@@ -165,7 +198,8 @@ class KWinProbe(WindowProbe):
                 conn.send(new_error(msg, "org.freedesktop.DBus.Error.InvalidArgs", "s", (str(e),)))
                 continue
             with self._lock:
-                self._latest = (info,)
+                if not self._kwin_gone:
+                    self._latest = (info,)
             self._reported.set()
             conn.send(new_method_return(msg))
 
@@ -173,7 +207,9 @@ class KWinProbe(WindowProbe):
         if self._stopped.is_set():
             raise OSError("the KWin listener has stopped (the session bus went away); restart capture")
         with self._lock:
-            latest = self._latest
+            latest, gone = self._latest, self._kwin_gone
+        if gone:
+            raise OSError(gone)
         if latest is None:
             raise OSError("KWin has not reported the active window yet")
         return latest[0]

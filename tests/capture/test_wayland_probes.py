@@ -429,6 +429,49 @@ def test_kwin_unknown_until_the_script_reports(bus):
         kwin.svc.stop()
 
 
+IMPOSTOR = """
+import sys
+from jeepney import DBusAddress, new_method_call
+from jeepney.io.blocking import open_dbus_connection
+conn = open_dbus_connection(sys.argv[1])
+where = DBusAddress("/org/mirador/ActiveWindow", sys.argv[2], "org.mirador.ActiveWindow")
+reply = conn.send_and_get_reply(new_method_call(where, "Active", "s" * 8, tuple(sys.argv[3:])), timeout=5)
+print(reply.header.fields.get(4) or "accepted")  # 4: the error name
+"""
+
+
+def test_kwin_reports_from_anyone_but_kwin_are_ignored(bus):
+    import subprocess
+    import sys
+
+    kwin = FakeKWin(bus.address, KEEPASS)
+    try:
+        probe = default_probe(Session("wayland", "kde"))
+        assert privacy().excluded(wait_until(probe.active))
+        # Another program on the session bus claims an ordinary window has focus while KeePassXC does.
+        out = subprocess.run([sys.executable, "-c", IMPOSTOR, bus.address, probe._listen.unique_name, *EDITOR],
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout.strip() == "org.freedesktop.DBus.Error.AccessDenied", out.stderr
+        assert probe.active().app == "org.keepassxc.KeePassXC" and privacy().excluded(probe.active())
+        kwin.activate(EDITOR)  # KWin itself is still believed
+        wait_until(lambda: (w := probe.active()) and w.app == "org.kde.kate")
+        probe.close()
+    finally:
+        kwin.svc.stop()
+
+
+def test_kwin_leaving_the_bus_makes_the_window_unknown(bus):
+    kwin = FakeKWin(bus.address, EDITOR)
+    probe = default_probe(Session("wayland", "kde"))
+    try:
+        assert wait_until(probe.active).app == "org.kde.kate"
+        kwin.svc.stop()  # KWin quits or restarts: the script it ran is gone, no report will come again
+        wait_until(lambda: probe.active() is None and probe.failures > 0)
+        assert "KWin left the session bus" in probe.last_error
+    finally:
+        probe.close()
+
+
 def test_kwin_missing_means_no_probe(bus):
     probe = default_probe(Session("wayland", "kde"))
     assert not probe.available and "KWin did not run Mirador's active-window script" in probe.reason
