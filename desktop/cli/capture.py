@@ -115,6 +115,8 @@ def cmd_status(a) -> int:
         print(f"paused until {_ago(h['paused_until'])}")
     pixels = f" ({h['session']}, pixels by {h['screen_backend']})" if h.get("session") else ""
     print(f"screen {h['screen']}{pixels} · audio {h['audio']} · window probe {h['window_probe']}")
+    if h.get("excluded_reason"):  # why nothing is grabbed right now (never an app name or title)
+        print(f"not grabbing now: {h['excluded_reason']}")
     print(f"last frame {_ago(h['last_frame_at'])} · last change {_ago(h['last_change_at'])} · "
           f"last write {_ago(h['last_write_at'])}")
     print(f"frames: grabbed {h['frames_grabbed']}, unchanged {h['frames_skipped']}, excluded {h['frames_excluded']}, "

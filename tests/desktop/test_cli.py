@@ -182,3 +182,22 @@ def test_delete_last_hour_states_what_goes_and_keeps_hand_written_memories_and_t
     assert jrun(capsys, "show", note, "--json")["text"] == "Dentist appointment Tuesday 3pm"
     assert jrun(capsys, "show", secret, "--reveal", "--json")["value"] == "wifi-pass-9"
     assert files_containing(mirador_home, "heron-lantern-42") == []
+
+
+def test_status_says_why_capture_grabs_nothing_now(capsys, mirador_home):
+    """A running capture that grabs nothing (no focused window, an excluded one showing) says so, without
+    naming the window: the reason is from capture/screen.py, never an app name or title."""
+    import os
+
+    from capture.health import Health
+
+    mirador_home.mkdir(parents=True, exist_ok=True)
+    h = Health()
+    h.set(state="running", pid=os.getpid(), screen="on", window_probe="sway (IPC)", excluded_reason="no focused window")
+    h.save(mirador_home)
+    code, out, err = run(capsys, "status")
+    assert "not grabbing now: no focused window" in out, out + err
+    h.set(excluded_reason="")
+    h.save(mirador_home)
+    code, out, err = run(capsys, "status")
+    assert "not grabbing now" not in out, out
