@@ -14,8 +14,10 @@ decision and the commit are tied together:
    winner (an automated edit that loses is dropped, and audited).
 2. The result is committed with LanceDB's conditional merge: an update applies only where the row's
    updated_at is still the version settled against (`target.updated_at = <that version>`), and a new memory
-   only where its id is still absent. Lance re-evaluates the condition when its commit races another, so of
-   two edits from one version exactly one applies. The merge's own version says which rows did; the others
+   only where its id is absent from the version the merge read. Lance re-evaluates an update's condition
+   when its commit races another, so of two edits from one version exactly one applies; two concurrent
+   inserts of one id are not a conflict to it and both commit, so each insert is followed by a check of its
+   ids that removes a second row (memory/store/remote_dedup.py; every read keeps one row per id too). The merge's own version says which rows did; the others
    are settled again against what replaced their version, up to ROUNDS times, after which the batch stays
    in the outbox for the next flush (never dropped).
 3. A kept version is written before the winner replaces it, under an id derived from the memory and the
@@ -41,6 +43,7 @@ import pyarrow as pa
 
 from memory.store import filters as F
 from memory.store import tables as T
+from memory.store.remote_dedup import dedupe_ids
 from memory.store.remote_io import fresh
 from memory.store.remote_io import now as _now
 from memory.store.remote_io import retry as _retry
@@ -124,8 +127,12 @@ def settle(current: dict[str, Any] | None, writer: dict[str, Any], chain: list[Q
         kept = None
         if not _automated(loser_by["actor"]):  # a person's edit is never lost
             kept = copy_id(i, loser["updated_at"])
+            # Its times come from the two versions, not this device's clock: two devices settling the same
+            # conflict at once may both insert the copy (remote_dedup.py), and then the rows are identical.
+            winner = q.row if ours_win else state
+            when = max((t for t in (loser["updated_at"], winner["updated_at"]) if t is not None), default=now)
             out.copies.append({**loser, "id": kept, "status": "superseded", "superseded_by": i,
-                               "valid_to": loser.get("valid_to") or now, "updated_at": now})
+                               "valid_to": loser.get("valid_to") or when, "updated_at": when})
             out.kept_by.append({"device": loser_by["device"], "person": loser_by["person"]})
         other = {**by, "updated_at": state["updated_at"].isoformat() if state["updated_at"] else None}
         out.notes.append(audit_row(
@@ -174,6 +181,9 @@ class EditCommit:
                 data = pa.Table.from_pylist(copies, schema=t.schema)
                 _retry(lambda d=data: t.merge_insert("id").when_not_matched_insert_all().execute(d))
                 written_copies.update(c["id"] for c in copies)
+                # Another home settling the same conflict may have inserted the same copy at the same moment:
+                # Lance commits both inserts, so the id is checked and any second row removed (remote_dedup.py).
+                dedupe_ids(t, sorted({c["id"] for c in copies}))
             applied = self._commit(t, [o for o in outcomes.values() if o.final is not None])
             for i, o in outcomes.items():
                 if o.final is None or i in applied:
@@ -194,6 +204,8 @@ class EditCommit:
             data = pa.Table.from_pylist([o.final for o in new], schema=t.schema)
             res = _retry(lambda: t.merge_insert("id").when_not_matched_insert_all().execute(data))
             applied |= self._written(t, new, res, res.num_inserted_rows)
+            if res.num_inserted_rows:  # a concurrent insert of one id is not a conflict to Lance (see above)
+                dedupe_ids(t, sorted(o.id for o in new))
         if edits:
             # Update only, and only where the row is still the version settled against: a memory deleted
             # meanwhile is not re-created, and one edited meanwhile is settled again.

@@ -321,8 +321,12 @@ class EvidenceMirror:
             t = fresh_table(bucket_table(shared, self.schema(), create=False))
         except (ValueError, FileNotFoundError):
             return None
+        from memory.store.remote_dedup import dedupe_table
+
+        duplicates = retry(lambda: dedupe_table(t))  # one row per id (remote_dedup.py)
         ensure_text_index(t)
-        out: dict[str, Any] = {"rows": t.count_rows(), "vector": retry(lambda: ensure_vector_index(fresh_table(t)))}
+        out: dict[str, Any] = {"rows": fresh_table(t).count_rows(), "duplicates": duplicates,
+                               "vector": retry(lambda: ensure_vector_index(fresh_table(t)))}
         out.update(optimize_table(RemoteCommits(t), t, stop))
         return out
 
@@ -394,4 +398,10 @@ def _query(shared: Any, schema: pa.Schema, leg: dict[str, Any], cols: list[str])
         q = t.search()
         if where:
             q = q.where(where)
-    return list(q.select(list(dict.fromkeys(cols))).limit(leg.get("limit")).to_arrow().to_pylist())
+    cols = list(dict.fromkeys(cols))
+    if "id" not in cols:
+        return list(q.select(cols).limit(leg.get("limit")).to_arrow().to_pylist())
+    from memory.store.remote_dedup import distinct_query
+
+    # One row per id (remote_dedup.py): two homes that sent one evidence row at once may both have inserted it.
+    return distinct_query(lambda n: list(q.select(cols).limit(n).to_arrow().to_pylist()), leg.get("limit"))

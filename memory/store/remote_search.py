@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memory.store import filters as F
+from memory.store.remote_dedup import distinct
 from memory.store.remote_io import OUTBOX
 from memory.store.remote_pull import Pulls
 
@@ -100,7 +101,7 @@ class Searches(Pulls):
             return {}
         cols = list(dict.fromkeys(["id", *cols]))
         where = F.id_in(ids)
-        return {r["id"]: r for r in self._each(scopes, lambda s: s.query(where, cols, len(ids)))}
+        return {r["id"]: r for r in distinct(self._each(scopes, lambda s: s.query(where, cols, len(ids))))}
 
     def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
              limit: int | None) -> list[dict[str, Any]]:
@@ -109,4 +110,5 @@ class Searches(Pulls):
             return []
         waiting = self.queued(where, cols, limit) if "id" in cols else []
         mine = {r["id"] for r in waiting}
-        return waiting + [r for r in self._each(scopes, lambda s: s.query(where, cols, limit)) if r["id"] not in mine]
+        found = self._each(scopes, lambda s: s.query(where, cols, limit))
+        return waiting + [r for r in (distinct(found) if "id" in cols else found) if r["id"] not in mine]

@@ -19,6 +19,7 @@ from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.remote_check import PROBE, Problem, StoreRefused, checked, problem
 from memory.store.remote_credentials import credential_env, load_credentials, storage_options
+from memory.store.remote_dedup import dedupe_table, distinct_count, distinct_query, order_columns
 from memory.store.remote_io import (
     ANY_DELETION,
     EDITS,
@@ -151,10 +152,15 @@ class Shared:
             t = fresh(self.relations(create=False))
         except (ValueError, FileNotFoundError):
             return []
-        q = t.search()
-        if where:
-            q = q.where(where)
-        return list(q.select(cols).limit(limit).to_arrow().to_pylist())
+
+        def run(n: int | None) -> list[dict[str, Any]]:
+            q = t.search()
+            if where:
+                q = q.where(where)
+            return list(q.select(cols).limit(n).to_arrow().to_pylist())
+
+        # One row per edge id: two devices that sent one edge at once may both have inserted it.
+        return distinct_query(run, limit) if "id" in cols else run(limit)
 
     def edits(self, create: bool = True) -> Any:
         """The bucket's edit log (edits_schema): who wrote each version of a shared memory."""
@@ -311,7 +317,9 @@ class Shared:
         except (ValueError, FileNotFoundError):
             return {"rows": 0}
         started = time.perf_counter()
-        out: dict[str, Any] = {"rows": t.count_rows()}
+        # First one row per id (remote_dedup.py): concurrent inserts of one id from two homes both commit.
+        out: dict[str, Any] = {"duplicates": retry(lambda: dedupe_table(t))}
+        out["rows"] = fresh(t).count_rows()
         # Each step starts from the newest version: the handle does not follow commits made through
         # Lance directly (compaction) or by other devices, and a step begun on an old version conflicts.
         retry(lambda: ensure_fts(fresh(t), "search_text"))
@@ -325,6 +333,7 @@ class Shared:
             except (ValueError, FileNotFoundError):
                 edges = None
             if edges is not None:
+                out["edge_duplicates"] = retry(lambda: dedupe_table(edges))
                 out["relations"] = optimize_table(RemoteCommits(edges), fresh(edges), stop)
         out["seconds"] = round(time.perf_counter() - started, 2)
         self._ok()
@@ -350,7 +359,7 @@ class Shared:
         if found != 1:
             raise MiradorError(f"the probe row written to {self.binding.url} was not read back ({found} found)")
         try:
-            out["memories"] = fresh(self.memories(create=False)).count_rows()
+            out["memories"] = distinct_count(self.memories(create=False))
         except (ValueError, FileNotFoundError):
             out["memories"] = 0
         self._ok()
@@ -377,5 +386,21 @@ class Shared:
             q = t.search()
         if where:
             q = q.where(where, prefilter=True) if vector is not None else q.where(where)
-        return list(q.select(cols).limit(limit).to_arrow().to_pylist())
+        if "id" not in cols:
+            return list(q.select(cols).limit(limit).to_arrow().to_pylist())
+        # One row per id, chosen by its newest version (remote_dedup.py): the bucket may hold an id twice when
+        # two homes inserted it at once, and a duplicate must neither repeat in a read nor use up its limit.
+        order = [] if vector is not None or text is not None else \
+            [c for c in order_columns(t.schema.names) if c not in cols][:1]
+        sel = [*cols, *order]
+
+        def run(n: int | None) -> list[dict[str, Any]]:
+            return list(q.select(sel).limit(n).to_arrow().to_pylist())
+
+        rows = distinct_query(run, limit)
+        if order:
+            for r in rows:
+                for c in order:
+                    r.pop(c, None)
+        return rows
 

@@ -172,7 +172,11 @@ class Reads:
             return here
         have = set(self.scan_table(table, pred, ["id"], limit)["id"].to_pylist()) if "id" not in cols \
             else set(here["id"].to_pylist())
-        extra = [{c: r.get(c) for c in cols} for r in shared if r["id"] not in have]
+        extra = []
+        for r in shared:  # a row held here, or already taken from another shared store, once
+            if r["id"] not in have:
+                have.add(r["id"])
+                extra.append({c: r.get(c) for c in cols})
         if not extra:
             return here
         merged = pa.concat_tables([here, pa.Table.from_pylist(extra, schema=here.schema)])
