@@ -289,11 +289,14 @@ class Reads:
         conv: Callable[[dict[str, Any]], dict[str, Any]] = {
             "memory": public_memory, "evidence": public_evidence, "vault": public_vault}[kind]
         time_col = TIME_COLUMN[kind]
-        where = F.where(kind, scopes=scopes, types=types, statuses=statuses)
-        keys = self.scan(kind, where, ["id", time_col])
+        scopes = None if scopes is None else list(scopes)
+        where = F.where(kind, types=types, statuses=statuses)
+        # The scopes go to scan and get_many (not only into the filter), so only the shared stores whose scope
+        # they reach are asked: a list of a local scope never waits on a bucket that does not answer.
+        keys = self.scan(kind, where, ["id", time_col], scopes=scopes)
         order = pc.sort_indices(keys, [(time_col, "descending")])  # nulls last
         ids = keys["id"].take(order[offset: offset + limit]).to_pylist() if keys.num_rows else []
-        rows = self.get_many(kind, ids)
+        rows = self.get_many(kind, ids, scopes=scopes)
         return [conv(rows[i]) for i in ids if i in rows]
 
     def where(self, kind: str, *, scopes: Iterable[str] | None = None, types: Iterable[str] | None = None,
