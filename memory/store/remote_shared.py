@@ -5,9 +5,10 @@ the edit log, the maintainer lease), the writes a flush commits to it, its healt
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +37,26 @@ from memory.store.remote_io import (
 log = logging.getLogger(__name__)
 
 
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """fn(), or TimeoutError once it has run `seconds` (it goes on in a daemon thread, its result dropped)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True, name="mirador-connect")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"the store timed out: no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 class Shared:
     """One binding's remote LanceDB: a connection and its memories table, opened on first use."""
 
@@ -53,10 +74,17 @@ class Shared:
         self.last_error: str | None = None
         self.problem: str | None = None  # the kind of the last error (remote_check.HEADLINE)
         self.last_ok: float | None = None
+        self._timed_out: float | None = None  # monotonic time of the last failure that was a timeout
 
     def _connect(self) -> Any:
         if self._db is None:
             import lancedb
+
+            # A store that just did not answer is not asked again at once: one command's reads and its flush
+            # would each wait the whole timeout on it again (the audit saw a shared add take 64 s).
+            if self._timed_out is not None and time.monotonic() - self._timed_out < max(self.timeout, 5.0):
+                raise StoreRefused(Problem("timeout", self.last_error or
+                                           f"{self.binding.endpoint or self.binding.url} did not answer in time"))
 
             creds = load_credentials(self.binding.name)
             if creds is None:
@@ -70,11 +98,14 @@ class Shared:
             # LanceDB reports a store that refuses or does not answer as ValueError, the type every caller here
             # reads as "no table yet": the connection raises StoreRefused instead (remote_check.py), so a wrong
             # secret or a store that is down never looks like an empty shared scope.
+            options = storage_options(self.binding, *creds, self.timeout)
             try:
-                self._db = checked(lancedb.connect(self.binding.url, read_consistency_interval=None,
-                                                   storage_options=storage_options(self.binding, *creds,
-                                                                                   self.timeout)), self.binding)
-            except ValueError as e:
+                # LanceDB's connect lists the store and tries that list again several times, each try waiting
+                # the whole request timeout (6 tries: 32 s at a 5 s timeout, against a store that accepts and
+                # never answers); the connect is bounded here to the timeout itself.
+                self._db = checked(within(self.timeout + 1.0, lambda: lancedb.connect(
+                    self.binding.url, read_consistency_interval=None, storage_options=options)), self.binding)
+            except (ValueError, TimeoutError) as e:
                 raise StoreRefused(problem(e, self.binding)) from e
         return self._db
 
@@ -206,12 +237,14 @@ class Shared:
         return list(q.select(T.tombstones_schema().names).limit(None).to_arrow().to_pylist())
 
     def _ok(self) -> None:
-        self.last_ok, self.last_error, self.problem = time.time(), None, None
+        self.last_ok, self.last_error, self.problem, self._timed_out = time.time(), None, None, None
 
     def _failed(self, e: Exception) -> None:
         # What went wrong and what to do (remote_check.py): "credentials refused" is not "offline".
         found = problem(e, self.binding)
         self.last_error, self.problem = found.message[:400], found.kind
+        if found.kind == "timeout":
+            self._timed_out = time.monotonic()
         log.info("shared scope %s: %s failure: %s", self.binding.scope, found.kind, e.__cause__ or e)  # raw, for diagnosis
         self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 

@@ -63,3 +63,24 @@ def test_a_local_scope_list_never_asks_a_hung_store(tmp_path, memory_keyring, si
     took = time.monotonic() - started
     assert took < 3, f"a list of a local scope took {took:.1f} s: it asked the shared store of {SHARED}"
     assert silent.accepted == 0  # never even connected
+
+
+def test_a_shared_add_waits_about_the_timeout_on_a_hung_store(tmp_path, memory_keyring, silent):
+    """LanceDB's connect tries its listing six times, each waiting the whole timeout (32 s at 5 s); the audit's
+    shared add waited 64 s at a 10 s timeout. The connect is bounded to the timeout, and a store that just timed
+    out is not asked again by the same command: the add waits about one timeout and the write stays queued."""
+    from memory.store.core import Store
+
+    home = tmp_path / "h"
+    home.mkdir()
+    bind(home, silent, "hung")  # timeout_seconds 5
+    store = Store(home)
+    started = time.monotonic()
+    m = store.add_memory("The acme deploy freeze starts Thursday at noon", scope=SHARED)
+    took = time.monotonic() - started
+    assert took < 15, f"a shared add took {took:.1f} s against a 5 s timeout"
+    assert store.remotes.pending() == {"team": 1}  # queued, not lost
+    assert store.remotes.shared["team"].problem == "timeout"
+    started = time.monotonic()
+    assert [r["id"] for r in store.list(scopes=[SHARED])] == [m["id"]]  # from the outbox, the store not waited on
+    assert time.monotonic() - started < 3
