@@ -190,7 +190,7 @@ def check_store():
     from memory.store.seal_migration import plain_rows, sealed_already
 
     s = Store()
-    counts = f"{s.memories.count_rows()} memories, {s.evidence.count_rows()} evidence rows"
+    counts = f"{s.count('memory', local=True)} memories, {s.count('evidence', local=True)} evidence rows"
     if not sealed_already(s):
         plain = plain_rows(s)
         return WARN, f"{counts}; {sum(plain.values()):,} row(s) an older version stored in the clear " + (

@@ -144,10 +144,12 @@ def memory_keys(store, f: MemoryFilter) -> KeyList:
     parts = []
     if not f.types or mem_types:
         where = F.where("memory", types=mem_types, statuses=f.statuses, since=f.since, until=f.until)
+        # This device's memories and the shared scopes' (Store.scan / derived_from), the scope filter inside every
+        # query; narrowed by source or app: those drawn from the matching evidence.
         if ev_ids is not None:
-            where = F.and_(where, F.derived_from(ev_ids))
-        # This device's memories and the shared scopes' (Store.scan), the scope filter inside every query.
-        parts.append(store.scan("memory", where, ["id", "updated_at"], scopes=f.scopes))
+            parts.append(pa.Table.from_pylist(store.derived_from(ev_ids, ["updated_at"], scopes=f.scopes, where=where)))
+        else:
+            parts.append(store.scan("memory", where, ["id", "updated_at"], scopes=f.scopes))
     if _with_vault(f):
         parts.append(store.scan("vault", F.where("vault", since=f.since, until=f.until), ["id", "updated_at"],
                                 scopes=f.scopes))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from memory.scopes import in_scopes
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.retrying import retry_conflicts
@@ -81,7 +82,7 @@ def edits_schema() -> pa.Schema:
 
 def covers(bound: str, scope: str) -> bool:
     """Whether a row in `scope` belongs to the binding of `bound` (the scope itself or below it)."""
-    return scope == bound or scope.startswith(bound + "/")
+    return in_scopes(scope, [bound])
 
 
 def touches(bound: str, scopes: Iterable[str] | None) -> bool:
