@@ -38,7 +38,7 @@ from memory.consolidation.write_policy import (
     subject_key,
     tombstoned_fps,
 )
-from memory.errors import InputError, NotFoundError
+from memory.errors import Hint, InputError, NotFoundError
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.atomic import write_atomic
@@ -429,7 +429,8 @@ def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person"
         raise InputError(f"{actor} may propose but not decide; a person accepts or dismisses proposals")
     rows = list(store.get_many(T.PROPOSALS, [proposal_id], [f.name for f in T.proposals_schema()]).values())
     if not rows or rows[0]["status"] != "open":
-        raise NotFoundError(f"no open proposal {proposal_id} — list them with `mirador dream --proposals`")
+        raise NotFoundError(f"no open proposal {proposal_id}",
+                            hint=Hint(cli="list them with `mirador dream --proposals`"))
     p = rows[0]
     if accept and p["kind"] == "conflict":
         # Two people edited one shared memory at once (memory/store/remote_conflicts.py): the person's own edit,

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memory.errors import InputError, NotFoundError
+from memory.errors import Hint, InputError, NotFoundError
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
@@ -246,7 +246,8 @@ def remove_relation(store, edge: str | None = None, *, src: str | None = None, r
             raise InputError("name the edge: its id (rel_…) or SRC RELATION DST")
         edge = edge_id(src, parse_relation(relation), dst)
     if not str(edge).startswith("rel_"):
-        raise InputError(f"{edge!r} is not a relation id (rel_…); list them with `mirador related ID`")
+        raise InputError(f"{edge!r} is not a relation id (rel_…)",
+                         hint=Hint(cli="list them with `mirador related ID`", mcp="call memory_related to list them"))
     rows = edge_rows(store, F.id_is(edge), _EDGE_COLS, 1, scopes)
     if not rows:
         raise NotFoundError(f"no relation {edge} in your scopes (never existed or already removed) — "

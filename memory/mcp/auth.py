@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memory.errors import InputError
+from memory.errors import Hint, InputError
 from memory.scopes import in_scopes, validate_scope
 from memory.store.atomic import write_atomic
 from memory.store.audit import utcnow
@@ -162,8 +162,8 @@ class TokenStore:
         p = make_principal(name, read, write, allow_vault)
         records = self._load()
         if any(r.name == p.name for r in records):
-            raise InputError(f"a token named {p.name!r} exists — revoke it first (`mirador mcp token revoke {p.name}`) "
-                             "or pick another name")
+            raise InputError(f"a token named {p.name!r} exists", hint=Hint(
+                cli=f"revoke it first (`mirador mcp token revoke {p.name}`) or pick another name"))
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         rec = TokenRecord(p.name, hash_token(token), list(p.read), p.write, p.allow_vault)
         self._save(records + [rec])
@@ -179,7 +179,7 @@ class TokenStore:
         keep = [r for r in records if r.name != name]
         if len(keep) == len(records):
             known = ", ".join(r.name for r in records) or "none"
-            raise InputError(f"no token named {name!r} (known: {known}) — see `mirador mcp token list`")
+            raise InputError(f"no token named {name!r} (known: {known})", hint=Hint(cli="see `mirador mcp token list`"))
         self._save(keep)
         return next(r for r in records if r.name == name)
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, is_dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from memory.errors import InputError, NotFoundError
+from memory.errors import Hint, InputError, NotFoundError
 from memory.mcp.args import (
     CONSOLIDATE_MAX_EVIDENCE,
     AddStatus,
@@ -305,7 +305,8 @@ def memory_add(store: Store, p: Principal, text: MemoryText, type: AddTypeArg = 
     ws = write_scope(p, scope)
     asked: str = type  # the schema leaves vault out; a direct caller could still pass it
     if asked == "vault":
-        raise InputError("secrets are added by the person only (`mirador add --type vault`), never over MCP")
+        raise InputError("secrets are added by the person only, never over MCP",
+                         hint=Hint(mcp="ask the person to add it to the vault themselves"))
     _check_details(details)
     if idempotency_key is not None:
         keyed_id("memory", p.actor, idempotency_key)  # a bad key is refused before anything is looked at
@@ -538,7 +539,7 @@ def timeline(store: Store, p: Principal, since: TimelineSince = None, until: Tim
     if start is None or start >= end:
         raise InputError("since must be an ISO time before until, e.g. since=2024-05-08T09:00 until=2024-05-08T12:00")
     scopes = read_scopes(p, scope)
-    where = F.where("evidence", apps=apps or None, since=start, until=end)
+    where = store.where("evidence", apps=apps or None, since=start, until=end)
     # Column by column, in time order: a day of capture is many thousands of rows, and a dict per row
     # cost more than the read itself (the result is the same as grouping the rows one by one).
     import numpy as np

@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from memory.errors import InputError
+from memory.errors import Hint, InputError
 from memory.scopes import validate_scope
 from memory.store.fingerprint import content_hash, fingerprint
 from memory.store.rows import EvidenceRow, MemoryRow, VaultRow, new_id
@@ -34,7 +34,8 @@ def memory_row(spec: MemorySpec, now: datetime, default_scope: str) -> MemoryRow
     text = check_text(spec.text if spec.text is not None else details.summary(), MAX_MEMORY_CHARS)
     status = parse_status(spec.status)
     if status == Status.DELETED:
-        raise InputError("status 'deleted' is reached only by `mirador delete`, which erases the memory")
+        raise InputError("status 'deleted' is reached only by deleting the memory, which erases it",
+                         hint=Hint(cli="`mirador delete ID` erases it", mcp="call memory_forget to erase it"))
     for name, v in (("confidence", spec.confidence), ("salience", spec.salience)):
         if not 0.0 <= float(v) <= 1.0:
             raise InputError(f"{name} must be between 0 and 1, got {v}")

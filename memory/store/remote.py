@@ -53,7 +53,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memory.errors import InputError
+from memory.errors import Hint, InputError
 from memory.store.lifecycle import on_forget
 from memory.store.remote_check import SETTINGS
 from memory.store.remote_credentials import (  # noqa: F401  (the CLI's and the tests' names for them)
@@ -139,7 +139,7 @@ class Remotes(Routes):
                 s._failed(e)
                 out[n] = {"error": s.last_error}
         if name is not None and not out:
-            raise InputError(f"no shared scope binding named {name!r} — see `mirador remote list`")
+            raise InputError(f"no shared scope binding named {name!r}", hint=Hint(cli="see `mirador remote list`"))
         return out
 
     def check(self, max_age: float = 30.0) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from memory.errors import InputError
+from memory.errors import Hint, InputError
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.remote_search import Searches
@@ -71,7 +71,7 @@ class Routes(Searches):
         goes through the outbox (sent now if the store answers) and leaves the local table. Returns counts."""
         s = self.shared.get(name)
         if s is None:
-            raise InputError(f"no shared scope binding named {name!r} — see `mirador remote list`")
+            raise InputError(f"no shared scope binding named {name!r}", hint=Hint(cli="see `mirador remote list`"))
         sf = F.scope_in([s.binding.scope])
         mem = self.store.memories
         rows = self.store.table_rows(mem, sf, [*T.MEMORY_COLS, "vector"], None)
