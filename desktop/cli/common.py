@@ -61,6 +61,10 @@ def run_command(args, first: Callable | None = None) -> int:
         return args.func(args)
     except MiradorError as e:
         print(render_error(e), file=sys.stderr)
+        if getattr(args, "json", False) is True:  # a program reading --json branches on the code, not on words
+            from desktop.cli.output import emit_json
+
+            emit_json({"error": {"code": e.code, "message": e.message, "hint": e.hint.cli, "exit_code": e.exit_code}})
         return e.exit_code
     except KeyboardInterrupt:
         return 130

@@ -201,3 +201,14 @@ def test_status_says_why_capture_grabs_nothing_now(capsys, mirador_home):
     h.save(mirador_home)
     code, out, err = run(capsys, "status")
     assert "not grabbing now" not in out, out
+
+
+def test_json_errors_carry_the_code_and_hint(capsys, mirador_home):
+    """With --json an error is also a JSON document on stdout (code, message, hint, exit code); stderr keeps the
+    one line a person reads."""
+    code, out, err = run(capsys, "show", "mem_nope", "--json")
+    doc = json.loads(out)["error"]
+    assert code == 2 and doc["code"] == "not_found" and doc["exit_code"] == 2 and "mem_nope" in doc["message"]
+    assert err.startswith("error: ") and doc["message"] in err
+    code, out, err = run(capsys, "show", "mem_nope")
+    assert code == 2 and out == ""
