@@ -187,11 +187,11 @@ def check_reranker():
 
 def check_store():
     from memory.store.core import Store
-    from memory.store.seal_migration import plain_rows, sealed_already
+    from memory.store.seal_migration import complete, plain_rows
 
     s = Store()
     counts = f"{s.count('memory', local=True)} memories, {s.count('evidence', local=True)} evidence rows"
-    if not sealed_already(s):
+    if not complete(s):
         plain = plain_rows(s)
         return WARN, f"{counts}; {sum(plain.values()):,} row(s) an older version stored in the clear " + (
             "(" + ", ".join(f"{n} {t}" for t, n in plain.items()) + ")"), (

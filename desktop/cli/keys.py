@@ -33,7 +33,7 @@ def cmd_lock(a) -> int:
 def cmd_unlock(a) -> int:
     """Check that the key opens, then remove the marker; seal what an older version left in the clear."""
     from memory.store.core import Store
-    from memory.store.seal_migration import seal_existing, sealed_already
+    from memory.store.seal_migration import complete, seal_existing
     from memory.store.vault_crypto import legacy_pending, reseal_legacy
 
     phrase = sys.stdin.read().rstrip("\n") if a.passphrase_stdin else None
@@ -45,7 +45,7 @@ def cmd_unlock(a) -> int:
         resealed = reseal_legacy(store, interactive=True)
     print(f"unlocked with the {'OS keyring' if method == 'keyring' else 'passphrase'}"
           + (f"; {resealed} vault value(s) resealed under the data key, vault.key erased" if resealed else ""))
-    if not sealed_already(store):
+    if not complete(store):  # text an older version stored in the clear, or only its evidence apps
         def rows_done(table: str, done: int, total: int) -> None:
             print(f"\rsealing what an older version stored in the clear: {table} {done:,}/{total:,} rows ".ljust(72),
                   end="", file=sys.stderr, flush=True)

@@ -106,7 +106,7 @@ def newest_first(table, time_col: str) -> tuple[list[str], Any]:
 def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
     if not (f.sources or f.apps):
         return None
-    where = F.where("evidence", sources=f.sources, apps=f.apps)
+    where = store.where("evidence", sources=f.sources, apps=f.apps)
     return [r["id"] for r in store.rows("evidence", where, ["id"], scopes=f.scopes)]
 
 
@@ -240,7 +240,7 @@ def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
                                until=f.until, limit=SEARCH_LIMIT)
         hits, rel = _judged(store, f.text, hits)
         return KeyList([h.id for h in hits], {h.id: _with_relevance(h.row, rel[h.id]) for h in hits})
-    where = F.where("evidence", sources=f.sources, apps=f.apps, since=f.since, until=f.until)
+    where = store.where("evidence", sources=f.sources, apps=f.apps, since=f.since, until=f.until)
     # no stamps: a captured row can change (its scope, its context) without a new time, so a refresh
     # re-reads the rows it shows
     return KeyList(newest_first(store.scan("evidence", where, ["id", "captured_at"], scopes=f.scopes),
@@ -308,7 +308,7 @@ def pending_count(store) -> int:
 def evidence_keys(store, *, day: datetime | None = None, app: str | None = None, scopes=None) -> KeyList:
     """Evidence ids this device captured on one local day (naive UTC bounds given) and/or app, newest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
-    where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
     # The timeline is this device's capture (its frames): another device's shared copies are not its days.
     return KeyList(newest_first(store.scan("evidence", where, ["id", "captured_at"], scopes=scopes, local=True),
                                 "captured_at")[0])

@@ -25,7 +25,6 @@ from desktop.ui.browser_data import MARK_STYLE
 from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, Column, _one_line
 from desktop.ui.workers import Jobs
-from memory.store import filters as F
 from memory.store.rows import iso
 
 log = logging.getLogger(__name__)
@@ -92,7 +91,7 @@ def _pick(col: list[_T], keep: list[int]) -> list[_T]:
 def day_index(store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
     """Every evidence line of one local day (naive UTC bounds given) and/or app, oldest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
-    where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
     # This device's capture (its frames): another device's shared copies are not lines of its day.
     t = store.scan("evidence", where, ["id", "captured_at", "app", "window", "source", "frame_path", "text"],
                    local=True)

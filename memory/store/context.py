@@ -172,9 +172,10 @@ def refresh_neighbours(store: Store, removed: list[dict[str, Any]], cfg: Context
     near = cfg.max_gap * n  # a row further than this from every removed row never had it as context
     touched: dict[str, dict[str, Any]] = {}
     for r, start, end, times in _intervals(removed, near + cfg.max_gap):
-        # The window column is sealed so that equal titles seal equally (memory/store/sealer.py): compared sealed.
-        stream = [F.sealed_value_equals(c, store.equal_value(EVIDENCE, c, r.get(c) or ""))
-                  for c in ("scope", "source", "app", "window")]
+        # The app and window columns are sealed so that equal values seal equally (memory/store/sealer.py):
+        # compared sealed (and as they are, for a row an older version wrote before its migration).
+        stream = [F.sealed_one_of(c, store.equal_forms(EVIDENCE, c, [r.get(c) or ""])) if c in ("app", "window")
+                  else F.equals(c, r.get(c) or "") for c in ("scope", "source", "app", "window")]
         where = F.and_(*stream, F.at_or_after("captured_at", start), F.at_or_before("captured_at", end))
         rows = store.table_rows(store.evidence, where, EVIDENCE_COLS, None)
         affected = [i for i, row in enumerate(rows) if any(abs(row["captured_at"] - t) <= near for t in times)]

@@ -161,7 +161,7 @@ def plan_forget_where(store: Store, *, scope: str | None = None, app: str | None
     scopes = [validate_scope(scope)] if scope else None
     scope_only = not (app or since or until)
     plan = ForgetPlan(scope_only=scope_only)
-    ev_where = F.where("evidence", apps=[app] if app else None, since=since, until=until)
+    ev_where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
     # ...with the evidence other devices captured in a scope whose binding shares it: forget is everywhere.
     plan.evidence = store.rows("evidence", ev_where, _KIND_COLS["evidence"][1], scopes=scopes)
     if scope_only:  # memories and vault entries carry a scope, not an app or a capture time

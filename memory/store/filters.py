@@ -29,13 +29,19 @@ NOTHING = Where("false")  # matches no row (an empty id list, an empty scope lis
 # compare ciphertext. Listed here rather than imported, so this module stays below the sealer; a test checks
 # the two lists agree (tests/memory/test_filters.py).
 SEALED_COLUMNS = frozenset({"title", "text", "details", "search_text", "meta", "label", "before", "after",
-                            "fts_terms", "window", "speaker"})
+                            "fts_terms", "app", "window", "speaker"})
+
+# The values an EQUAL-sealed column (an evidence row's app, window, speaker) is compared with: each value in
+# every form the column may hold it — sealed, and in the clear for a shared bucket or an older version's row —
+# from Store.equal_forms. Typed apart so that a list of plain names (which would match no sealed row) is not
+# taken for it.
+EqualForms = NewType("EqualForms", tuple[str, ...])
 
 
 def _plain(column: str) -> str:
     if column in SEALED_COLUMNS:
         raise ValueError(f"{column} is sealed at rest: a filter on its value would match nothing — read the rows "
-                         "and compare the opened values, or use Store.equal_value for window/speaker")
+                         "and compare the opened values, or use Store.equal_forms for app/window/speaker")
     return column
 
 
@@ -111,11 +117,6 @@ def numbers_in(column: str, values: Iterable[int]) -> Where:
     return Where(f"{_plain(column)} IN ({', '.join(listed)})") if listed else NOTHING
 
 
-def lower_equals(column: str, value: str) -> Where:
-    """A plain column equal to value whatever the case (an app name a person typed)."""
-    return Where(f"lower({_plain(column)}) = {sql_literal(value.strip().lower())}")
-
-
 def is_null(column: str) -> Where:
     return Where(f"{column} IS NULL")
 
@@ -128,6 +129,15 @@ def sealed_value_equals(column: str, sealed: str) -> Where:
     """An EQUAL-sealed column (an evidence row's window, speaker) equal to a value already sealed the way the
     column holds it (Store.equal_value): the one comparison on a sealed column that can match."""
     return Where(f"{column} = {sql_literal(sealed)}")
+
+
+def sealed_one_of(column: str, forms: EqualForms) -> Where:
+    """An EQUAL-sealed column holding one of these values, given in every form it may hold them
+    (Store.equal_forms); none: no row."""
+    if not isinstance(forms, tuple):  # plain names would match no sealed row: refuse them outright
+        raise TypeError(f"{column} is sealed at rest: compare it with Store.equal_forms(...) of the values")
+    listed = list(dict.fromkeys(forms))
+    return Where(f"{column} IN {sql_list(listed)}") if listed else NOTHING
 
 
 # ---- time ------------------------------------------------------------------------------------------
@@ -199,10 +209,10 @@ def touching(memory_ids: Iterable[str], direction: str = "both") -> Where:
 
 def where(kind: str, *, scopes: Iterable[str] | None = None, types: Iterable[str] | None = None,
           statuses: Iterable[str] | None = None, sources: Iterable[str] | None = None,
-          apps: Iterable[str] | None = None, since: datetime | None = None,
+          apps: EqualForms | None = None, since: datetime | None = None,
           until: datetime | None = None) -> Where | None:
     """A predicate over one kind's table (None: every row). Memories default to candidate + active;
-    `statuses=[]` means every status."""
+    `statuses=[]` means every status. apps: Store.equal_forms of the app names (Store.where makes them)."""
     parts: list[str | None] = [scope_in(scopes)]
     if kind == "memory":
         if types:
@@ -215,7 +225,7 @@ def where(kind: str, *, scopes: Iterable[str] | None = None, types: Iterable[str
         if sources:
             parts.append(one_of("source", sources))
         if apps:
-            parts.append(one_of("app", apps))
+            parts.append(sealed_one_of("app", apps))
     if since:
         parts.append(at_or_after(time_col, since))
     if until:

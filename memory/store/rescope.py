@@ -90,8 +90,12 @@ def select_evidence(store: Store, *, ids: Iterable[str] | None = None, app: str 
         raise InputError("rescope needs ids, --app, --window, --scope, --since or --until; refusing to move "
                          "everything")
     scopes = [validate_scope(scope)] if scope else None
-    where = F.and_(F.where("evidence", scopes=scopes, since=since, until=until),
-                   F.lower_equals("app", app) if app else None)
+    where = F.where("evidence", scopes=scopes, since=since, until=until)
+    if app:
+        # The app column is sealed (memory/store/sealer.py): the names whatever their case are found among the
+        # opened app names, then filtered on as the table holds them.
+        name = app.strip().lower()
+        where = F.and_(where, F.sealed_one_of("app", store.apps_matching(lambda a: a.lower() == name, where)))
     if ids:
         bad = [i for i in ids if not i.startswith(PREFIX["evidence"])]
         if bad:

@@ -7,6 +7,11 @@ row is only ever replaced by its own sealed form. When every row is sealed, the 
 words are dropped (their token lists are plaintext), the keyed-term indexes are built, and every old
 version of every table is purged, so the clear text leaves the disk; then the store records `s001_sealed`.
 
+An evidence row's app joined the sealed (EQUAL) columns later: a store the version before wrote has its text
+sealed (`s001_sealed`) but its apps in the clear. The same pass seals them — only the app column of those
+rows travels, so no vector is turned twice — purges the old versions of the evidence tables, and records
+`s002_apps_sealed`. Until then an app filter matches both forms (Store.equal_forms).
+
 Runs when the store opens and the key can be had without asking (OS keyring, MIRADOR_PASSPHRASE, a key
 this process holds), and in `mirador unlock` otherwise.
 """
@@ -30,14 +35,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DONE = "s001_sealed"
+APPS_DONE = "s002_apps_sealed"  # evidence `app` sealed too (an EQUAL column since)
 CHUNK = 2_000
 Progress = Callable[[str, int, int], None]
 
 
 def sealed_already(store: Store) -> bool:
-    """True once this data folder's sealing is recorded (always, for a store made sealed)."""
+    """True once this data folder's text is sealed and its vectors turned (always, for a store made sealed)."""
     log_table = store.db.open_table(T.MIGRATIONS)
     return bool(log_table.count_rows(F.equals("name", DONE)))
+
+
+def apps_sealed(store: Store) -> bool:
+    """True once this data folder's evidence apps are sealed too (always, for a store made sealed)."""
+    log_table = store.db.open_table(T.MIGRATIONS)
+    return bool(log_table.count_rows(F.equals("name", APPS_DONE)))
+
+
+def complete(store: Store) -> bool:
+    """Every column that is sealed at rest is sealed in every row: nothing is left for seal_existing."""
+    return sealed_already(store) and apps_sealed(store)
 
 
 def _tables(store: Store) -> list[str]:
@@ -50,15 +67,15 @@ def _marker(table: str, names: list[str]) -> str | None:
 
 
 def plain_rows(store: Store) -> dict[str, int]:
-    """Rows still in the clear, per table (doctor shows them); {} when every row is sealed."""
+    """Rows with a sealed column still in the clear, per table (doctor shows them); {} when every row is sealed."""
     out = {}
     for name in _tables(store):
         table = store.db.open_table(name)
-        marker = _marker(name, table.schema.names)
-        if marker is None or not table.count_rows():
+        cols = [c for c in (*SEALED.get(name, ()), *EQUAL_COLUMNS.get(name, ())) if c in table.schema.names]
+        if not cols or not table.count_rows():
             continue
-        n = sum(1 for v in table.search().select([marker]).limit(None).to_arrow()[marker].to_pylist()
-                if v is not None and not is_sealed(v))
+        data = table.search().select(cols).limit(None).to_arrow().to_pylist()
+        n = sum(1 for r in data if any(r[c] is not None and not is_sealed(r[c]) for c in cols))
         if n:
             out[name] = n
     return out
@@ -77,8 +94,8 @@ def drop_word_indexes(store: Store) -> None:
                 store.commit(lambda t=table, n=ix.name: t.drop_index(n))
 
 
-def record(store: Store, note: str) -> None:
-    store.db.open_table(T.MIGRATIONS).add([{"name": DONE, "applied_at": utcnow(), "note": note}])
+def record(store: Store, note: str, name: str = DONE) -> None:
+    store.db.open_table(T.MIGRATIONS).add([{"name": name, "applied_at": utcnow(), "note": note}])
 
 
 def can_unlock_quietly(store: Store) -> bool:
@@ -89,12 +106,16 @@ def can_unlock_quietly(store: Store) -> bool:
 
 def seal_at_open(store: Store) -> None:
     """Seal what an older version left in the clear, when the store opens; a fresh store is only recorded."""
-    if sealed_already(store):
+    texts = sealed_already(store)
+    if texts:
         store.sealer.active = True
-        return
+        if apps_sealed(store):
+            return
     if not any(store.db.open_table(n).count_rows() for n in _tables(store)):
-        drop_word_indexes(store)  # a new store's first migrations made them
-        record(store, "made sealed")
+        if not texts:
+            drop_word_indexes(store)  # a new store's first migrations made them
+            record(store, "made sealed")
+        record(store, "made sealed", APPS_DONE)
         store.sealer.active = True
         return
     if not can_unlock_quietly(store):
@@ -117,6 +138,7 @@ def _log_progress(table: str, done: int, total: int) -> None:
 
 def seal_existing(store: Store, progress: Progress | None = None) -> int:
     """Seal every row still in the clear, drop the plaintext indexes, purge old versions; returns rows sealed.
+    (A store whose text is sealed already: its evidence apps, then the old versions of the evidence tables.)
     progress(table, done, total) after each chunk. Raises LockedError / KeyUnavailableError without the key."""
     with store.open_lock:  # one sealing at a time, in any process (memory/store/core.py OPEN_LOCK)
         return _seal_existing(store, progress)
@@ -126,13 +148,17 @@ def _seal_existing(store: Store, progress: Progress | None) -> int:
     from memory.store.erasure import purge
     from memory.store.indexes import ensure_fts
 
-    if sealed_already(store):
+    if complete(store):
         return 0
     key_id = store.sealer.key_id()  # the key first: nothing is read or written without it
+    if sealed_already(store):
+        return _seal_apps(store, progress, key_id)
     sealed = 0
     with store.write_lock:
         for name in _tables(store):
             sealed += _seal_table(store, name, progress)
+            if name in EQUAL_COLUMNS:  # a row the version before wrote sealed, but with its app in the clear
+                _seal_equal(store, name, None)
         if T.REEMBED_STAGING in store.db.table_names():
             # Staged vectors are not turned, and a staged re-embed cannot tell: it starts over (`mirador reembed`).
             store.db.drop_table(T.REEMBED_STAGING)
@@ -144,11 +170,62 @@ def _seal_existing(store: Store, progress: Progress | None) -> int:
                 store.commit(lambda t=table: ensure_fts(t, TERMS_COLUMN, replace=True))
         purge(store, tables=sorted(store.db.table_names()))
         record(store, f"sealed {sealed} rows in place; key {key_id}")
+        record(store, "sealed with the rest", APPS_DONE)
         store.sealer.active = True
     store.reopen_tables()
     store.reader.forget_cached()
     log.info("sealed %d rows an older version stored in the clear; old versions purged", sealed)
     return sealed
+
+
+def _seal_apps(store: Store, progress: Progress | None, key_id: str) -> int:
+    """A store the version before wrote: its text sealed, its evidence apps in the clear. Seals the apps (the
+    EQUAL columns of the rows that hold one in the clear), purges the evidence tables' old versions."""
+    from memory.store.erasure import purge
+
+    sealed = 0
+    with store.write_lock:
+        names = [n for n in _tables(store) if n in EQUAL_COLUMNS]
+        for name in names:
+            sealed += _seal_equal(store, name, progress)
+        purge(store, tables=names)
+        record(store, f"sealed the app of {sealed} evidence rows in place; key {key_id}", APPS_DONE)
+        store.sealer.active = True
+    store.reopen_tables()
+    store.reader.forget_cached()
+    log.info("sealed the app names of %d evidence rows an older version stored in the clear; old versions purged",
+             sealed)
+    return sealed
+
+
+def _seal_equal(store: Store, name: str, progress: Progress | None) -> int:
+    """Seal the EQUAL columns still in the clear in one table whose sealed columns are sealed already. Only the
+    row's key and those columns are written: its vector, turned when its text was sealed, is not touched."""
+    import pyarrow as pa
+
+    table = store.db.open_table(name)
+    cols = [c for c in EQUAL_COLUMNS.get(name, ()) if c in table.schema.names]
+    if not cols:
+        return 0
+    key = "outbox_seq" if name == T.EV_OUTBOX else "id"
+
+    def plain(row: dict[str, Any]) -> bool:
+        return any(row[c] is not None and not is_sealed(row[c]) for c in cols)
+
+    scanned = table.search().select([key, *cols]).limit(None).to_arrow().to_pylist()
+    todo = [r[key] for r in scanned if plain(r)]
+    done = 0
+    for start in range(0, len(todo), CHUNK):
+        chunk = todo[start:start + CHUNK]
+        listed = F.id_in(chunk) if key == "id" else F.numbers_in(key, chunk)
+        data = table.search().where(listed).select([key, *cols]).limit(len(chunk)).to_arrow()
+        keep = [i for i, r in enumerate(data.to_pylist()) if plain(r)]
+        if keep:
+            store.merge_rows(table, data.take(pa.array(keep, pa.int64())), on=key)
+        done += len(chunk)
+        if progress:
+            progress(name, done, len(todo))
+    return len(todo)
 
 
 def _seal_table(store: Store, name: str, progress: Progress | None) -> int:

@@ -10,10 +10,11 @@ Shared scopes' buckets are not sealed here (every device of a team reads them: d
 What each column becomes (docs/capture-and-privacy.md, "At rest", says what someone with the files learns):
 - SEALED columns: AES-256-GCM with a random nonce, the column's name bound in as associated data:
   `\\x1es1:` + base64(nonce ‖ ciphertext ‖ tag). Two equal texts look unrelated.
-- EQUAL columns (an evidence row's window title and speaker): the same AEAD with a nonce derived from the
-  value (a synthetic IV: HMAC of the column and value), so equal values seal equally. Why: a capture stream is
-  a (scope, source, app, window) group found by equality (memory/store/context.py), and the speakers of a
-  store are read as its distinct values. It shows which rows share a window or speaker, never what it says.
+- EQUAL columns (an evidence row's app, window title and speaker): the same AEAD with a nonce derived from
+  the value (a synthetic IV: HMAC of the column and value), so equal values seal equally. Why: a capture
+  stream is a (scope, source, app, window) group found by equality (memory/store/context.py), rows are
+  filtered by app (filters.where's `apps`, given Store.equal_forms), and the speakers of a store are read as
+  its distinct values. It shows which rows share an app, window or speaker, never what it is.
 - the full-text index column `fts_terms`: keyed hashes of each word's stem (memory/store/terms.py).
 - `vector`: turned by a secret orthogonal matrix drawn from the data key. Cosine scores between turned
   vectors equal those of the originals, so the vector index and every search rank exactly as before; a
@@ -30,6 +31,7 @@ import hashlib
 import hmac
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -58,7 +60,8 @@ SEALED: dict[str, tuple[str, ...]] = {
     T.OUTBOX: _MEMORY_TEXT,  # a memory of a shared scope waiting to be sent: the whole row
     T.EV_OUTBOX: _EVIDENCE_TEXT,
 }
-EQUAL_COLUMNS: dict[str, tuple[str, ...]] = {T.EVIDENCE: ("window", "speaker"), T.EV_OUTBOX: ("window", "speaker")}
+_EVIDENCE_EQUAL = ("app", "window", "speaker")
+EQUAL_COLUMNS: dict[str, tuple[str, ...]] = {T.EVIDENCE: _EVIDENCE_EQUAL, T.EV_OUTBOX: _EVIDENCE_EQUAL}
 # The tables searched by words, and the column whose text their terms are made from.
 TERMS_FROM: dict[str, str] = {T.MEMORIES: "search_text", T.EVIDENCE: "search_text", T.VAULT: "label"}
 ROTATED: frozenset[str] = frozenset({T.MEMORIES, T.EVIDENCE, T.OUTBOX, T.EV_OUTBOX, T.REEMBED_STAGING})
@@ -226,6 +229,17 @@ class Sealer:
         if column not in EQUAL_COLUMNS.get(table, ()):
             return value
         return self.material().equal(column, value)
+
+    def equal_forms(self, table: str, column: str, values: Iterable[str]) -> tuple[str, ...]:
+        """Every form a value of column may take in a filter: sealed as this store holds it, and as it is —
+        a shared scope's bucket holds it in the clear (docs/sharing.md), and so does a row an older version
+        wrote until the store's migration has sealed it (memory/store/seal_migration.py). The clear form
+        never matches a sealed value, so a filter on both finds each row once."""
+        listed = list(dict.fromkeys(values))
+        if column not in EQUAL_COLUMNS.get(table, ()) or not listed:
+            return tuple(listed)
+        m = self.material()
+        return tuple(dict.fromkeys([*(m.equal(column, v) for v in listed), *listed]))
 
     # ---- reads -----------------------------------------------------------------------------
 

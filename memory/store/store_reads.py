@@ -302,9 +302,27 @@ class Reads:
     def where(self, kind: str, *, scopes: Iterable[str] | None = None, types: Iterable[str] | None = None,
               statuses: Iterable[str] | None = None, sources: Iterable[str] | None = None,
               apps: Iterable[str] | None = None, since: Any = None, until: Any = None) -> Where | None:
-        """A kind's listing filter (memory/store/filters.py where)."""
-        return F.where(kind, scopes=scopes, types=types, statuses=statuses, sources=sources, apps=apps,
+        """A kind's listing filter (memory/store/filters.py where). apps: names as captured (exact), sealed here
+        the way the evidence table holds them."""
+        forms = F.EqualForms(self.sealer.equal_forms(T.EVIDENCE, "app", apps)) if apps else None
+        return F.where(kind, scopes=scopes, types=types, statuses=statuses, sources=sources, apps=forms,
                        since=since, until=until)
+
+    def apps_matching(self, match: Callable[[str], bool], where: str | None = None) -> F.EqualForms:
+        """The app values of this device's evidence (under where) whose name passes match, as the table holds
+        them, for filters.sealed_one_of: a test a filter cannot make on a sealed column (a name whatever its
+        case, a wildcard pattern) made on the opened names. Reads the app column only; each distinct value is
+        opened once."""
+        import pyarrow.compute as pc
+
+        table = self.kind_table("evidence")
+        q = table.search()
+        if where:
+            q = q.where(where)
+        n = max(table.count_rows(where) if where else table.count_rows(), 1)
+        held = [v for v in pc.unique(q.select(["app"]).limit(n).to_arrow()["app"]).to_pylist() if v is not None]
+        names = self.sealer.open_values(T.EVIDENCE, "app", held)
+        return F.EqualForms(tuple(h for h, name in zip(held, names, strict=True) if match(name)))
 
     def versioned(self, key: str, name: str, load: Callable[[], R], version: int | None = None) -> R:
         """load(), kept until the named table's version moves: for small tables read inside every search.

@@ -119,6 +119,11 @@ class Writes:
         (filters.sealed_value_equals)."""
         return self.sealer.equal_value(table, column, value)
 
+    def equal_forms(self, table: str, column: str, values: Iterable[str]) -> F.EqualForms:
+        """Every form these values of a column compared by equality (an evidence row's app, window, speaker)
+        may be held in, here or in a shared bucket, to filter on (filters.sealed_one_of, where's `apps`)."""
+        return F.EqualForms(self.sealer.equal_forms(table, column, values))
+
     def write_audit(self, rows: list[dict[str, Any]]) -> None:
         """Append audit rows (memory/store/audit.py audit_row builds them). When the disk refuses them, the change
         they record was saved already: they wait in memory and go in with the next audit write (audit_hold.py)."""

@@ -20,9 +20,9 @@ from memory.errors import MiradorError
 from memory.retrieval.search import search_evidence, search_memories
 from memory.store.core import Store
 from memory.store.keys import KEY_FILE, KeyUnavailableError
-from memory.store.seal_migration import DONE, plain_rows, sealed_already
+from memory.store.seal_migration import APPS_DONE, DONE, apps_sealed, plain_rows, sealed_already
 from memory.store.specs import EvidenceSpec
-from tests.memory.legacy import older_version
+from tests.memory.legacy import apps_in_the_clear, older_version
 
 # Words no screen shows by accident; each marks one thing that must never be on disk in the clear.
 SCREEN = "quokkaplan marzipanfjord tamarindvex"  # the text of a captured window
@@ -35,6 +35,7 @@ MCP_EVIDENCE = "pasted log line sorrelpinion"  # evidence written over MCP
 LABEL = "pantry alarm pipistrelle"  # a vault entry's label
 SECRET = "vault-value-hollyhock-4411"  # its value
 SPEAKER = "Octavia Quillfeather"  # a speaker of an utterance
+APP = "zebulonpad"  # the captured window's app (its window class)
 
 
 def plain_hits(home: Path, *needles: str) -> dict[str, list[str]]:
@@ -69,12 +70,13 @@ def test_nothing_captured_edited_or_forgotten_is_in_the_clear_in_any_file_or_ver
     # Capture: a real window, real grabs, real OCR, the real writer; a thumbnail is kept.
     cap = Capture(store, audio=False, ocr=ocr)
     try:
-        display.window(TITLE, SCREEN, klass="scribbler")
+        display.window(TITLE, SCREEN, klass=APP)
         cap.run_cycles(3)
     finally:
         cap.stop()
     captured = [r for r in store.list("evidence", limit=100) if "quokkaplan" in r["text"].lower()]
     assert captured and captured[0]["window"] == TITLE and captured[0]["frame_path"]
+    assert APP in captured[0]["app"].lower()
     store.add_evidence(f"{SPEAKER}: we ship on Friday", source="audio", speaker=SPEAKER, scope="work")
 
     # The CLI, an edit, a forget, the vault.
@@ -104,7 +106,7 @@ def test_nothing_captured_edited_or_forgotten_is_in_the_clear_in_any_file_or_ver
     assert code == 0, err
 
     needles = [*SCREEN.split(), TITLE, "zebulonquill", *MEM_OLD.split()[-1:], *MEM_NEW.split()[-1:],
-               "fennelgrotto", "ravelinmoss", "sorrelpinion", "pipistrelle", SECRET, "Quillfeather"]
+               "fennelgrotto", "ravelinmoss", "sorrelpinion", "pipistrelle", SECRET, "Quillfeather", APP]
     assert plain_hits(mirador_home, *needles) == {}
     # The thumbnail is sealed: no image format's header is left to read.
     frames = [p for p in (mirador_home / "frames").rglob("*") if p.is_file()]
@@ -117,6 +119,12 @@ def test_nothing_captured_edited_or_forgotten_is_in_the_clear_in_any_file_or_ver
     assert any("quokkaplan" in h.text.lower() for h in search_evidence(again, "quokkaplan marzipanfjord",
                                                                            scopes=[captured[0]["scope"]]))
     assert again.frame_bytes(captured[0]["frame_path"])[:4] == b"RIFF"
+    # The app is sealed, yet read back, filtered on and listed as it was captured.
+    app = captured[0]["app"]
+    assert again.get(captured[0]["id"])["app"] == app
+    assert captured[0]["id"] in {r["id"] for r in again.rows("evidence", again.where("evidence", apps=[app]), ["id"])}
+    assert any(h.id == captured[0]["id"] for h in search_evidence(again, "quokkaplan", apps=[app],
+                                                                   scopes=[captured[0]["scope"]]))
     assert "ravelinmoss" in " ".join(h.text for h in search_memories(again, "staging host", scopes=["work"]))
 
 
@@ -132,7 +140,7 @@ def _older_store(home: Path) -> dict:
                             details={"steps": ["build the image", "push it", "roll out"]})
         s.update_memory(mems[0]["id"], text="Fact 0: the quarterly meeting moved to room 999")
         evs = s.add_evidence_batch([EvidenceSpec(
-            text=f"turn {i}: {t}", source="audio", speaker="Mara Lindqvist", window="call with vendor",
+            text=f"turn {i}: {t}", source="audio", speaker="Mara Lindqvist", window="call with vendor", app="vendorphone",
             meta={"file": f"/tmp/rec{i}.wav"}, scope="work")
             for i, t in enumerate(["the invoice is overdue", "send the contract on monday", "budget is frozen"])],
             actor="capture")
@@ -161,7 +169,7 @@ def same_results(s: Store, before: dict) -> bool:
 
 def test_a_plaintext_store_is_sealed_in_place_with_every_row_kept(mirador_home, caplog):
     before = _older_store(mirador_home)
-    assert plain_hits(mirador_home, "quarterly", "Lindqvist", "printer admin", "call with vendor"), \
+    assert plain_hits(mirador_home, "quarterly", "Lindqvist", "printer admin", "call with vendor", "vendorphone"), \
         "precondition: the older version left text in the clear"
 
     with caplog.at_level("WARNING"):
@@ -175,8 +183,10 @@ def test_a_plaintext_store_is_sealed_in_place_with_every_row_kept(mirador_home, 
             {k: row[k] for k in ("text", "title", "details", "type", "scope", "status")}
     for id_, row in before["evidence"].items():
         got = s.get(id_)
-        assert {k: got[k] for k in ("text", "speaker", "window", "meta")} == \
-            {k: row[k] for k in ("text", "speaker", "window", "meta")}
+        assert {k: got[k] for k in ("text", "speaker", "window", "app", "meta")} == \
+            {k: row[k] for k in ("text", "speaker", "window", "app", "meta")}
+    assert {r["id"] for r in s.rows("evidence", s.where("evidence", apps=["vendorphone"]), ["id"])} == \
+        set(before["evidence"])
     assert s.reveal(before["vault"]) == "printer-pw-3391"
     assert s.audit.count_rows() >= before["audit"]
     vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows("memory", None, ["id", "vector"])}
@@ -186,7 +196,7 @@ def test_a_plaintext_store_is_sealed_in_place_with_every_row_kept(mirador_home, 
     assert same_results(s, before)
     # And the clear text is gone from every file, old versions and indexes included.
     assert plain_hits(mirador_home, "quarterly", "Lindqvist", "printer admin", "call with vendor", "overdue",
-                      "roll out", "room 999") == {}
+                      "roll out", "room 999", "vendorphone") == {}
 
 
 def test_sealing_that_stopped_half_way_goes_on_and_turns_no_vector_twice(mirador_home, monkeypatch):
@@ -271,7 +281,49 @@ def test_nothing_is_recorded_as_sealed_for_a_new_store_until_it_is(mirador_home)
     s = Store(mirador_home)
     assert sealed_already(s)  # made sealed: nothing to migrate
     assert s.db.open_table("_migrations").count_rows(f"name = '{DONE}'") == 1
+    assert apps_sealed(s) and s.db.open_table("_migrations").count_rows(f"name = '{APPS_DONE}'") == 1
     with pytest.raises(MiradorError):
         s.keys.lock()
         s.add_memory("refused while locked", scope="work")
     s.keys.unlock()
+
+
+def test_a_store_the_version_before_wrote_with_apps_in_the_clear_has_them_sealed_at_open(mirador_home):
+    """The version before sealed text, window and speaker but kept an evidence row's app in the clear: opening its
+    store seals the apps in place (no vector turned twice), purges the old versions, and every row still reads,
+    filters and searches by app."""
+    from memory.store.rescope import select_evidence
+
+    apps = {"zephyrchat": ["ship the kestrel build on friday", "kestrel build is green"],
+            "quillbrowser": ["kestrel release notes draft"]}
+    with apps_in_the_clear():
+        s = Store(mirador_home)
+        made = {a: [s.add_evidence(t, source="screen", app=a, window=f"{a} window", scope="work")["id"] for t in ts]
+                for a, ts in apps.items()}
+        assert not apps_sealed(s)
+        vectors = {r["id"]: np.asarray(r["vector"]) for r in s.rows("evidence", None, ["id", "vector"])}
+    assert set(plain_hits(mirador_home, *apps)) == set(apps), "precondition: the apps are in the clear"
+
+    # Before its migration has run, an app filter finds the rows in the clear and those written sealed since.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("memory.store.core.seal_at_open", lambda store: setattr(store.sealer, "active", True))
+        mixed = Store(mirador_home)
+        assert not apps_sealed(mixed)
+        late = mixed.add_evidence("kestrel late note", source="screen", app="zephyrchat", scope="work")["id"]
+        got = {r["id"] for r in mixed.rows("evidence", mixed.where("evidence", apps=["zephyrchat"]), ["id"])}
+        assert got == {*made["zephyrchat"], late}
+    made["zephyrchat"].append(late)
+
+    s = Store(mirador_home)  # MIRADOR_PASSPHRASE is set: the apps are sealed at open
+    assert apps_sealed(s) and plain_rows(s) == {}
+    assert plain_hits(mirador_home, *apps) == {}
+    for app, ids in made.items():
+        assert all(s.get(i)["app"] == app for i in ids)
+        assert {r["id"] for r in s.rows("evidence", s.where("evidence", apps=[app]), ["id"])} == set(ids)
+        assert {r["id"] for r in select_evidence(s, app=app.upper())} == set(ids)  # case-insensitive, opened
+        assert {h.id for h in search_evidence(s, "kestrel", apps=[app], scopes=["work"])} == set(ids)
+    # The vectors turned when the text was sealed are not turned again.
+    after = {r["id"]: np.asarray(r["vector"]) for r in s.rows("evidence", None, ["id", "vector"])}
+    assert all(np.allclose(after[i], v, atol=1e-5) for i, v in vectors.items())
+    raw = s.evidence.search().select(["app"]).limit(None).to_arrow()["app"].to_pylist()
+    assert raw and all(v.startswith("\x1ee1:") for v in raw)

@@ -29,3 +29,21 @@ def older_version():
         yield
     finally:
         mp.undo()
+
+
+@contextmanager
+def apps_in_the_clear():
+    """Stores written as the version before evidence apps were sealed wrote them: text, window and speaker
+    sealed, vectors turned, `s001_sealed` recorded, but every evidence row's app (and its outbox copy's) in the
+    clear and no `s002_apps_sealed`. Rows written inside are the rows that version left."""
+    mp = pytest.MonkeyPatch()
+    try:
+        for table, cols in list(sealer_mod.EQUAL_COLUMNS.items()):
+            mp.setitem(sealer_mod.EQUAL_COLUMNS, table, tuple(c for c in cols if c != "app"))
+        real = seal_migration.record
+        mp.setattr(seal_migration, "record",
+                   lambda store, note, name=seal_migration.DONE: None if name == seal_migration.APPS_DONE
+                   else real(store, note, name))
+        yield
+    finally:
+        mp.undo()

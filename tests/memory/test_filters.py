@@ -27,3 +27,24 @@ def test_helpers_join_and_quote():
     assert F.and_(F.equals("status", "active"), F.id_in(["a'b"])) == "(status = 'active') AND (id IN ('a''b'))"
     assert F.id_in([]) == F.NOTHING and F.derived_from([]) == F.NOTHING and F.and_() is None
     assert F.or_(F.id_is("a"), None) == "id = 'a'"
+
+
+def test_an_app_filter_takes_the_forms_the_store_made_never_plain_names():
+    # The evidence app is sealed (an EQUAL column): `app IN ('slack')` would match no sealed row.
+    with pytest.raises(ValueError, match="sealed at rest"):
+        F.one_of("app", ["slack"])
+    with pytest.raises(TypeError, match="equal_forms"):
+        F.where("evidence", apps=["slack"])  # type: ignore[arg-type]
+    forms = F.EqualForms(("\x1ee1:c2VhbGVk", "slack"))
+    assert F.where("evidence", apps=forms) == "app IN ('\x1ee1:c2VhbGVk', 'slack')"
+    assert F.where("evidence", apps=F.EqualForms(())) is None
+    assert F.sealed_one_of("app", F.EqualForms(())) == F.NOTHING
+
+
+def test_the_store_seals_app_names_for_a_filter_and_keeps_them_for_a_shared_bucket(store):
+    from memory.store import tables as T
+
+    forms = store.equal_forms(T.EVIDENCE, "app", ["slack", "slack", "firefox"])
+    assert forms[2:] == ("slack", "firefox") and all(f.startswith("\x1ee1:") for f in forms[:2])
+    assert store.equal_forms(T.EVIDENCE, "source", ["screen"]) == ("screen",)
+    assert store.where("evidence", apps=["slack"]) == f"app IN ('{forms[0]}', 'slack')"
