@@ -179,7 +179,8 @@ class CaptureConfig(_Section):
 
 REDACTION_KINDS = ("aws_key", "aws_secret", "github_token", "slack_token", "stripe_key", "openai_key", "jwt",
                    "private_key", "card_number", "password", "google_api_key", "gitlab_token", "npm_token",
-                   "huggingface_token", "sendgrid_key", "azure_key", "url_credentials", "bearer_token")
+                   "huggingface_token", "sendgrid_key", "azure_key", "url_credentials", "bearer_token", "api_token",
+                   "bank_account", "national_id")
 
 DEFAULT_EXCLUDED_APPS = ["KeePassXC", "1Password", "Bitwarden", "mirador"]
 DEFAULT_EXCLUDED_TITLES = [
