@@ -91,6 +91,12 @@ def id_in(ids: Iterable[object], column: str = "id") -> Where:
     return Where(f"{_plain(column)} IN {_ids(listed)}") if listed else NOTHING
 
 
+def rowid_in(rowids: Iterable[int]) -> Where:
+    """Rows by Lance's own row id (`_rowid`): one copy of a duplicated id, where the id would name every copy."""
+    listed = [int(i) for i in dict.fromkeys(rowids)]
+    return Where(f"_rowid IN ({', '.join(str(i) for i in listed)})") if listed else NOTHING
+
+
 def equals(column: str, value: str | bool | int) -> Where:
     """A plain (unsealed) column equal to a value: status, type, source, kind, an outbox op, a flag."""
     if isinstance(value, bool):

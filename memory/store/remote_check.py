@@ -19,12 +19,15 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from memory.config import RemoteBinding
 from memory.errors import InputError
 from memory.store import filters as F
+
+if TYPE_CHECKING:
+    from memory.store.remote_shared import Shared
 
 PROBE = "mirador_probe"  # `mirador remote add` and `remote test` write and delete one row here
 
@@ -218,4 +221,34 @@ def _check(binding: RemoteBinding, options: dict[str, str]) -> dict[str, Any]:
         raise StoreRefused(Problem("other", f"a row written to {binding.url} was not read back ({found} found) — the "
                                             "store does not keep what it is sent; check its health and log"))
     out["write_ms"] = round((time.perf_counter() - t1) * 1000, 1)
+    return out
+
+
+def probe_store(shared: Shared) -> dict[str, Any]:
+    """Write, read back and delete one row in a probe table of a binding's store (never the memories): what
+    `mirador remote test` reports, with the time each step took in milliseconds."""
+    import pyarrow as pa
+
+    from memory.errors import MiradorError
+    from memory.store.remote_dedup import distinct_count
+    from memory.store.remote_io import retry
+
+    out: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    db = shared._connect()
+    token = uuid.uuid4().hex
+    table = retry(lambda: db.create_table(PROBE, schema=pa.schema([pa.field("id", pa.string())]), exist_ok=True))
+    retry(lambda: table.add(pa.table({"id": [token]})))
+    out["write_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    t1 = time.perf_counter()
+    found = table.count_rows(F.id_is(token))
+    out["read_ms"] = round((time.perf_counter() - t1) * 1000, 1)
+    retry(lambda: table.delete(F.id_is(token)))
+    if found != 1:
+        raise MiradorError(f"the probe row written to {shared.binding.url} was not read back ({found} found)")
+    try:
+        out["memories"] = distinct_count(shared.memories(create=False))
+    except (ValueError, FileNotFoundError):
+        out["memories"] = 0
+    shared._ok()
     return out

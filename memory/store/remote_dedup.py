@@ -121,7 +121,7 @@ def _delete_extra(table: Any, filter_: str | None) -> int:
         rows = ds.to_table(columns=cols, filter=filter_, with_row_id=True).to_pylist()
         extra = _extra_rowids(rows)
         for start in range(0, len(extra), 500):
-            ds.delete(f"_rowid IN ({', '.join(str(i) for i in extra[start:start + 500])})")
+            ds.delete(F.rowid_in(extra[start:start + 500]))
         return len(extra)
 
     n = int(retry(once))
@@ -155,3 +155,13 @@ def dedupe_ids(table: Any, ids: list[str]) -> int:
         if int(fresh(table).count_rows(F.id_in(chunk))) > len(set(chunk)):
             removed += _delete_extra(table, F.id_in(chunk))
     return removed
+
+
+def select_rows(q: Any, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
+    """A LanceDB query's rows with these columns, one row per id when the id is among them."""
+    cols = list(dict.fromkeys(cols))
+
+    def run(n: int | None) -> list[dict[str, Any]]:
+        return list(q.select(cols).limit(n).to_arrow().to_pylist())
+
+    return distinct_query(run, limit) if "id" in cols else run(limit)

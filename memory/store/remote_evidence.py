@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from memory.store import filters as F
 from memory.store import tables as T
+from memory.store.remote_dedup import dedupe_table, select_rows
 from memory.store.remote_evidence_erase import erase_here, purge_outbox
 from memory.store.remote_io import fresh
 
@@ -321,8 +322,6 @@ class EvidenceMirror:
             t = fresh_table(bucket_table(shared, self.schema(), create=False))
         except (ValueError, FileNotFoundError):
             return None
-        from memory.store.remote_dedup import dedupe_table
-
         duplicates = retry(lambda: dedupe_table(t))  # one row per id (remote_dedup.py)
         ensure_text_index(t)
         out: dict[str, Any] = {"rows": fresh_table(t).count_rows(), "duplicates": duplicates,
@@ -391,17 +390,10 @@ def _query(shared: Any, schema: pa.Schema, leg: dict[str, Any], cols: list[str])
         if not has_index(t, "search_text"):
             return []
         q = t.search(leg["text"], query_type="fts", fts_columns="search_text")
-        if where:
-            q = q.where(where)
         cols = [*cols, "_score"]
     else:
         q = t.search()
-        if where:
-            q = q.where(where)
-    cols = list(dict.fromkeys(cols))
-    if "id" not in cols:
-        return list(q.select(cols).limit(leg.get("limit")).to_arrow().to_pylist())
-    from memory.store.remote_dedup import distinct_query
-
+    if where and leg.get("vector") is None:  # (the vector leg's filter went in above, as a prefilter)
+        q = q.where(where)
     # One row per id (remote_dedup.py): two homes that sent one evidence row at once may both have inserted it.
-    return distinct_query(lambda n: list(q.select(cols).limit(n).to_arrow().to_pylist()), leg.get("limit"))
+    return select_rows(q, cols, leg.get("limit"))

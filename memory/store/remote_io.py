@@ -5,6 +5,7 @@ that remote.py and the modules it is made of share them without importing each o
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable
@@ -180,3 +181,22 @@ def automated(origin: str | None) -> bool:
 
     return bool(origin and origin.split(":", 1)[0] in ACTORS_AUTOMATED)
 
+
+def within(seconds: float, fn: Callable[[], Any]) -> Any:
+    """fn(), or TimeoutError once it has run `seconds` (it goes on in a daemon thread, its result dropped)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    worker = threading.Thread(target=run, daemon=True, name="mirador-connect")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(f"the store timed out: no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -5,10 +5,9 @@ the edit log, the maintainer lease), the writes a flush commits to it, its healt
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -18,9 +17,9 @@ from memory.config import RemoteBinding
 from memory.errors import MiradorError
 from memory.store import filters as F
 from memory.store import tables as T
-from memory.store.remote_check import PROBE, Problem, StoreRefused, checked, problem
+from memory.store.remote_check import Problem, StoreRefused, checked, problem
 from memory.store.remote_credentials import credential_env, load_credentials, storage_options
-from memory.store.remote_dedup import dedupe_table, distinct_count, distinct_query, order_columns
+from memory.store.remote_dedup import dedupe_table, distinct_query, order_columns
 from memory.store.remote_io import (
     ANY_DELETION,
     EDITS,
@@ -32,29 +31,10 @@ from memory.store.remote_io import (
     fresh,
     ids_where,
     retry,
+    within,
 )
 
 log = logging.getLogger(__name__)
-
-
-def within(seconds: float, fn: Callable[[], Any]) -> Any:
-    """fn(), or TimeoutError once it has run `seconds` (it goes on in a daemon thread, its result dropped)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # handed to the caller
-            box["error"] = e
-
-    worker = threading.Thread(target=run, daemon=True, name="mirador-connect")
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise TimeoutError(f"the store timed out: no answer within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 class Shared:
@@ -373,30 +353,10 @@ class Shared:
         return out
 
     def probe(self) -> dict[str, Any]:
-        """Write, read back and delete one row in a probe table (never the memories): what `mirador remote
-        test` reports, with the time each step took in milliseconds."""
-        import uuid
+        """Write, read back and delete one row in a probe table (remote_check.probe_store)."""
+        from memory.store.remote_check import probe_store
 
-        out: dict[str, Any] = {}
-        t0 = time.perf_counter()
-        db = self._connect()
-        token = uuid.uuid4().hex
-        table = retry(lambda: db.create_table(PROBE, schema=pa.schema([pa.field("id", pa.string())]),
-                                               exist_ok=True))
-        retry(lambda: table.add(pa.table({"id": [token]})))
-        out["write_ms"] = round((time.perf_counter() - t0) * 1000, 1)
-        t1 = time.perf_counter()
-        found = table.count_rows(F.id_is(token))
-        out["read_ms"] = round((time.perf_counter() - t1) * 1000, 1)
-        retry(lambda: table.delete(F.id_is(token)))
-        if found != 1:
-            raise MiradorError(f"the probe row written to {self.binding.url} was not read back ({found} found)")
-        try:
-            out["memories"] = distinct_count(self.memories(create=False))
-        except (ValueError, FileNotFoundError):
-            out["memories"] = 0
-        self._ok()
-        return out
+        return probe_store(self)
 
     def query(self, where: str | None, cols: list[str], limit: int | None, vector: Any = None,
               text: str | None = None) -> list[dict[str, Any]]:
