@@ -18,7 +18,9 @@ Time = datetime | str
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")  # a field added later still reaches the client
+    # Exact schemas: every field a client gets is declared here (additionalProperties false), so a field a tool
+    # adds without declaring it is an error in the tests, not a surprise to a client.
+    model_config = ConfigDict(extra="forbid")
 
 
 # ---- memories -------------------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ class Hop(Edge):
     memory: MemoryEnd
     evidence: list[HopEvidence]
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class Chain(_Out):
