@@ -36,8 +36,6 @@ def test_results_are_checked_against_their_models_before_they_are_sent(monkeypat
     assert len(tools) == 19 and all(t.outputSchema for t in tools.values())  # every tool declares its result
     for t in tools.values():
         jsonschema.Draft202012Validator.check_schema(t.outputSchema)
-        # Exact: a field a tool sends is a field its schema declares (no undeclared extras reach a client).
-        assert t.outputSchema.get("additionalProperties") is False, t.name
     # What is sent matches the schema the client was given (the SDK's client checks it too), as text and data.
     jsonschema.validate(good.structuredContent, tools["status"].outputSchema)
     assert json.loads(good.content[0].text) == good.structuredContent
