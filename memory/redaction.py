@@ -439,8 +439,9 @@ _NATIONAL_VALUE = (r"[ \t]*(?:[:=#]|is|number)?[ \t]*"
 _NATIONAL_ABBR = re.compile(r"\b(?:SSN|SIN|NINO|TIN|ITIN|SS#|NI number)" + _NATIONAL_VALUE)
 _NATIONAL_LABEL = re.compile(
     r"(?i:\bsocial (?:security|insurance)(?: number| no\.?| #)?|\bnational insurance(?: number| no\.?)?"
-    r"|\bpassport (?:number|no\.?|#)|\btax(?:payer)? (?:id|identification)(?: number)?"
-    r"|\bdriver'?s licen[cs]e (?:number|no\.?|#))" + _NATIONAL_VALUE)
+    r"|\btax(?:payer)? (?:id|identification)(?: number)?)" + _NATIONAL_VALUE)
+# (Passport and driving-licence numbers are not redacted: a person keeps them as facts — for a travel form, say —
+# and extraction must keep them; they open nothing by themselves, unlike a social security or tax number.)
 
 
 def _ssn_ok(area: str, group: str, serial: str) -> bool:
@@ -696,7 +697,7 @@ _RULES: list[tuple[str, re.Pattern, int, tuple[str, ...]]] = [
     ("bank_account", _ACCOUNT, 1, ("account", "acct", "routing", "sort code", "bsb", "aba")),
     ("national_id", _SSN_SHAPE, 0, ()),
     ("national_id", _NATIONAL_ABBR, 1, ("SSN", "SIN", "NINO", "TIN", "SS#", "NI number")),
-    ("national_id", _NATIONAL_LABEL, 1, ("social", "national insurance", "passport", "tax", "driver")),
+    ("national_id", _NATIONAL_LABEL, 1, ("social", "national insurance", "tax")),
     # user:password@ in any URL (a database DSN, a git remote, redis://:pass@): the password goes.
     ("url_credentials", _URL_CRED, 1, ("://",)),
     ("bearer_token", _BEARER, 1, ("bearer",)),

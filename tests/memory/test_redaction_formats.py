@@ -390,6 +390,9 @@ FRESH = [
 # Prose, identifiers, numbers and code: no secret in any of them.
 ORDINARY = [
     'The meeting is at 10:30 tomorrow in room 4B with Alice and Bob.',
+    # Kept as facts (extraction must keep them): identity-document numbers are not secrets that open anything.
+    'My passport number is X4471920 and it expires in March 2031.',
+    "Driver's license number D123-4567-8901 goes on the rental form.",
     'Your password is incorrect. Please try again.',
     'The password is required and must be at least 12 characters long.',
     'Reset your password from the settings page, then sign in again.',
