@@ -201,8 +201,6 @@ def _seal_apps(store: Store, progress: Progress | None, key_id: str) -> int:
 def _seal_equal(store: Store, name: str, progress: Progress | None) -> int:
     """Seal the EQUAL columns still in the clear in one table whose sealed columns are sealed already. Only the
     row's key and those columns are written: its vector, turned when its text was sealed, is not touched."""
-    import pyarrow as pa
-
     table = store.db.open_table(name)
     cols = [c for c in EQUAL_COLUMNS.get(name, ()) if c in table.schema.names]
     if not cols:
@@ -212,26 +210,11 @@ def _seal_equal(store: Store, name: str, progress: Progress | None) -> int:
     def plain(row: dict[str, Any]) -> bool:
         return any(row[c] is not None and not is_sealed(row[c]) for c in cols)
 
-    scanned = table.search().select([key, *cols]).limit(None).to_arrow().to_pylist()
-    todo = [r[key] for r in scanned if plain(r)]
-    done = 0
-    for start in range(0, len(todo), CHUNK):
-        chunk = todo[start:start + CHUNK]
-        listed = F.id_in(chunk) if key == "id" else F.numbers_in(key, chunk)
-        data = table.search().where(listed).select([key, *cols]).limit(len(chunk)).to_arrow()
-        keep = [i for i, r in enumerate(data.to_pylist()) if plain(r)]
-        if keep:
-            store.merge_rows(table, data.take(pa.array(keep, pa.int64())), on=key)
-        done += len(chunk)
-        if progress:
-            progress(name, done, len(todo))
-    return len(todo)
+    return _rewrite_plain(store, table, name, key, cols, [key, *cols], plain, progress)
 
 
 def _seal_table(store: Store, name: str, progress: Progress | None) -> int:
     """Seal one table's rows that are still in the clear; returns how many."""
-    import pyarrow as pa
-
     table = store.db.open_table(name)
     names = table.schema.names
     text_cols = [c for c in (*SEALED.get(name, ()), *EQUAL_COLUMNS.get(name, ())) if c in names]
@@ -249,16 +232,25 @@ def _seal_table(store: Store, name: str, progress: Progress | None) -> int:
             return row[marker] is not None and not is_sealed(row[marker])
         return any(row[c] is not None and not is_sealed(row[c]) for c in text_cols)
 
-    scanned = table.search().select([key, *text_cols]).limit(None).to_arrow().to_pylist()
-    todo = [r[key] for r in scanned if plain(r)]
     write_cols = [key, *text_cols, *(["vector"] if rotated else [])]
+    return _rewrite_plain(store, table, name, key, text_cols, write_cols, plain, progress)
+
+
+def _rewrite_plain(store: Store, table: Any, name: str, key: str, cols: list[str], write_cols: list[str],
+                   plain: Callable[[dict[str, Any]], bool], progress: Progress | None) -> int:
+    """Write back, sealed (Store.merge_rows seals on write), the rows whose `cols` `plain` says are still in the
+    clear, a chunk per commit; returns how many there were."""
+    import pyarrow as pa
+
+    scanned = table.search().select([key, *cols]).limit(None).to_arrow().to_pylist()
+    todo = [r[key] for r in scanned if plain(r)]
     done = 0
     for start in range(0, len(todo), CHUNK):
         chunk = todo[start:start + CHUNK]
         listed = F.id_in(chunk) if key == "id" else F.numbers_in(key, chunk)
         data = table.search().where(listed).select(write_cols).limit(len(chunk)).to_arrow()
         # Only rows still in the clear: another process may have written some sealed meanwhile.
-        keep = [i for i, r in enumerate(data.select([key, *text_cols]).to_pylist()) if plain(r)]
+        keep = [i for i, r in enumerate(data.select([key, *cols]).to_pylist()) if plain(r)]
         if keep:
             store.merge_rows(table, data.take(pa.array(keep, pa.int64())), on=key)
         done += len(chunk)
