@@ -259,17 +259,15 @@ class DataKeys:
 
     def _obtain_made_elsewhere(self, passphrase: str | None) -> bytes:
         """The key another process has just made: its keyring entry may follow its key file by a moment."""
-        import time
+        from memory.store.retrying import retry
 
-        for _ in range(50):
-            try:
-                return self._obtain(passphrase, allow_locked=False)
-            except KeyUnavailableError:
-                rec = self.record()
-                if rec is None or rec.get("kek") != "keyring":
-                    raise
-                time.sleep(0.05)
-        return self._obtain(passphrase, allow_locked=False)
+        def not_yet(e: Exception) -> bool:
+            rec = self.record()
+            return isinstance(e, KeyUnavailableError) and rec is not None and rec.get("kek") == "keyring"
+
+        key: bytes = retry(lambda: self._obtain(passphrase, allow_locked=False), 51, retry_on=not_yet,
+                           max_delay=0.05)  # up to 2.5 s
+        return key
 
     def _keyring_entry(self, unavailable: str) -> tuple[Any, str, str | None]:
         """The OS keyring, this folder's user name in it and the KEK stored there (None: none yet); `unavailable`

@@ -17,7 +17,7 @@ import pyarrow as pa
 from memory.scopes import in_scopes
 from memory.store import filters as F
 from memory.store import tables as T
-from memory.store.retrying import retry_conflicts
+from memory.store.retrying import retry as retry_loop
 
 if TYPE_CHECKING:
     from memory.store.core import Store
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def retry(fn: Callable[..., Any], attempts: int = 8) -> Any:
     """fn(), tried again (backing off, at most a second apart) while it fails with a commit conflict: the shared
     store has no write lock, other devices commit to it too (memory/store/retrying.py, as Store.commit)."""
-    return retry_conflicts(fn, attempts, max_delay=1.0)
+    return retry_loop(fn, attempts, max_delay=1.0)
 
 
 def fresh(table: Any) -> Any:

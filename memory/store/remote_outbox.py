@@ -30,6 +30,7 @@ from memory.store.remote_io import (
     touches,
 )
 from memory.store.remote_shared import Shared
+from memory.store.retrying import retry as retry_loop
 
 if TYPE_CHECKING:
     from memory.store.core import Store
@@ -260,20 +261,20 @@ class Outbox:
         return {"sent": sent, "pending": sum(self.pending().values()), "errors": errors}
 
     def _apply_retrying(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
-        """_apply, tried again on a fresh connection when the connection was dropped mid-request. Sending a batch
-        again is what the next flush would do anyway: puts are upserts settled against the version they replace."""
+        """_apply, tried again on a fresh connection when the connection was dropped mid-request (the store's one
+        retry loop, memory/store/retrying.py). Sending a batch again is what the next flush would do anyway: puts
+        are upserts settled against the version they replace."""
         from memory.store.remote_check import problem
 
-        for attempt in range(TRANSIENT_RETRIES + 1):
-            try:
-                return self._apply(shared, batch, table)
-            except Exception as e:
-                if attempt == TRANSIENT_RETRIES or problem(e, shared.binding).kind != "offline":
-                    raise
-                shared._failed(e)  # drops the handles: the next try connects afresh
-                log.info("shared scope %s: connection dropped (%s); sending again", shared.binding.scope, e)
-                time.sleep(0.2 * (attempt + 1))  # backing off before the next try
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        def dropped(e: Exception) -> bool:
+            return problem(e, shared.binding).kind == "offline"
+
+        def reconnect(e: Exception) -> None:  # dropping the handles makes the next try connect afresh
+            shared._failed(e)
+            log.info("shared scope %s: connection dropped (%s); sending again", shared.binding.scope, e)
+        sent: list[dict[str, Any]] = retry_loop(lambda: self._apply(shared, batch, table), TRANSIENT_RETRIES + 1,
+                                                retry_on=dropped, first_delay=0.2, before_retry=reconnect)
+        return sent
 
     def _apply(self, shared: Shared, batch: list[dict[str, Any]], table: pa.Table) -> list[dict[str, Any]]:
         """Send one batch (outbox rows) in queue order; returns the queued writes not sent because the bucket

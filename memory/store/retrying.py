@@ -1,4 +1,4 @@
-"""Retrying a commit that another writer raced: the one loop every write of the store shares.
+"""Retrying: the one loop the store has for trying something again, above all a commit another writer raced.
 
 Store.commit (memory/store/store_writes.py) runs it under the write lock for this data folder's tables; the shared
 scopes' commits to a bucket (memory/store/remote_io.py `retry`) run it without one, since other devices commit
@@ -21,23 +21,28 @@ def is_conflict(exc: Exception) -> bool:
     return "conflict" in text or "retryable" in text or "concurrent" in text
 
 
-def retry_conflicts(fn: Callable[..., Any], attempts: int, *, max_delay: float | None = None,
-                    on_error: Callable[[Exception], bool] | None = None) -> Any:
-    """fn(), tried again (backing off from 50 ms, doubling up to max_delay) while it fails with a commit conflict;
-    other errors propagate at once.
+def retry(fn: Callable[..., Any], attempts: int, *, max_delay: float | None = None,
+                    on_error: Callable[[Exception], bool] | None = None,
+                    retry_on: Callable[[Exception], bool] = is_conflict, first_delay: float = 0.05,
+                    before_retry: Callable[[Exception], None] | None = None) -> Any:
+    """fn(), tried again (backing off from first_delay, doubling up to max_delay) while it fails with an error
+    retry_on accepts (by default a commit conflict); other errors propagate at once.
 
     on_error(e): asked first on each failure; it may raise (a worded error in place of e), or return True when
-    the write went through after all, and then None is returned."""
-    delay = 0.05
+    the write went through after all, and then None is returned. before_retry(e): run before each new try (the
+    shared scopes drop a broken connection there, so the next try connects afresh)."""
+    delay = first_delay
     for i in range(attempts):
         try:
             return fn()
         except Exception as e:  # lance raises plain RuntimeError/OSError for commit conflicts
             if on_error is not None and on_error(e):
                 return None
-            if i == attempts - 1 or not is_conflict(e):
+            if i == attempts - 1 or not retry_on(e):
                 raise
-            log.info("commit conflict, retrying (%s)", e)
+            log.info("retrying after %s", e)
+            if before_retry is not None:
+                before_retry(e)
             time.sleep(delay)
             delay = delay * 2 if max_delay is None else min(delay * 2, max_delay)
     raise AssertionError("unreachable: the last attempt returns or raises")

@@ -22,7 +22,7 @@ from memory.store import audit_hold, io_faults
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.filters import Where
-from memory.store.retrying import retry_conflicts
+from memory.store.retrying import retry
 from memory.store.rows import to_arrow
 from memory.store.sealer import SEALED
 from memory.store.store_reads import ID_CHUNK, SIDE_TABLES
@@ -67,7 +67,7 @@ class Writes:
             with self.write_lock:
                 return fn()
 
-        return retry_conflicts(locked, attempts, on_error=on_error)
+        return retry(locked, attempts, on_error=on_error)
 
     def append(self, table: Any, rows: list[dict[str, Any]], schema: pa.Schema | None = None) -> None:
         """Add rows to a table of this data folder in one commit, sealed (memory/store/sealer.py); schema: how
