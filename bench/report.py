@@ -20,7 +20,7 @@ the date it ran and the machine it ran on:
 
 bench/RESULTS.md is the headline: the rows marked "headline" (at most 15, one per thing a person would
 compare, each with its target), named by the headline's words ("headline" may also be {"what": ...,
-"target": ...} to word the row for the headline alone). Everything else is one click down:
+"target": ..., "result": ...} to word the row for the headline alone, e.g. the newest run of several). Everything else is one click down:
 bench/results/<bench>.md has every record of a bench with its command, date, machine and output, and
 bench/results/README.md every figure of every bench and what was tried and dropped.
 
@@ -107,7 +107,8 @@ def headline(records: list[dict]) -> list[tuple[dict, dict]]:
             if not mark:
                 continue
             words = mark if isinstance(mark, dict) else {"what": mark}
-            shown = {**row, "what": words.get("what") or row["what"], "target": words.get("target") or row.get("target")}
+            shown = {**row, "what": words.get("what") or row["what"], "target": words.get("target") or row.get("target"),
+                     "result": words.get("result") or row["result"]}
             if not shown["target"]:
                 raise RecordError(f"{RESULTS / rec['_file']}: headline row {shown['what']!r} has no target; a "
                                   "headline is compared against one")
