@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from capture.frames import purge_frames
 from capture.health import Health
@@ -25,6 +26,9 @@ from capture.voice import VoiceSource
 from capture.writer import EvidenceWriter
 from memory.errors import MiradorError
 from memory.store.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +68,7 @@ class Capture:
     probe, ocr, asr, vad: injectable runtimes (tests, benches); defaults are built from the config.
     """
 
-    def __init__(self, store, screen: bool = True, audio: bool = True, audio_file: Path | None = None,
+    def __init__(self, store: Store, screen: bool = True, audio: bool = True, audio_file: Path | None = None,
                  probe=None, ocr=None, asr=None, vad=None) -> None:
         self.store = store
         self.home = Path(store.home)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.io_faults import storage_error
 from memory.store.rows import new_id
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +229,7 @@ class TextDedupe:
         return ("\n".join(fresh), True) if partial else ("\n".join(lines), False)
 
 
-def recent_screen_rows(store, hours: float, now: datetime | None = None) -> list[dict]:
+def recent_screen_rows(store: Store, hours: float, now: datetime | None = None) -> list[dict]:
     """Screen evidence captured in the last `hours`, oldest first, as TextDedupe.seed() takes it.
 
     Read from the live evidence table only, so a forgotten row is never seeded.

@@ -18,11 +18,15 @@ import logging
 import threading
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
 from capture.health import Health
 from memory.errors import DiskFullError, StorageError
 from memory.store.core import EvidenceSpec
 from memory.store.io_faults import free_bytes
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ ROOM_BYTES = 4_000_000  # free space that is worth a try: a batch, its index tex
 class EvidenceWriter(threading.Thread):
     """Collects EvidenceSpecs from the sources and commits them in batches through the store."""
 
-    def __init__(self, store, health: Health, flush_seconds: float = 5.0, flush_rows: int = 50,
+    def __init__(self, store: Store, health: Health, flush_seconds: float = 5.0, flush_rows: int = 50,
                  max_pending: int = 5000, model_lock: threading.Lock | None = None) -> None:
         super().__init__(name="evidence-writer", daemon=True)
         self.store = store

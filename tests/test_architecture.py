@@ -273,3 +273,47 @@ def test_one_retry_loop():
                     isinstance(n, ast.Call) and ast.unparse(n.func).endswith("sleep") for n in ast.walk(node)):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not found, f"a copied retry loop (use memory/store/retrying.py): {found}"
+
+
+# ---- what a parameter that receives the store is (issue 42): a typed Store, never Any or nothing
+
+# Parameters by these names hold a Store (or, for embedder and binding, what the store is built from): outside the
+# store package they are annotated with its real type (`Store`, imported under `if TYPE_CHECKING:`), so mypy checks
+# every call made through them. A lambda's parameters cannot be annotated and are left alone.
+STORE_PARAM = re.compile(r"store|\w+_store|embedder|binding")
+
+
+def _untyped_store_params(tree: ast.AST) -> list[tuple[int, str, str]]:
+    """(line, function, parameter) for each store parameter with no annotation or one that names Any."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            a = node.args
+            for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
+                if STORE_PARAM.fullmatch(arg.arg) and (
+                        arg.annotation is None or re.search(r"\bAny\b", ast.unparse(arg.annotation))):
+                    found.append((arg.lineno, node.name, arg.arg))
+    return found
+
+
+def test_every_store_parameter_is_typed():
+    """`def f(store, ...)` or `store: Any` outside memory/store hides every call on the store from mypy."""
+    bad = []
+    for path in _python_files(*PACKAGES):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("memory/store/"):
+            continue
+        bad += [f"{rel}:{line}: {fn}({name})" for line, fn, name in
+                _untyped_store_params(ast.parse(path.read_text(encoding="utf-8")))]
+    assert not bad, ("store parameters with no type or Any (annotate them `Store`, imported under "
+                     "`if TYPE_CHECKING:` from memory.store.core):\n" + "\n".join(bad))
+
+
+def test_the_store_parameter_check_sees_untyped_ones():
+    for source in ("def f(store): ...", "def f(x, store: Any = None): ...", "async def f(*, a_store): ...",
+                   "class C:\n    def __init__(self, store: Any | None): ...", "def f(embedder: Any): ...",
+                   "def f(binding, /): ..."):
+        assert _untyped_store_params(ast.parse(source)), source
+    for source in ("def f(store: Store): ...", "def f(store: Store | None = None): ...", "lambda store: store",
+                   "def f(stores: list): ...", "def f(restore): ...", "def f(embedder: Embedder): ..."):
+        assert not _untyped_store_params(ast.parse(source)), source

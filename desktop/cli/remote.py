@@ -13,6 +13,7 @@ from memory.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
     from memory.config import Config, RemoteBinding
+    from memory.store.core import Store
 
 SECRET_ENV = "MIRADOR_REMOTE_SECRET"
 
@@ -157,7 +158,7 @@ def cmd_add(a) -> int:
                    + f"; credentials are in {where}" + ok + "." + hint)
 
 
-def _health(store, probe: bool) -> list[dict]:
+def _health(store: Store, probe: bool) -> list[dict]:
     rows = store.remotes.health()
     if probe:
         for r in rows:

@@ -23,7 +23,10 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +182,7 @@ def _capture(out: io.StringIO, err: io.StringIO):
 _config_seen: dict[str, Any] = {}
 
 
-def _config_matches(store: Any) -> bool:
+def _config_matches(store: Store) -> bool:
     """True if the service's config is what config.toml says now (what an in-process run would load)."""
     from memory.config import CONFIG_NAME, load_config
 
@@ -194,7 +197,7 @@ def _config_matches(store: Any) -> bool:
     return _config_seen["config"] == store.config
 
 
-def serve_request(store: Any, req: dict) -> tuple[int, dict]:
+def serve_request(store: Store, req: dict) -> tuple[int, dict]:
     """Run one CLI request over the service's store; (HTTP status, answer)."""
     from desktop.cli.common import bound_store, run_command
 
@@ -226,7 +229,7 @@ def serve_request(store: Any, req: dict) -> tuple[int, dict]:
 KEY_LOAN = "data-key"
 
 
-def lend_key(store: Any, req: dict) -> tuple[int, dict]:
+def lend_key(store: Store, req: dict) -> tuple[int, dict]:
     """The service's data key, for another Mirador process of the same data dir that cannot unwrap it itself
     (no OS keyring, no passphrase in its environment: an assistant's stdio MCP server, a hook). Whoever can
     read the endpoint file's secret is this data dir's owner, who can unlock it anyway: the loan spares them

@@ -24,7 +24,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +121,7 @@ def remove_endpoint(home: Path, secret: str) -> None:
 class LocalEndpoint:
     """An HTTP listener on 127.0.0.1 (port chosen by the system) answering ROUTE for one store."""
 
-    def __init__(self, store: Any, handler: Handler, home: Path | None = None) -> None:
+    def __init__(self, store: Store, handler: Handler, home: Path | None = None) -> None:
         self.store = store
         self.handler = handler
         import secrets
@@ -154,7 +157,7 @@ class LocalEndpoint:
             self._server = None
 
 
-def start_endpoint(store: Any, home: Path | None = None) -> LocalEndpoint | None:
+def start_endpoint(store: Store, home: Path | None = None) -> LocalEndpoint | None:
     """Start the CLI endpoint for a service's store; None (the CLI then works in-process) if it cannot."""
     if _handler is None:
         return None

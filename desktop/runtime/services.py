@@ -52,7 +52,7 @@ def open_capture(store: Store, sources: tuple[bool, bool] | None = None) -> Capt
 class Services:
     """What runs beside the GUI in the one process. No Qt here: built and stopped in workers."""
 
-    store: Any
+    store: Store
     capture: Any = None  # a desktop.runtime.ports.CaptureControl
     scheduler: Any = None
     mcp: Any = None

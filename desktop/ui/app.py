@@ -26,6 +26,7 @@ from desktop.runtime.services import Services
 
 if TYPE_CHECKING:
     from desktop.ui.store_watch import LiveViews, StoreWatch
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class MiradorShell(QObject):
             self.open("browser")
         self.started.emit(services)
 
-    def _watch_store(self, store) -> None:
+    def _watch_store(self, store: Store) -> None:
         """Live windows: one probe of the store's table versions per second (any process's writes) tells
         the tray and the open windows to re-read what they show."""
         from desktop.ui.store_watch import LiveViews, StoreWatch

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QItemSelectionModel, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
@@ -60,6 +61,9 @@ from desktop.ui.workers import Jobs
 from memory.errors import InputError
 from memory.types import EVIDENCE_SOURCES, MemoryType
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 log = logging.getLogger(__name__)
 
 MODES = ("Memories", "Captured (evidence)")  # the two lists the search runs over
@@ -99,7 +103,7 @@ class MemoryBrowser(QMainWindow):
 
     changed = Signal()  # something was edited or deleted (the tray refreshes its count)
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.setWindowTitle("Mirador — Memories")

@@ -7,12 +7,15 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import utcnow
 from memory.store.rows import kind_of, public_evidence, public_memory, public_vault
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 SEARCH_LIMIT = 200
 
@@ -103,7 +106,7 @@ def newest_first(table, time_col: str) -> tuple[list[str], Any]:
     return table["id"].take(order).to_pylist(), table[time_col].take(order)
 
 
-def _evidence_ids(store, f: MemoryFilter) -> list[str] | None:
+def _evidence_ids(store: Store, f: MemoryFilter) -> list[str] | None:
     if not (f.sources or f.apps):
         return None
     where = store.where("evidence", sources=f.sources, apps=f.apps)
@@ -121,7 +124,7 @@ def _with_vault(f: MemoryFilter) -> bool:
             and not (f.sources or f.apps))
 
 
-def memory_keys(store, f: MemoryFilter) -> KeyList:
+def memory_keys(store: Store, f: MemoryFilter) -> KeyList:
     """Ids matching the filter (memories and vault labels), newest first (search: best first), rows not loaded."""
     ev_ids = _evidence_ids(store, f)
     if ev_ids is not None and not ev_ids:
@@ -175,7 +178,7 @@ def rows_to_refetch(keys: KeyList, window: list[str], loaded: dict[str, dict], k
     return out
 
 
-def _judged(store, query: str, hits: list) -> tuple[list, dict]:
+def _judged(store: Store, query: str, hits: list) -> tuple[list, dict]:
     """The hits about the query (the floor MCP memory_search applies) and each one's relevance."""
     from memory.retrieval.relevance import judge
 
@@ -230,7 +233,7 @@ def query_stems(text: str) -> list[str]:
     return sorted(stems(text or ""))
 
 
-def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
+def evidence_search_keys(store: Store, f: MemoryFilter) -> KeyList:
     """Captured evidence (screens, transcripts, notes) matching the filter's text, best first, or every row
     the filter allows, newest first. Hits about nothing the query names are left out, as for memories."""
     if f.text.strip():
@@ -247,7 +250,7 @@ def evidence_search_keys(store, f: MemoryFilter) -> KeyList:
                                 "captured_at")[0])
 
 
-def fetch_rows(store, kind: str, ids: list[str]) -> list[dict]:
+def fetch_rows(store: Store, kind: str, ids: list[str]) -> list[dict]:
     """Public rows for these ids in the given order (missing ids, e.g. just forgotten, are skipped).
 
     kind "memory" also serves vault ids (vlt_…), as vault_view rows without their values.
@@ -274,7 +277,7 @@ def _stamped(row: dict, raw: dict, table: str) -> dict:
     return row
 
 
-def resolve_frame(store, path: str | None) -> Path | None:
+def resolve_frame(store: Store, path: str | None) -> Path | None:
     """The frame file on disk for an evidence row, if it still exists."""
     if not path:
         return None
@@ -284,7 +287,7 @@ def resolve_frame(store, path: str | None) -> Path | None:
     return p if p.is_file() else None
 
 
-def memory_detail(store, memory_id: str) -> dict:
+def memory_detail(store: Store, memory_id: str) -> dict:
     """One memory with its provenance evidence rows (each with the resolved frame path)."""
     row = store.get(memory_id)
     if row.get("type") == "vault":
@@ -297,7 +300,7 @@ def memory_detail(store, memory_id: str) -> dict:
     return row
 
 
-def pending_count(store) -> int:
+def pending_count(store: Store) -> int:
     """What waits for the person: candidate memories plus open dream proposals."""
     n = store.count("memory", F.equals("status", "candidate"))  # a shared scope's candidates too
     if store.has_table(T.PROPOSALS):  # the table arrives with the dream migration
@@ -305,7 +308,7 @@ def pending_count(store) -> int:
     return n
 
 
-def evidence_keys(store, *, day: datetime | None = None, app: str | None = None, scopes=None) -> KeyList:
+def evidence_keys(store: Store, *, day: datetime | None = None, app: str | None = None, scopes=None) -> KeyList:
     """Evidence ids this device captured on one local day (naive UTC bounds given) and/or app, newest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
     where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
@@ -314,7 +317,7 @@ def evidence_keys(store, *, day: datetime | None = None, app: str | None = None,
                                 "captured_at")[0])
 
 
-def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
+def evidence_groups(store: Store, scopes=None) -> list[tuple[str, str, int]]:
     """(local day 'YYYY-MM-DD', app, count) for all the evidence this device captured, newest day first."""
     t = store.scan("evidence", None, ["captured_at", "app"], scopes=scopes, local=True)
     counts: dict[tuple[str, str], int] = {}
@@ -325,7 +328,7 @@ def evidence_groups(store, scopes=None) -> list[tuple[str, str, int]]:
     return sorted(((d, a, n) for (d, a), n in counts.items()), key=lambda x: (x[0], x[2]), reverse=True)
 
 
-def known_scopes(store) -> list[str]:
+def known_scopes(store: Store) -> list[str]:
     """Every scope something is stored in (kept counts, no scan), the default scope and the scope rules' scopes."""
     found: set[str] = set()
     for kind in ("memory", "evidence", "vault"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QImage, QPixmap
@@ -28,13 +28,16 @@ from desktop.ui.browser_data import (
 from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import local_time
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 THUMB = 460  # wide enough to read a captured window's text in the pane; click to see it whole
 TECH_FIELDS = ["id", "type", "status", "scope", "confidence", "salience", "origin", "user_edited", "pinned",
                "created_at", "updated_at", "valid_from", "valid_to", "supersedes", "superseded_by", "fingerprint"]
 MUTED = "color:#666"
 
 
-def load_detail(store, row_id: str) -> dict:
+def load_detail(store: Store, row_id: str) -> dict:
     """Worker: a memory with its evidence rows (or one captured row) and a readable image per frame."""
     from memory.store.rows import kind_of
 
@@ -50,7 +53,7 @@ def load_detail(store, row_id: str) -> dict:
     return row
 
 
-def load_evidence_detail(store, evidence_id: str) -> dict:
+def load_evidence_detail(store: Store, evidence_id: str) -> dict:
     """Worker: one captured row, its frame image, and the memories drawn from it."""
     row = dict(store.get(evidence_id))
     frame = resolve_frame(store, row.get("frame_path"))
@@ -61,7 +64,7 @@ def load_evidence_detail(store, evidence_id: str) -> dict:
     return row
 
 
-def _thumb(store, path: str | None) -> QImage | None:
+def _thumb(store: Store, path: str | None) -> QImage | None:
     img = frame_image(store, path)
     if img is None:
         return None
@@ -285,7 +288,7 @@ def _relations(edges: list[dict], removable: bool) -> list[str]:
     return h
 
 
-def remove_and_reload(store, edge_id: str, memory_id: str) -> dict:
+def remove_and_reload(store: Store, edge_id: str, memory_id: str) -> dict:
     """Worker: remove one relation (as the person), then load the memory's detail again."""
     from memory.graph.relations import remove_relation
 
@@ -318,7 +321,7 @@ class DetailView(QTextBrowser):
     value_hidden = Signal()  # a revealed vault value was hidden again (REVEAL_SECONDS passed)
     REVEAL_SECONDS = 30  # a revealed secret does not stay on screen for whoever passes by later
 
-    def __init__(self, parent=None, jobs=None, store=None) -> None:
+    def __init__(self, parent=None, jobs=None, store: Store | None = None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.setOpenLinks(False)
@@ -368,7 +371,7 @@ class DetailView(QTextBrowser):
 
     def open_frame(self, evidence_id: str) -> FrameViewer | None:
         """Show a captured frame of the card at full size."""
-        if self.row is None:
+        if self.row is None or self.store is None:  # a card without a store has no frames to read
             return None
         rows = [self.row] if self.row.get("id") == evidence_id else (self.row.get("_evidence") or [])
         e = next((r for r in rows if r.get("id") == evidence_id and r.get("_frame")), None)

@@ -101,7 +101,7 @@ class LazyRowModel(QAbstractTableModel):
     page_loaded = Signal(int)  # rows loaded so far
     refreshed = Signal(bool)  # a refresh() is in: True when the list changed (the model was reset)
 
-    def __init__(self, jobs: Jobs, store, fetch: Callable = fetch_rows, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, fetch: Callable = fetch_rows, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store, self._fetch = jobs, store, fetch
         self._ids: list[str] = []
@@ -340,6 +340,7 @@ class MemoryTableModel(LazyRowModel):
 # _Marked is mixed into LazyRowModel subclasses: the type checker reads it as one, Python as a plain mixin
 # (a second QAbstractTableModel base would make Qt's layout of the class ambiguous).
 if TYPE_CHECKING:
+    from memory.store.core import Store
     _MarkedBase = LazyRowModel
 else:
     _MarkedBase = object

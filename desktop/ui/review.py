@@ -76,7 +76,7 @@ class ReviewQueue(QMainWindow):
 
     changed = Signal()
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.setWindowTitle("Mirador — Review")

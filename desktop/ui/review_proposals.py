@@ -6,6 +6,8 @@ They are few, so the model loads them all at once (in a worker) instead of pagin
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QAbstractTableModel, QItemSelectionModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
@@ -16,11 +18,14 @@ from desktop.ui.qt_models import ROW_ROLE, Column, local_time
 from desktop.ui.qt_typed import proxy_of
 from desktop.ui.workers import Jobs
 
+if TYPE_CHECKING:
+    from memory.store.core import Store
+
 KIND_LABEL = {"merge": "Merge duplicate", "supersede": "Newer version", "archive": "Archive stale candidate",
               "conflict": "Edited at the same time"}  # a shared memory two people edited at once
 
 
-def load_proposals(store) -> list[dict]:
+def load_proposals(store: Store) -> list[dict]:
     """Open dream proposals, newest first, each with its target's and other's titles (worker)."""
     from memory.consolidation.dream import list_proposals
     from memory.store.rows import iso
@@ -37,7 +42,7 @@ def load_proposals(store) -> list[dict]:
     return out
 
 
-def review_pending(store) -> int:
+def review_pending(store: Store) -> int:
     """What waits in Review, counted as the Review window counts it (the tray shows this number): candidate
     memories plus open proposals whose memory still exists (one erased since has nothing left to decide)."""
     from memory.store import filters as F
@@ -54,7 +59,7 @@ def review_pending(store) -> int:
     return n + sum(1 for p in props if p["target_id"] in alive)
 
 
-def decide(store, ids: list[str], accept: bool) -> list[str]:
+def decide(store: Store, ids: list[str], accept: bool) -> list[str]:
     """Accept or dismiss proposals as the person (worker)."""
     from memory.consolidation.dream import decide_proposal
 
@@ -116,7 +121,7 @@ class ProposalsPanel(QWidget):
     changed = Signal()
     counted = Signal(int)
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.model = ProposalModel(self)

@@ -4,7 +4,7 @@ removed with `mirador remote` (credentials go to the OS keyring, which a setting
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -19,6 +19,9 @@ from PySide6.QtWidgets import (
 )
 
 from desktop.ui.workers import Jobs
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 NOTHING_SHARED = ("Nothing is shared: every memory stays on this computer. To share a scope with your other "
                   "devices or your team, bind it to a shared store with <code>mirador remote add</code> "
@@ -50,7 +53,7 @@ def intro_text(health: list[dict[str, Any]]) -> str:
 class SharingPanel(QWidget):
     """Bindings and their health; "Check now" asks every store, "Send now" drains the outbox."""
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.intro = QLabel(wordWrap=True)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from desktop.ui.workers import Jobs
 from memory.store import tables as T
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +27,12 @@ WATCHED = (T.MEMORIES, T.EVIDENCE, T.VAULT, T.PROPOSALS)
 INTERVAL_MS = 1000  # a change shows within two ticks of the probe plus one refresh: under 2 s
 
 
-def table_versions(store, names=WATCHED) -> dict[str, int]:  # worker thread
+def table_versions(store: Store, names=WATCHED) -> dict[str, int]:  # worker thread
     """Each watched table's latest committed version (0 for a table the store does not have yet)."""
     return {name: store.version(name) if store.has_table(name) else 0 for name in names}
 
 
-def _probe(store) -> dict[str, int] | None:  # worker thread
+def _probe(store: Store) -> dict[str, int] | None:  # worker thread
     # A failed probe (a table being rewritten by a purge this instant) is no news for the person: the
     # next one answers. Returning None keeps it out of Jobs.error, which every window shows.
     try:
@@ -45,7 +48,7 @@ class StoreWatch(QObject):
     store_changed = Signal(object)
     probed = Signal()  # every answered probe, changed or not (views retry a refresh they had to put off)
 
-    def __init__(self, jobs: Jobs, store, interval_ms: int = INTERVAL_MS, parent: QObject | None = None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, interval_ms: int = INTERVAL_MS, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.versions: dict[str, int] | None = None

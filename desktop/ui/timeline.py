@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
@@ -49,6 +50,9 @@ from desktop.ui.timeline_model import DayFramesModel, DayIndex, day_index, query
 from desktop.ui.timeline_preview import FramePreview
 from desktop.ui.timeline_strip import ThumbStrip
 from desktop.ui.workers import Jobs
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 DAY_ROLE = Qt.ItemDataRole.UserRole + 10
 APP_ROLE = Qt.ItemDataRole.UserRole + 11
@@ -101,7 +105,7 @@ class EvidenceTimeline(QMainWindow):
     changed = Signal()
     current_changed = Signal(int)  # the line (frame) now selected
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.setWindowTitle("Mirador — Evidence timeline")

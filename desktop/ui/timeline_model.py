@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,6 +26,9 @@ from desktop.ui.frame_image import frame_image
 from desktop.ui.qt_models import ID_ROLE, ROW_ROLE, Column, _one_line
 from desktop.ui.workers import Jobs
 from memory.store.rows import iso
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +91,7 @@ def _pick(col: list[_T], keep: list[int]) -> list[_T]:
     return [col[n] for n in keep]
 
 
-def day_index(store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
+def day_index(store: Store, *, day: datetime | None = None, app: str | None = None) -> DayIndex:  # worker thread
     """Every evidence line of one local day (naive UTC bounds given) and/or app, oldest first."""
     since, until = (day, day + timedelta(days=1)) if day else (None, None)
     where = store.where("evidence", apps=[app] if app else None, since=since, until=until)
@@ -106,7 +109,7 @@ def day_index(store, *, day: datetime | None = None, app: str | None = None) -> 
                     t["frame_path"].to_pylist(), t["text"].combine_chunks())
 
 
-def search_day(store, ids: list[str], query: str) -> list[str]:  # worker thread
+def search_day(store: Store, ids: list[str], query: str) -> list[str]:  # worker thread
     """The ids (of those given, in their order) whose captured text holds every word of the query."""
     words = query_words(query)
     if not words or not ids:
@@ -262,7 +265,7 @@ class ThumbCache(QObject):
     LIMIT = 3000
     ready = Signal(str)
 
-    def __init__(self, store, parent=None) -> None:
+    def __init__(self, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.store = store
         self.loader = LatestFirst(self._decode, self._decoded, self, batch_s=0.03)
@@ -343,7 +346,7 @@ class DayFramesModel(QAbstractTableModel):
     reloaded = Signal(int)
     refreshed = Signal(bool)  # a refresh() is in: True when the list changed (the model was reset)
 
-    def __init__(self, jobs: Jobs, store, parent=None) -> None:
+    def __init__(self, jobs: Jobs, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.jobs, self.store = jobs, store
         self.index_ = DayIndex()

@@ -79,7 +79,7 @@ class FramePreview(QWidget):
 
     shown = Signal(str)  # the id now on screen, header, frame and text (tests and the bench wait on it)
 
-    def __init__(self, store, parent=None) -> None:
+    def __init__(self, store: Store, parent=None) -> None:
         super().__init__(parent)
         self.store = store
         self.loader = LatestFirst(partial(load_frame, store), self._loaded, self, limit=6)

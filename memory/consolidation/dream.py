@@ -27,7 +27,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 from memory.consolidation.rules import find_commands
 from memory.consolidation.write_policy import (
@@ -46,6 +46,9 @@ from memory.store.audit import audit_row, utcnow
 from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint
 from memory.store.rows import parse_time
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +119,12 @@ def _spec(step: Step) -> dict:
     return step.spec
 
 
-def state_path(store) -> Path:
+def state_path(store: Store) -> Path:
     """Where the checkpoint lives."""
     return Path(store.home) / STATE_FILE
 
 
-def load_checkpoint(store, key: str = "checkpoint") -> datetime | None:
+def load_checkpoint(store: Store, key: str = "checkpoint") -> datetime | None:
     """End of the last completed pass (naive UTC), None before the first. key="decayed_to": the end of
     the last interval whose decay was applied (a stopped pass gets that far)."""
     p = state_path(store)
@@ -134,7 +137,7 @@ def load_checkpoint(store, key: str = "checkpoint") -> datetime | None:
         return None
 
 
-def _save_checkpoint(store, until: datetime | None, plan: DreamPlan, decayed_to: datetime | None = None) -> None:
+def _save_checkpoint(store: Store, until: datetime | None, plan: DreamPlan, decayed_to: datetime | None = None) -> None:
     # Atomic: a crash never leaves half a checkpoint.
     write_atomic(state_path(store), json.dumps({"checkpoint": _iso_us(until), "decayed_to": _iso_us(decayed_to or until),
                                                 "last_counts": plan.counts()}, indent=1))
@@ -149,12 +152,12 @@ def _check(stop) -> None:
         raise _Stopped
 
 
-def set_checkpoint(store, when: datetime) -> None:
+def set_checkpoint(store: Store, when: datetime) -> None:
     """Declare everything changed up to `when` consolidated (e.g. after an import or a benchmark build)."""
     _save_checkpoint(store, when, DreamPlan(since=None, until=_iso_us(when), changed=0, dry_run=False))
 
 
-def _changed(store, since: datetime | None, until: datetime) -> list[dict]:
+def _changed(store: Store, since: datetime | None, until: datetime) -> list[dict]:
     # A shared scope's memories too: their duplicates and stale facts are proposed here as for local ones.
     where = F.and_(F.one_of("status", VISIBLE), F.at_or_before("updated_at", until),
                    F.after("updated_at", since) if since else None)
@@ -173,7 +176,7 @@ def _survivor(a: dict, b: dict) -> tuple[dict, dict]:
 _BATCH = 256  # changed rows whose neighbours one LanceDB query looks up
 
 
-def _near(store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict[str, list[dict]]:
+def _near(store: Store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict[str, list[dict]]:
     """Each row's k nearest visible memories of its type (or of `mtype`) in its scope, by row id.
 
     Batched per type and scope: after an import thousands of rows have changed, and one LanceDB query
@@ -192,7 +195,7 @@ def _near(store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict
     return out
 
 
-def _plan_pairs(store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
+def _plan_pairs(store: Store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
     """Merges (near-duplicates) and supersessions (same subject, different value) around changed rows."""
     steps, seen = [], set()
     near = _near(store, changed, None, cfg.neighbours, stop)
@@ -224,7 +227,7 @@ def _plan_pairs(store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
     return steps
 
 
-def _plan_crystallise(store, changed: list[dict], cfg, stop=None) -> list[Step]:
+def _plan_crystallise(store: Store, changed: list[dict], cfg, stop=None) -> list[Step]:
     """Candidates for patterns that repeat across episodic memories."""
     steps: list[Step] = []
     used: set[str] = set()
@@ -256,7 +259,7 @@ def _plan_crystallise(store, changed: list[dict], cfg, stop=None) -> list[Step]:
     return _drop_forbidden(store, steps)
 
 
-def _drop_forbidden(store, steps: list[Step]) -> list[Step]:
+def _drop_forbidden(store: Store, steps: list[Step]) -> list[Step]:
     # Never recreate what the person deleted: by fingerprint, or from evidence whose derivation they deleted.
     if not steps:
         return steps
@@ -273,7 +276,7 @@ def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta)
     return F.and_(F.at_or_before(col, until - age), F.after(col, since - age) if since else None)
 
 
-def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+def _plan_decay(store: Store, since: datetime | None, until: datetime, cfg) -> list[Step]:
     """Halve salience once per half-life of age (per type); pinned memories keep theirs."""
     steps = []
     for mtype in _TYPES:
@@ -292,7 +295,7 @@ def _plan_decay(store, since: datetime | None, until: datetime, cfg) -> list[Ste
     return steps
 
 
-def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+def _plan_archive(store: Store, since: datetime | None, until: datetime, cfg) -> list[Step]:
     """Unreviewed candidates past the retention limit: propose archiving (rejecting) them."""
     where = F.and_(F.equals("status", "candidate"), F.equals("pinned", False), F.equals("user_edited", False),
                    _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
@@ -300,7 +303,7 @@ def _plan_archive(store, since: datetime | None, until: datetime, cfg) -> list[S
             for r in store.rows("memory", where, ["id", "scope"])]
 
 
-def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
+def _open_proposal_keys(store: Store, steps: list[Step]) -> set[tuple]:
     targets = sorted({s.target_id for s in steps if s.action == "propose" and s.target_id is not None})
     if not targets:
         return set()
@@ -308,7 +311,7 @@ def _open_proposal_keys(store, steps: list[Step]) -> set[tuple]:
             for r in store.rows(T.PROPOSALS, F.id_in(targets, "target_id"), ["kind", "target_id", "other_id"])}
 
 
-def plan_dream(store, now: datetime | None = None, stop=None) -> DreamPlan:
+def plan_dream(store: Store, now: datetime | None = None, stop=None) -> DreamPlan:
     """Build the plan for the next pass (reads only). Decay steps come first (see the module doc)."""
     cfg, xcfg = store.config.dream, store.config.extraction
     since, until = load_checkpoint(store), now or utcnow()
@@ -324,7 +327,7 @@ def plan_dream(store, now: datetime | None = None, stop=None) -> DreamPlan:
     return plan
 
 
-def run_dream(store, dry_run: bool = False, now: datetime | None = None, stop=None) -> DreamPlan:
+def run_dream(store: Store, dry_run: bool = False, now: datetime | None = None, stop=None) -> DreamPlan:
     """Plan a pass and, unless dry_run, apply what is safe and file the rest as proposals.
 
     stop: a threading.Event; once set, the pass ends before its next step (never inside the decay
@@ -359,7 +362,7 @@ def run_dream(store, dry_run: bool = False, now: datetime | None = None, stop=No
     return plan
 
 
-def apply_steps(store, steps: list[Step]) -> tuple[int, int]:
+def apply_steps(store: Store, steps: list[Step]) -> tuple[int, int]:
     """Apply planned steps outside a pass, e.g. one client's scope over MCP: (applied, proposed).
 
     The checkpoint is left alone, so the next full pass still covers every scope; it finds these steps
@@ -371,7 +374,7 @@ def apply_steps(store, steps: list[Step]) -> tuple[int, int]:
     return done.count("apply"), done.count("propose")
 
 
-def _apply_one(store, step: Step) -> str | None:
+def _apply_one(store: Store, step: Step) -> str | None:
     """Apply one planned step: "apply" or "propose" as it was done, None if it no longer fits the store."""
     try:
         _APPLY[step.kind](store, step)
@@ -381,17 +384,18 @@ def _apply_one(store, step: Step) -> str | None:
     return "apply" if step.action == "apply" else "propose"
 
 
-def _apply_provenance(store, step: Step) -> None:
+def _apply_provenance(store: Store, step: Step) -> None:
+    assert step.target_id is not None  # a provenance step names the memory that keeps the evidence (_plan_pairs)
     store.update_memory(step.target_id, actor=ACTOR, provenance_add=step.ids)
 
 
-def _apply_decay(store, step: Step) -> None:
+def _apply_decay(store: Store, step: Step) -> None:
     store.decay_salience(step.ids)
     store.write_audit([audit_row(ACTOR, "decay", "memory", step.ids[0] if len(step.ids) == 1 else f"batch:{len(step.ids)}",
                             step.scope, after={"ids": step.ids, "salience": "x0.5", "reason": step.reason})])
 
 
-def _apply_crystallise(store, step: Step) -> None:
+def _apply_crystallise(store: Store, step: Step) -> None:
     s = _spec(step)
     spec = MemorySpec(text=s["text"], type=s["type"], scope=step.scope, details=s["details"], status="candidate",
                       confidence=0.5, provenance=s["provenance"], origin="dream:crystallise")
@@ -399,7 +403,7 @@ def _apply_crystallise(store, step: Step) -> None:
     record_derivations(store, [(row["id"], e, row["type"]) for e in row["provenance"]], ACTOR)
 
 
-def _apply_proposal(store, step: Step) -> None:
+def _apply_proposal(store: Store, step: Step) -> None:
     assert step.target_id is not None  # a proposal is about one memory (_plan_pairs, _plan_archive)
     row = {"id": "prp_" + uuid.uuid4().hex[:24], "kind": step.kind, "target_id": step.target_id,
            "other_id": step.other_id, "scope": step.scope, "reason": step.reason, "status": "open",
@@ -413,14 +417,14 @@ _APPLY = {"provenance": _apply_provenance, "decay": _apply_decay, "crystallise":
           "merge": _apply_proposal, "supersede": _apply_proposal, "archive": _apply_proposal}
 
 
-def list_proposals(store, status: str | None = "open", scopes=None) -> list[dict]:
+def list_proposals(store: Store, status: str | None = "open", scopes=None) -> list[dict]:
     """Proposals for review, newest first (status None = all)."""
     rows = store.rows(T.PROPOSALS, F.equals("status", status) if status else None,
                       [f.name for f in T.proposals_schema()], scopes=scopes)
     return sorted(rows, key=lambda r: r["created_at"], reverse=True)
 
 
-def decide_proposal(store, proposal_id: str, accept: bool, actor: str = "person") -> dict:
+def decide_proposal(store: Store, proposal_id: str, accept: bool, actor: str = "person") -> dict:
     """Accept (hide the target: superseded, or rejected for archive; for a conflict, make the person's kept edit
     current again) or dismiss a proposal. People only."""
     from memory.store.audit import ACTORS_AUTOMATED

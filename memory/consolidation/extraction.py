@@ -117,6 +117,7 @@ class Extractor:
 
 
 if TYPE_CHECKING:
+    from memory.store.core import Store
     from models.llm import LLM
 
 _shared: dict[tuple, LLM] = {}
@@ -143,7 +144,7 @@ def shared_llm(config, home: Path):
         return _shared[key]
 
 
-def make_extractor(store, engine: str | None = None, llm=None) -> Extractor:
+def make_extractor(store: Store, engine: str | None = None, llm=None) -> Extractor:
     """The extractor the config asks for (engine auto|statements|llm|rules)."""
     x = store.config.extraction
     engine = engine or x.engine
@@ -158,12 +159,12 @@ def make_extractor(store, engine: str | None = None, llm=None) -> Extractor:
     return Extractor(llm=llm if engine != "rules" else None, engine=engine, max_chars=x.max_chars_per_item)
 
 
-def pending_count(store) -> int:
+def pending_count(store: Store) -> int:
     """Evidence rows not yet extracted."""
     return store.count("evidence", F.is_null("extracted_at"), local=True)
 
 
-def load_evidence(store, all_evidence: bool, limit: int | None, scopes=None) -> list[dict]:
+def load_evidence(store: Store, all_evidence: bool, limit: int | None, scopes=None) -> list[dict]:
     """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null); scopes: only
     rows in these scopes and below (None: every scope)."""
     # This device's capture only (local=True below): another device extracts the evidence it captured, and a
@@ -201,14 +202,14 @@ def batches(rows: list[dict], size: int, window: timedelta) -> list[list[dict]]:
     return out
 
 
-def mark_extracted(store, ids: list[str]) -> None:
+def mark_extracted(store: Store, ids: list[str]) -> None:
     """Set extracted_at on these evidence rows (one update)."""
     if not ids:
         return
     store.mark_extracted(ids, utcnow())
 
 
-def run_extraction(store, *, all_evidence: bool = False, extractor: Extractor | None = None,
+def run_extraction(store: Store, *, all_evidence: bool = False, extractor: Extractor | None = None,
                    limit: int | None = None, scopes=None) -> ExtractionReport:
     """Extract memories from pending evidence (or all of it; scopes: only in these) and return what happened."""
     x = store.config.extraction

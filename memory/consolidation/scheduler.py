@@ -23,10 +23,14 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.store.atomic import write_atomic
 from memory.store.rows import iso, parse_time
 from memory.types import utcnow
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +99,7 @@ class _StopAwareLLM:
             raise
 
 
-def job_extract(store, stopping: threading.Event | None = None) -> str:
+def job_extract(store: Store, stopping: threading.Event | None = None) -> str:
     """Extract pending evidence, only when there is some; one batch at a time, stopping early when asked."""
     from memory.consolidation.extraction import make_extractor, pending_count, run_extraction, shared_llm
 
@@ -118,7 +122,7 @@ def job_extract(store, stopping: threading.Event | None = None) -> str:
     return f"{n} evidence → {created} active, {candidates} candidates, {corroborated} corroborated"
 
 
-def job_dream(store, stopping: threading.Event | None = None) -> str:
+def job_dream(store: Store, stopping: threading.Event | None = None) -> str:
     """One incremental dream pass; at quit it ends between two steps (the next pass does the rest)."""
     from memory.consolidation.dream import run_dream
 
@@ -128,7 +132,7 @@ def job_dream(store, stopping: threading.Event | None = None) -> str:
     return json.dumps(plan.counts())
 
 
-def job_purge(store, stopping: threading.Event | None = None) -> str:
+def job_purge(store: Store, stopping: threading.Event | None = None) -> str:
     """Forget evidence past scheduler.evidence_retention_days (0 = keep), then drop deleted data for good.
 
     At quit it ends between two batches or two tables. A stopped run is not recorded, so the next
@@ -163,13 +167,13 @@ def _unless_stopping(stopping: threading.Event, done: str) -> None:
         raise JobCancelled(f"Mirador is stopping ({done}; the rest at the next start)")
 
 
-def evidence_bytes(store) -> int:
+def evidence_bytes(store: Store) -> int:
     """Bytes the captured evidence takes on disk: its LanceDB table plus frame thumbnails."""
     roots = [store.home / "lancedb" / "evidence.lance", store.home / "frames"]
     return sum(p.stat().st_size for root in roots if root.exists() for p in root.rglob("*") if p.is_file())
 
 
-def enforce_storage_cap(store, max_rounds: int = 20, stop: threading.Event | None = None) -> int:
+def enforce_storage_cap(store: Store, max_rounds: int = 20, stop: threading.Event | None = None) -> int:
     """Forget the oldest evidence, a tenth at a time, until evidence fits scheduler.evidence_storage_cap_mb.
 
     The person sets the cap; memories and vault entries are never touched, only raw evidence
@@ -198,13 +202,13 @@ def enforce_storage_cap(store, max_rounds: int = 20, stop: threading.Event | Non
     return removed
 
 
-def job_optimize(store, stop=None) -> str:
+def job_optimize(store: Store, stop=None) -> str:
     """Compact fragments and refresh indexes; at quit (`stop` set) it ends between two commits."""
     report = store.optimize(stop=stop)
     return f"stopped {report['stopped']}" if "stopped" in report else "optimized"
 
 
-def job_share(store, stop=None) -> str:
+def job_share(store: Store, stop=None) -> str:
     """Send what waits in the outbox to the shared scopes' remote stores (a remote that was down drains
     here once it is back, even when nothing new is written)."""
     remotes = store.remotes
@@ -222,7 +226,7 @@ def job_share(store, stop=None) -> str:
     return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "") + done
 
 
-def job_share_maintain(store, stop=None) -> str:
+def job_share_maintain(store: Store, stop=None) -> str:
     """Update the shared stores' indexes and compact them, on the one device holding each store's
     maintainer lease (so devices sharing a store do not all rebuild its indexes)."""
     remotes = store.remotes
@@ -305,7 +309,7 @@ def end_llm_workers(timeout: float = 5.0) -> int:
 class MiradorScheduler:
     """The running scheduler: apscheduler's BackgroundScheduler plus persisted job state."""
 
-    def __init__(self, store, config=None) -> None:
+    def __init__(self, store: Store, config=None) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.store = store
@@ -419,7 +423,7 @@ class MiradorScheduler:
         return self.idle.is_set()
 
 
-def start_scheduler(store, config=None) -> MiradorScheduler:
+def start_scheduler(store: Store, config=None) -> MiradorScheduler:
     """Start the background jobs for this store; returns the scheduler (call .stop() or stop())."""
     return MiradorScheduler(store, config).start()
 

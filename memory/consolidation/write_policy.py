@@ -22,6 +22,7 @@ import logging
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from memory.store import tables as T
 from memory.store.audit import utcnow
 from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint, normalise
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,7 @@ class WriteReport:
         return dict(Counter(o.action for o in self.outcomes))
 
 
-def blocked_derivations(store, evidence_ids: list[str]) -> set[tuple[str, str]]:
+def blocked_derivations(store: Store, evidence_ids: list[str]) -> set[tuple[str, str]]:
     """(evidence id, type) pairs whose derived memory the person deleted."""
     if not evidence_ids or not store.has_table(T.DERIVATIONS):
         return set()
@@ -74,7 +78,7 @@ def blocked_derivations(store, evidence_ids: list[str]) -> set[tuple[str, str]]:
     return {(r["evidence_id"], r["type"]) for r in rows if r["memory_id"] in dead}
 
 
-def record_derivations(store, pairs: list[tuple[str, str, str]], actor: str) -> None:
+def record_derivations(store: Store, pairs: list[tuple[str, str, str]], actor: str) -> None:
     """Append (memory id, evidence id, type) rows to the ledger."""
     if not pairs:
         return
@@ -83,7 +87,7 @@ def record_derivations(store, pairs: list[tuple[str, str, str]], actor: str) -> 
                                    for m, e, t in pairs])
 
 
-def tombstoned_fps(store, fps: list[str]) -> set[str]:
+def tombstoned_fps(store: Store, fps: list[str]) -> set[str]:
     """Which of these fingerprints belong to something the person deleted (one query)."""
     return store.tombstoned(fingerprints=fps) if fps else set()
 
@@ -105,7 +109,7 @@ def _neighbour_filter(mtype: str, scope: str, statuses) -> F.Where | None:
     return F.and_(F.equals("type", mtype), F.equals("scope", scope), F.one_of("status", statuses))
 
 
-def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
+def neighbours(store: Store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
     """Nearest memories of one type in exactly one scope, with cosine similarity (filter inside the query)."""
     # A shared scope's memories too (Store.nearest): its duplicates are found wherever they live.
     rows = store.nearest("memory", np.asarray(vec, dtype=np.float32), _neighbour_filter(mtype, scope, statuses),
@@ -115,7 +119,7 @@ def neighbours(store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STA
     return rows
 
 
-def neighbours_many(store, vecs, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[list[dict]]:
+def neighbours_many(store: Store, vecs, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[list[dict]]:
     """neighbours() for many vectors at once: one LanceDB query for the batch, the lists in input order.
 
     Why: a dream pass looks up the neighbours of every changed memory; one query per vector pays
@@ -157,7 +161,7 @@ def status_for(draft: Draft, sources: list[str], cfg) -> tuple[str, float]:
 class WritePolicy:
     """Applies the rules above to the drafts of one batch of evidence (all from one scope)."""
 
-    def __init__(self, store, cfg, actor: str = "extractor") -> None:
+    def __init__(self, store: Store, cfg, actor: str = "extractor") -> None:
         self.store, self.cfg, self.actor = store, cfg, actor
 
     def apply(self, drafts: list[Draft], evidence: dict[str, dict], scope: str) -> WriteReport:
@@ -291,7 +295,7 @@ def _memory_of(outcomes: list[Outcome]):
     return resolve
 
 
-def link_outcomes(store, outcomes: list[Outcome], actor: str) -> list[dict]:
+def link_outcomes(store: Store, outcomes: list[Outcome], actor: str) -> list[dict]:
     """Write the edges of a batch: the drafts' own links (cue words, the LLM), UPDATES from a memory to the
     one it superseded, CONTRADICTS from a candidate to the active memory it would change. Never fails a batch."""
     from memory.errors import MiradorError

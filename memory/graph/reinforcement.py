@@ -26,11 +26,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
 from memory.store.rows import iso, kind_of
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +63,7 @@ def effective_salience(base: float, strength: float, cfg) -> float:
     return base + (1.0 - base) * level(strength, cfg)
 
 
-def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
+def usage_rows(store: Store, ids: Iterable[str]) -> dict[str, dict]:
     """Stored usage rows of these memory ids (ids absent from the table are absent here)."""
     ids = sorted(set(ids))
     if not ids:
@@ -69,7 +73,7 @@ def usage_rows(store, ids: Iterable[str]) -> dict[str, dict]:
     return {r["memory_id"]: r for r in rows}
 
 
-def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
+def _usage_snapshot(store: Store, version: int | None = None) -> dict[str, dict]:
     """Every usage row, re-read only when the table's version moves.
 
     Ranking runs inside every memory search; a lookup query there was a sequential LanceDB round
@@ -81,7 +85,7 @@ def _usage_snapshot(store, version: int | None = None) -> dict[str, dict]:
                            lambda: {r["memory_id"]: r for r in store.rows(T.USAGE, None, cols)}, version)
 
 
-def rank_factors(store, ids: Iterable[str], now: datetime | None = None,
+def rank_factors(store: Store, ids: Iterable[str], now: datetime | None = None,
                  version: int | None = None) -> dict[str, float]:
     """Score multipliers 1 + rank_weight * level for memory ids that have been used; others are absent (1)."""
     cfg = store.config.reinforcement
@@ -99,7 +103,7 @@ def rank_factors(store, ids: Iterable[str], now: datetime | None = None,
     return out
 
 
-def boost_scores(store, scores: dict[str, float], now: datetime | None = None,
+def boost_scores(store: Store, scores: dict[str, float], now: datetime | None = None,
                  version: int | None = None) -> dict[str, float]:
     """Memory search scores (id -> score) multiplied by their use factor; unused ids keep theirs.
 
@@ -114,7 +118,7 @@ def boost_scores(store, scores: dict[str, float], now: datetime | None = None,
     return {k: v * factors.get(k, 1.0) for k, v in scores.items()} if factors else scores
 
 
-def _visible(store, ids: list[str], scopes) -> dict[str, dict]:
+def _visible(store: Store, ids: list[str], scopes) -> dict[str, dict]:
     # The scope check runs inside the query (principle 5).
     return store.get_many("memory", ids, ["id", "type", "scope", "salience", "status"], scopes=scopes)
 
@@ -133,7 +137,7 @@ def _split_ids(ids: Iterable[str]) -> tuple[list[str], list[dict]]:
     return wanted, rejected
 
 
-def reinforce(store, ids: Iterable[str], actor: str = "person", scopes=None, now: datetime | None = None,
+def reinforce(store: Store, ids: Iterable[str], actor: str = "person", scopes=None, now: datetime | None = None,
               step: float | None = None, action: str = "reinforce") -> dict:
     """Record one use of each memory visible in `scopes`; ids that are not are reported, never skipped silently.
 
@@ -174,7 +178,7 @@ def reinforce(store, ids: Iterable[str], actor: str = "person", scopes=None, now
     return {"reinforced": out, "not_found": not_found}
 
 
-def note_appearances(store, ids: Iterable[str], actor: str, scopes=None, now: datetime | None = None) -> dict | None:
+def note_appearances(store: Store, ids: Iterable[str], actor: str, scopes=None, now: datetime | None = None) -> dict | None:
     """Count memories shown by a search, recall or hook as used — only if count_search_as_use is on."""
     cfg = store.config.reinforcement
     ids = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i.startswith("mem_")]
@@ -188,7 +192,7 @@ def note_appearances(store, ids: Iterable[str], actor: str, scopes=None, now: da
         return None
 
 
-def usage_of(store, ids: Iterable[str], scopes=None, now: datetime | None = None) -> list[dict]:
+def usage_of(store: Store, ids: Iterable[str], scopes=None, now: datetime | None = None) -> list[dict]:
     """Use count, decayed strength and effective salience of visible memories (unused ones included)."""
     wanted, _ = _split_ids(ids)
     found = _visible(store, wanted, scopes) if wanted else {}
@@ -208,7 +212,7 @@ def usage_of(store, ids: Iterable[str], scopes=None, now: datetime | None = None
     return out
 
 
-def forget_usage(store, ids: Iterable[str]) -> None:
+def forget_usage(store: Store, ids: Iterable[str]) -> None:
     """Drop the usage rows of erased memories (ids only; called when memories are forgotten)."""
     ids = list(ids)
     if not ids or not store.has_table(T.USAGE):

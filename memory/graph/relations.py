@@ -30,12 +30,16 @@ import hashlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from memory.errors import Hint, InputError, NotFoundError
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import audit_row, utcnow
 from memory.store.rows import iso, kind_of
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +90,7 @@ def public_edge(row: dict) -> dict:
     return out
 
 
-def memory_rows(store, ids: Iterable[str], scopes=None, statuses=None, cols=None) -> dict[str, dict]:
+def memory_rows(store: Store, ids: Iterable[str], scopes=None, statuses=None, cols=None) -> dict[str, dict]:
     """Memories by id that are visible in scopes with these statuses (None = candidate+active, [] = all)."""
     ids = sorted(set(ids))
     if not ids:
@@ -101,7 +105,7 @@ def brief(row: dict) -> dict:
             "status": row.get("status"), "text": text if len(text) <= 300 else text[:299].rstrip() + "…"}
 
 
-def edge_rows(store, where: str | None, cols: list[str], limit: int | None, scopes=None,
+def edge_rows(store: Store, where: F.Where | None, cols: list[str], limit: int | None, scopes=None,
               shared_too: bool = True) -> list[dict]:
     """Edges under the filter whose two ends are both in scopes (None: all): the local table's and those of
     every shared store the scopes reach, the same filter inside each query (Store.rows). An edge in both (one
@@ -110,7 +114,7 @@ def edge_rows(store, where: str | None, cols: list[str], limit: int | None, scop
     return store.rows(T.RELATIONS, where, cols, scopes=scopes, limit=limit, local=not shared_too)
 
 
-def export_edges(store, scopes=None) -> list[dict]:
+def export_edges(store: Store, scopes=None) -> list[dict]:
     """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
     rows = edge_rows(store, None, _EDGE_COLS, None, scopes)
     return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
@@ -119,7 +123,7 @@ def export_edges(store, scopes=None) -> list[dict]:
 # ---- writes ---------------------------------------------------------------------------------------
 
 
-def add_relation(store, src: str, relation: str, dst: str, *, actor: str = "person", provenance: Iterable[str] = (),
+def add_relation(store: Store, src: str, relation: str, dst: str, *, actor: str = "person", provenance: Iterable[str] = (),
                  confidence: float = 1.0, origin: str | None = None, scopes=None) -> dict:
     """Add src RELATION dst (both ends must be memories visible in scopes); idempotent per (src, relation, dst)."""
     spec = EdgeSpec(src, relation, dst, list(provenance), confidence, origin)
@@ -139,7 +143,7 @@ def check_edge(s: EdgeSpec) -> None:
         raise InputError(f"confidence must be between 0 and 1, got {s.confidence}")
 
 
-def add_relations(store, specs: list[EdgeSpec], *, actor: str, scopes=None, check_evidence: bool = False) -> list[dict]:
+def add_relations(store: Store, specs: list[EdgeSpec], *, actor: str, scopes=None, check_evidence: bool = False) -> list[dict]:
     """Validate every edge first, then write them in one commit with one audit row each.
 
     Each result is the edge's public row plus `created` (False when it existed: its provenance and
@@ -194,7 +198,7 @@ def _merge(prev: dict | None, s: EdgeSpec, eid: str, ends: dict, actor: str, now
             "created_at": now}
 
 
-def _check_evidence(store, ids: list[str], scopes) -> None:
+def _check_evidence(store: Store, ids: list[str], scopes) -> None:
     ids = sorted(set(ids))
     for i in ids:
         if kind_of(i) != "evidence":
@@ -206,7 +210,7 @@ def _check_evidence(store, ids: list[str], scopes) -> None:
         raise NotFoundError(f"no evidence with id {sorted(set(ids) - found)[0]} in your scopes — nothing was related")
 
 
-def rescope(store, memory_id: str, scope: str) -> None:
+def rescope(store: Store, memory_id: str, scope: str) -> None:
     """Keep the end-scope columns of a memory's edges current when the memory moves to another scope.
 
     Reads filter edges by those columns inside the query: left stale, an edge into a scope the
@@ -238,7 +242,7 @@ def rescope(store, memory_id: str, scope: str) -> None:
     remotes.remove_edges(left)
 
 
-def remove_relation(store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
+def remove_relation(store: Store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
                     dst: str | None = None, actor: str = "person", scopes=None) -> dict:
     """Remove one edge, by its id or by (src, relation, dst); audited. NotFoundError if not visible."""
     if edge is None:
@@ -259,7 +263,7 @@ def remove_relation(store, edge: str | None = None, *, src: str | None = None, r
     return public_edge(rows[0])
 
 
-def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
+def drop_for_memories(store: Store, memory_ids: list[str], actor: str) -> int:
     """Erasure: delete every edge touching these memories and scrub the edge ids from the audit trail.
 
     The local table's edges; a shared scope's edges go with the memory's remote delete
@@ -279,7 +283,7 @@ def drop_for_memories(store, memory_ids: list[str], actor: str) -> int:
     return dropped
 
 
-def _scrub_audit(store, memory_ids: list[str]) -> None:
+def _scrub_audit(store: Store, memory_ids: list[str]) -> None:
     # Relation audit rows (including those of edges removed earlier) name both ends: keep who/when, drop what.
     # before/after are sealed at rest (memory/store/sealer.py), so they are read and matched here, not in SQL.
     ids = {i for i in memory_ids if kind_of(i) == "memory"}
@@ -295,7 +299,7 @@ def _scrub_audit(store, memory_ids: list[str]) -> None:
 # ---- reads ----------------------------------------------------------------------------------------
 
 
-def _anchor(store, id_: str, scopes) -> dict:
+def _anchor(store: Store, id_: str, scopes) -> dict:
     if kind_of(id_) != "memory":
         raise InputError(f"{id_} is not a memory id (mem_…); relations link memories only")
     rows = memory_rows(store, [id_], scopes, statuses=[])
@@ -310,7 +314,7 @@ def _rel_filter(relations) -> F.Where | None:
     return F.one_of("relation", (parse_relation(r) for r in relations))
 
 
-def related(store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
+def related(store: Store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
             statuses=None, limit: int = 100) -> list[dict]:
     """The edges of one memory whose other end is visible (scopes and statuses), newest first.
 
@@ -348,7 +352,7 @@ def _follow(relations: tuple[str, ...], direction: str) -> tuple[list[str], list
     return fwd, back
 
 
-def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] | None = None, depth: int = 3,
+def chain(store: Store, id_: str, direction: str = "causes", relations: Iterable[str] | None = None, depth: int = 3,
           scopes=None, statuses=None) -> dict:
     """Follow causes (why) or consequences (what followed) breadth-first to `depth`, each memory once.
 
@@ -385,7 +389,7 @@ def chain(store, id_: str, direction: str = "causes", relations: Iterable[str] |
             "hops": hops, "truncated": cut}
 
 
-def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
+def _step(store: Store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
     """(from, to, edge) for every edge leaving the frontier in the followed direction."""
     where = F.or_(F.and_(F.touching(frontier, "out"), _rel_filter(fwd)) if fwd else None,
                   F.and_(F.touching(frontier, "in"), _rel_filter(back)) if back else None)
@@ -400,7 +404,7 @@ def _step(store, frontier: list[str], fwd: list[str], back: list[str], scopes) -
     return out
 
 
-def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
+def _evidence(store: Store, ids: list[str], scopes) -> dict[str, dict]:
     ids = sorted(set(ids))
     if not ids:
         return {}
@@ -410,7 +414,7 @@ def _evidence(store, ids: list[str], scopes) -> dict[str, dict]:
                       "text": r["text"] if len(r["text"]) <= 400 else r["text"][:399] + "…"} for r in rows}
 
 
-def _because_sources(store) -> frozenset[str]:
+def _because_sources(store: Store) -> frozenset[str]:
     """Ids with a BECAUSE edge in any scope, re-read only when the relations table's version moves.
 
     Why: recall asks for the reasons of every memory candidate; the query is a LanceDB round trip in
@@ -422,7 +426,7 @@ def _because_sources(store) -> frozenset[str]:
                            lambda: frozenset(r["src"] for r in store.rows(T.RELATIONS, where, ["src"], local=True)))
 
 
-def reasons_for(store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
+def reasons_for(store: Store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
     """Recall: for each memory id, the visible (candidate/active) memories it is BECAUSE of, best edge first."""
     # Most memories explain nothing: ask only about the ids that have a BECAUSE edge at all.
     explained = _because_sources(store) if ids else frozenset()

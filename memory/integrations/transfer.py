@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -19,6 +19,9 @@ from memory.store import tables as T
 from memory.store.core import EvidenceSpec, MemorySpec
 from memory.store.rows import kind_of, parse_time
 from memory.types import MemoryType, parse_type
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 
 class MemoryLine(BaseModel):
@@ -87,7 +90,7 @@ class RelationLine(BaseModel):
     created_at: str | None = None
 
 
-def export_lines(store, *, scopes=None, include_evidence: bool = False, include_secrets: bool = False) -> Iterator[dict]:
+def export_lines(store: Store, *, scopes=None, include_evidence: bool = False, include_secrets: bool = False) -> Iterator[dict]:
     """Every memory and vault entry (and evidence if asked), as dicts ready for JSON."""
     for m in store.list("memory", scopes=scopes, statuses=[], limit=10**9):
         yield {"kind": "memory", **m}
@@ -107,7 +110,7 @@ def export_lines(store, *, scopes=None, include_evidence: bool = False, include_
             yield {"kind": "evidence", **e}
 
 
-def write_export(store, out: IO[str], **kw) -> int:
+def write_export(store: Store, out: IO[str], **kw) -> int:
     """Write the export as JSONL; returns the number of lines."""
     n = 0
     for line in export_lines(store, **kw):
@@ -186,7 +189,7 @@ def _to_memory_spec(m: MemoryLine) -> MemorySpec:
     )
 
 
-def import_jsonl(store, path: Path, actor: str = "import") -> dict:
+def import_jsonl(store: Store, path: Path, actor: str = "import") -> dict:
     """Import a JSONL file. Lines whose id already exists are skipped, so re-import adds nothing."""
     items = _parse(Path(path))
     mem_specs: list[MemorySpec] = []
@@ -232,7 +235,7 @@ def import_jsonl(store, path: Path, actor: str = "import") -> dict:
             "relations_skipped_forgotten": edges_forgotten}
 
 
-def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str]):
+def _edge_specs(store: Store, path: Path, edges: list[RelationLine], in_file: set[str]):
     """The edges to add, checked before anything is written: each end must be a memory of the file or
     of the store. An edge to a forgotten memory is skipped (and counted), never brought back."""
     from memory.graph.relations import EdgeSpec
@@ -254,13 +257,13 @@ def _edge_specs(store, path: Path, edges: list[RelationLine], in_file: set[str])
     return specs, skipped
 
 
-def ids_present(store, source: str, ids: list[str], local: bool = False) -> set[str]:
+def ids_present(store: Store, source: str, ids: list[str], local: bool = False) -> set[str]:
     """Which of these ids a kind (this device's and the shared scopes') or side table holds: `id IN (...)`
     queries of 500, never a scan of the table. local: this device's rows only."""
     return set(store.get_many(source, ids, ["id"], local=local))
 
 
-def _existing_ids(store, ids: list[str]) -> set[str]:
+def _existing_ids(store: Store, ids: list[str]) -> set[str]:
     out: set[str] = set()
     for kind in ("memory", "evidence", "vault"):
         # This device's rows, as the import writes here (a shared scope's memory is read from its bucket too).
@@ -268,6 +271,6 @@ def _existing_ids(store, ids: list[str]) -> set[str]:
     return out
 
 
-def _forgotten_ids(store, ids: list[str]) -> set[str]:
+def _forgotten_ids(store: Store, ids: list[str]) -> set[str]:
     # An export made before a delete must not bring the deleted rows back (principle 3).
     return ids_present(store, T.TOMBSTONES, ids)

@@ -9,13 +9,16 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.retrieval.query import QueryPlan, analyze
 from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.reads import fetch_rows
 from memory.store.rowcache import COLUMNS
+
+if TYPE_CHECKING:
+    from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ DEFAULT = RankConfig()
 _FTS_COLUMN: dict[str, str] = {}
 
 
-def _fts_column(store) -> str:
+def _fts_column(store: Store) -> str:
     # Cached: a table's schema is a round trip to the manifest, and the column only appears by migration.
     col = _FTS_COLUMN.get(T.EVIDENCE)
     if col is None:
@@ -66,7 +69,7 @@ def _fts_column(store) -> str:
 _RANK_COLS = list(COLUMNS["evidence"])
 
 
-def _lists(store, plan: QueryPlan, where: str | None, cfg: RankConfig, scopes=None):
+def _lists(store: Store, plan: QueryPlan, where: F.Where | None, cfg: RankConfig, scopes=None):
     """Ranked (id, similarity) lists with their weights, plus the ranking columns of every row seen.
 
     Evidence other devices share (a binding with evidence = true; memory/store/remote_evidence.py) joins
@@ -175,12 +178,12 @@ def _in_window(row: dict, plan: QueryPlan, cfg: RankConfig) -> bool:
     return t is not None and any(w.start - cfg.window_slack <= t < w.end + cfg.window_slack for w in plan.windows)
 
 
-def _plan(store, query: str, now: datetime, cfg: RankConfig) -> QueryPlan:
+def _plan(store: Store, query: str, now: datetime, cfg: RankConfig) -> QueryPlan:
     return analyze(query, now, rewrite=cfg.rewrite,
                    speakers=store.speaker_names() if cfg.rewrite else frozenset())
 
 
-def embedded_text(store, query: str, now: datetime, cfg: RankConfig | None = None) -> str:
+def embedded_text(store: Store, query: str, now: datetime, cfg: RankConfig | None = None) -> str:
     """The text an evidence search embeds for query: the question, without a known speaker's name."""
     return _plan(store, query, now, cfg or DEFAULT).vec
 
@@ -197,7 +200,7 @@ class FirstStage:
     scopes: Any = None  # the caller's scopes: which shared stores fetch_head asks for rows only they hold
 
 
-def first_stage(store, query: str, where: str | None, now: datetime, cfg: RankConfig, scopes=None) -> FirstStage:
+def first_stage(store: Store, query: str, where: F.Where | None, now: datetime, cfg: RankConfig, scopes=None) -> FirstStage:
     """Candidates from every list, fused, credited by their neighbours, boosted; best first."""
     plan = _plan(store, query, now, cfg)
     lists, rows = _lists(store, plan, where, cfg, scopes)
@@ -234,7 +237,7 @@ def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cf
                            lambda r: _speaker_named(r, plan.names), lambda r: _in_window(r, plan, cfg))
 
 
-def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: int,
+def rank_evidence(store: Store, query: str, where: F.Where | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None,
                   scopes=None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`. scopes: the caller's (which shared stores to ask)."""
@@ -271,7 +274,7 @@ def rank_evidence(store, query: str, where: str | None, cols: list[str], limit: 
     return [(id_, s, _without(full[id_], extra)) for id_, s, _ in head[:limit]]
 
 
-def fetch_head(store, stage, n: int, where: str | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
+def fetch_head(store: Store, stage, n: int, where: F.Where | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
     """The first stage's top n that still match `where`, and their rows holding `cols` (by id)."""
     head = stage.ranked[:n]
     # A row from a shared store (no local row address) is read there, under the same filter.
@@ -290,7 +293,7 @@ def _without(row: dict, cols: list[str]) -> dict:
     return {k: v for k, v in row.items() if k not in cols} if cols else row
 
 
-def reranker(store, cfg: RankConfig):
+def reranker(store: Store, cfg: RankConfig):
     """The second stage's model, or None when it is switched off (or could not be loaded: logged)."""
     from memory.retrieval import rerank
     m = store.config.models

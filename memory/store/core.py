@@ -90,12 +90,14 @@ OPEN_LOCK = ".store-open.lock"
 
 if TYPE_CHECKING:
     from memory.store.context import StreamKey
+    from memory.store.embedding import Embedder
+    from models.embedder import Embedder as ModelEmbedder
 
 
 class Store(Reads, Writes):
     """Opens (and migrates) the store in a data directory and owns every write to it."""
 
-    def __init__(self, home: Path | None = None, config: Config | None = None, embedder: Any = None) -> None:
+    def __init__(self, home: Path | None = None, config: Config | None = None, embedder: Embedder | None = None) -> None:
         self.home = Path(home) if home else data_dir()
         # LanceDB's Rust writers create files with the process umask: owner-only from here on, and whatever
         # an older version or another program left wider is tightened once (memory/store/permissions.py).
@@ -108,7 +110,7 @@ class Store(Reads, Writes):
         # store, and a reader must see its commits; the per-read version check is a local stat.
         self.db = lancedb.connect(str(self.home / "lancedb"), read_consistency_interval=timedelta(0))
         self._fixed_embedder = embedder is not None
-        self._embedder = embedder if embedder is not None else self._own_embedder()
+        self._embedder: Embedder = embedder if embedder is not None else self._own_embedder()
         self._record_seen, self._record_checked = record_stamp(self.home), time.monotonic()
         # Held by every write (commit): hold it to keep this process's writers out for a while.
         self.write_lock = threading.RLock()
@@ -150,7 +152,7 @@ class Store(Reads, Writes):
     # ---- the embedder ---------------------------------------------------------------------
 
     @property
-    def embedder(self) -> Any:
+    def embedder(self) -> Embedder:
         """The embedder of this store's vectors. It follows embedder.json, so once `mirador reembed`
         (in any process) records another model, queries and writes here use it within RECORD_CHECK_S."""
         if not self._fixed_embedder and time.monotonic() - self._record_checked >= RECORD_CHECK_S:
@@ -161,18 +163,18 @@ class Store(Reads, Writes):
                 self._embedder = self._own_embedder()
         return self._embedder
 
-    def use_embedder(self, emb: Any) -> None:
+    def use_embedder(self, emb: Embedder) -> None:
         """Embed with emb from now on (memory/store/reembed.py, which has just recorded it)."""
         self._embedder, self._record_seen = emb, record_stamp(self.home)
         note_user(emb, self.home)
 
-    def _own_embedder(self) -> Any:
+    def _own_embedder(self) -> Embedder:
         """_recorded_embedder(), noted as a user of the merged copy it loads (if it is one)."""
         emb = self._recorded_embedder()
         note_user(emb, self.home)
         return emb
 
-    def _recorded_embedder(self) -> Any:
+    def _recorded_embedder(self) -> ModelEmbedder:
         """The embedder this store's vectors come from: tuned or as shipped (models.embedder_tuning)
         for a new store, and whatever it was made with ever after (embedder.json), since vectors of
         two models in one table are not comparable. A store from before tuning existed holds rows
@@ -305,9 +307,38 @@ class Store(Reads, Writes):
 
     # ---- memories -------------------------------------------------------------------------
 
-    def add_memory(self, text: str | None, type: str = "semantic", actor: str = "person", **kw: Any) -> dict[str, Any]:
-        """Create one memory (any of the six types) and return its public row."""
-        return self.add_memories([MemorySpec(text=text, type=type, **kw)], actor=actor)[0]
+    def add_memory(
+        self,
+        text: str | None,
+        type: str = "semantic",
+        actor: str = "person",
+        *,
+        scope: str | None = None,
+        title: str | None = None,
+        details: dict[str, Any] | None = None,
+        status: str = "active",
+        confidence: float = 1.0,
+        salience: float = 0.5,
+        provenance: list[str] | None = None,
+        origin: str = "person",
+        pinned: bool = False,
+        user_edited: bool = False,
+        valid_from: datetime | None = None,
+        supersedes: str | None = None,
+        superseded_by: str | None = None,
+        valid_to: datetime | None = None,
+        created_at: datetime | None = None,
+        id: str | None = None,
+        value: str | None = None,
+    ) -> dict[str, Any]:
+        """Create one memory (any of the six types) and return its public row. The keywords are MemorySpec's
+        fields (memory/store/specs.py), with its defaults; value is the secret of a vault entry."""
+        spec = MemorySpec(
+            text=text, type=type, scope=scope, title=title, details=details, status=status, confidence=confidence,
+            salience=salience, provenance=[] if provenance is None else provenance, origin=origin, pinned=pinned,
+            user_edited=user_edited, valid_from=valid_from, supersedes=supersedes, superseded_by=superseded_by,
+            valid_to=valid_to, created_at=created_at, id=id, value=value)
+        return self.add_memories([spec], actor=actor)[0]
 
     def add_memories(self, specs: list[MemorySpec], actor: str = "person") -> list[dict[str, Any]]:
         """Validate every spec first, then write them in one batch with one audit row each."""

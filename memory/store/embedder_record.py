@@ -9,10 +9,15 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory.errors import MiradorError
 from memory.store.atomic import write_atomic
+
+if TYPE_CHECKING:
+    from memory.config import ModelsConfig
+    from memory.store.embedding import Embedder
+    from models.embedder import Embedder as ModelEmbedder
 
 EMBEDDER_RECORD = "embedder.json"  # which embedder this store's vectors come from (Store._own_embedder)
 # How often a Store looks whether embedder.json changed (another process's `mirador reembed`); a stat.
@@ -34,14 +39,14 @@ def embedder_record(home: Path) -> dict[str, Any] | None:
     return made
 
 
-def configured_embedder(models: Any, tuned: bool) -> Any:
+def configured_embedder(models: ModelsConfig, tuned: bool) -> ModelEmbedder:
     """The embedder the settings (a ModelsConfig) name, with the bundled tuning merged in or not."""
     from models import tuning
 
     return _embedder_at(models, models.embedder_dir, tuning.BUNDLED if tuned else None)
 
 
-def earlier_tuning(models: Any, made: dict[str, Any] | None) -> Any:
+def earlier_tuning(models: ModelsConfig, made: dict[str, Any] | None) -> ModelEmbedder | None:
     """The embedder of an earlier release's tuning that the record `made` names, if its merged copy is
     still in the tuning cache; else None.
 
@@ -54,13 +59,13 @@ def earlier_tuning(models: Any, made: dict[str, Any] | None) -> Any:
     return _embedder_at(models, here, None) if here else None
 
 
-def _embedder_at(m: Any, model_dir: Path | None, delta: Path | None) -> Any:
+def _embedder_at(m: ModelsConfig, model_dir: Path | None, delta: Path | None) -> ModelEmbedder:
     from models.embedder import shared_embedder
 
     return shared_embedder(model_dir, m.embedder_batch_size, m.embedder_threads, m.onnx_dir, m.embedder_onnx, delta)
 
 
-def write_embedder_record(home: Path, emb: Any, **extra: Any) -> dict[str, Any]:
+def write_embedder_record(home: Path, emb: Embedder, **extra: Any) -> dict[str, Any]:
     """Record emb as the embedder of the store in home (atomically: a reader never sees half a file)."""
     weights = emb.model_dir.name if emb.tuning else None
     return write_record(home, {"tuned": weights is not None, "weights": weights, "embedder": emb.name, **extra})
@@ -72,7 +77,7 @@ def write_record(home: Path, made: dict[str, Any]) -> dict[str, Any]:
     return made
 
 
-def note_user(emb: Any, home: Path) -> None:
+def note_user(emb: Embedder, home: Path) -> None:
     """A merged copy keeps a list of the data dirs that embed with it (models/tuning.py, release)."""
     from models import tuning
 

@@ -46,7 +46,10 @@ from memory.store.embedder_record import (
 if TYPE_CHECKING:  # the store calls into this module (forget_staged): no import of it at run time
     from lancedb.table import Table
 
+    from memory.config import ModelsConfig
     from memory.store.core import Store
+    from memory.store.embedding import Embedder
+    from models.embedder import Embedder as ModelEmbedder
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +60,12 @@ TABLES = ("memories", "evidence")
 LOCK = "reembed.lock"  # in the data dir; held while a pass runs
 
 
-def target_embedder(models: Any) -> Any:
+def target_embedder(models: ModelsConfig) -> ModelEmbedder:
     """The embedder the settings (a ModelsConfig) choose for a new store."""
     return configured_embedder(models, models.embedder_tuning)
 
 
-def why_reembed(made: dict[str, Any] | None, target: Any) -> str | None:
+def why_reembed(made: dict[str, Any] | None, target: Embedder) -> str | None:
     """Why a store whose embedder.json says `made` should be re-embedded with target; None if not."""
     if not made:
         return None
@@ -116,7 +119,7 @@ def _reembed(store: Store, progress: Callable[[str, int, int], None] | None, bat
                            f"{store.embedder.dim} — export the store, move the data dir aside and import "
                            "into a new one instead")
     before = embedder_record(store.home) or write_embedder_record(store.home, store.embedder)
-    report = {"embedder": emb.name, "memories": 0, "evidence": 0, "skipped": 0, "reused": 0}
+    report: dict[str, Any] = {"embedder": emb.name, "memories": 0, "evidence": 0, "skipped": 0, "reused": 0}
     staging = _staging_for(store, emb, before)
     with bulk_threads(store.config.models.embedder_bulk_threads):  # as an import embeds its batches
         for name in TABLES:
@@ -141,7 +144,7 @@ def _reembed(store: Store, progress: Callable[[str, int, int], None] | None, bat
     return report
 
 
-def _release_earlier(store: Store, made: dict[str, Any], emb: Any) -> int:
+def _release_earlier(store: Store, made: dict[str, Any], emb: Embedder) -> int:
     """Bytes freed by deleting the merged copy this store embedded with before, if no store uses it now."""
     from models import onnx_encoder, tuning
 
@@ -155,7 +158,7 @@ def _without_marks(made: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in made.items() if k not in ("staging", "reembedding")}
 
 
-def _staging_for(store: Store, emb: Any, made: dict[str, Any]) -> Table:
+def _staging_for(store: Store, emb: Embedder, made: dict[str, Any]) -> Table:
     """The side table for vectors of emb: kept from a stopped pass for the same embedder, else new."""
     staged_for = made["embedder"] if made.get("reembedding") else made.get("staging")
     names = set(store.db.table_names())
@@ -190,7 +193,7 @@ def _embedded_texts(name: str, rows: list[dict[str, Any]]) -> list[str]:
     return index_texts(rows)[1] if name == "evidence" else [r["search_text"] for r in rows]
 
 
-def _in(ids: Iterable[str]) -> str:
+def _in(ids: Iterable[str]) -> F.Where:
     return F.id_in(ids)
 
 
@@ -199,7 +202,7 @@ def _staged(store: Store, staging: Table, name: str) -> dict[str, str]:
     return {r["id"]: r["made_from"] for r in rows}
 
 
-def _stage(store: Store, staging: Table, name: str, emb: Any, batch: int, progress: Callable[[str, int, int], None] | None) -> int:
+def _stage(store: Store, staging: Table, name: str, emb: Embedder, batch: int, progress: Callable[[str, int, int], None] | None) -> int:
     """Stage a new vector for every row of table `name` that has none for its current text; returns how
     many already had one."""
     table = getattr(store, name)
@@ -228,7 +231,7 @@ def _stage(store: Store, staging: Table, name: str, emb: Any, batch: int, progre
     return reused
 
 
-def _switch(store: Store, staging: Table, name: str, emb: Any, report: dict[str, Any],
+def _switch(store: Store, staging: Table, name: str, emb: Embedder, report: dict[str, Any],
             progress: Callable[[str, int, int], None] | None) -> None:
     """Replace table `name`'s vectors by the staged ones, then embed now every row with no staged
     vector of its current text: written or edited since it was staged, or during the merge."""
@@ -272,7 +275,7 @@ def forget_staged(store: Store, ids: list[str]) -> bool:
     return True
 
 
-def _reembed_rows(store: Store, table: Table, name: str, ids: list[str], emb: Any) -> tuple[int, int]:
+def _reembed_rows(store: Store, table: Table, name: str, ids: list[str], emb: Embedder) -> tuple[int, int]:
     """(rows re-embedded, rows gone or edited over and over) for one batch of ids: embedded now, merged."""
     key, cols = _key(name)
     vector_type = table.schema.field("vector").type

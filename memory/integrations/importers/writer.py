@@ -21,7 +21,7 @@ from memory.store import tables as T
 from memory.types import MAX_EVIDENCE_CHARS
 
 if TYPE_CHECKING:
-    from memory.store.core import EvidenceSpec
+    from memory.store.core import EvidenceSpec, Store
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ Progress = Callable[[ImportReport, int, int], None]
 
 
 class _Writer:
-    def __init__(self, store, importer: Importer, redactor: Redacts, scope: str, actor: str) -> None:
+    def __init__(self, store: Store, importer: Importer, redactor: Redacts, scope: str, actor: str) -> None:
         self.store, self.importer, self.redactor, self.actor = store, importer, redactor, actor
         self.report = ImportReport(format=importer.name, path=str(importer.path), scope=scope)
         self.pending: list[tuple[str, EvidenceSpec, str]] = []  # (id, row, where it was read)
@@ -123,7 +123,7 @@ class _Writer:
         return r
 
 
-def run_import(store, importer: Importer, *, redactor: Redacts, scope: str | None = None,
+def run_import(store: Store, importer: Importer, *, redactor: Redacts, scope: str | None = None,
                progress: Progress | None = None, actor: str = "import") -> ImportReport:
     """Import everything `importer` yields as evidence (source "import"); returns what was done and skipped.
 
