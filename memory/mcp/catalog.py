@@ -1,6 +1,7 @@
-"""The tools the MCP server offers: for each, what a model reads about it (its description and hints), the
-model its result is checked against (memory/mcp/results.py), and its arguments, read from the signature of
-the function of the same name in memory/mcp/tools.py (memory/mcp/arguments.py).
+"""The tools the MCP server offers: for each, what a model reads about it (its description and hints), its
+result model (memory/mcp/results.py: the body's return annotation, which must name the same model; the output
+schema clients get), and its arguments, read from the signature of the function of the same name in
+memory/mcp/tools.py (memory/mcp/arguments.py).
 
 Listed in the order clients see them. The tool body is looked up in memory/mcp/tools.py on every call, by
 name, not kept here: a test may stand in a body of its own.
@@ -9,6 +10,7 @@ name, not kept here: a test may stand in a body of its own.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp.types import Tool as ToolInfo
@@ -39,9 +41,18 @@ class ToolSpec:
     info: ToolInfo  # the tool as tools/list shows it, made once
 
 
+def returns(fn: Callable[..., object]) -> object:
+    """What fn's return annotation names (written as a string under `from __future__ import annotations`)."""
+    annotation = inspect.signature(fn).return_annotation
+    return eval(annotation, fn.__globals__) if isinstance(annotation, str) else annotation
+
+
 def _tool(name: str, hints: ToolAnnotations, result: type[BaseModel], description: str,
           queued: bool = True) -> ToolSpec:
-    arguments, text = Arguments.of(getattr(T, name)), inspect.cleandoc(description)
+    body = getattr(T, name)
+    if returns(body) is not result:  # the schema clients get is the model the body builds
+        raise TypeError(f"memory/mcp/tools.py {name} returns {returns(body)!r}, not its result model {result.__name__}")
+    arguments, text = Arguments.of(body), inspect.cleandoc(description)
     info = ToolInfo(name=name, description=text, inputSchema=arguments.schema,
                     outputSchema=result.model_json_schema(), annotations=hints)
     return ToolSpec(name, hints, result, text, arguments, queued, info)

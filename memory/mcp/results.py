@@ -1,9 +1,11 @@
-"""What each MCP tool returns, as pydantic models: clients get each tool's output schema, and the server
-checks every result against its model before it is sent (memory/mcp/server.py).
+"""What each MCP tool returns, as pydantic models: clients get each tool's output schema (tools/list), and each
+tool body in memory/mcp/tools.py returns its model (its return annotation; memory/mcp/catalog.py names the
+same model), which memory/mcp/server.py sends as it is.
 
-The tools (memory/mcp/tools.py) return plain dicts; a result carries the fields its tool set, no more (a
-model's optional fields are left out when the tool left them out, not sent as null). Every model allows
-fields it does not name, so a field added to a tool reaches clients before its model names it.
+Schemas are exact: every model forbids fields it does not declare (additionalProperties false), so every field
+a tool can return is declared here, those it adds only now and then (a replayed add's `replayed`, a hit's
+`score`) included. A result carries the fields its tool set, no more: the server dumps with exclude_unset, so a
+field the tool left out is absent, not sent as null.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ Time = datetime | str
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")  # a field added later still reaches the client
+    # Exact: a field a tool sets without declaring it here is an error (in the tests), not a surprise to a client.
+    model_config = ConfigDict(extra="forbid")
 
 
 # ---- memories -------------------------------------------------------------------------------------------
@@ -106,7 +109,7 @@ class MemoryRecord(_Out):
     origin: str | None = None
     user_edited: bool | None = None
     pinned: bool | None = None
-    note: str | None = None
+    note: str | None = Field(None, description="vault entries: why value is null")
     hint: str | None = None
 
 
@@ -115,6 +118,8 @@ class MemoryAdded(_Out):
     existing: MemoryBrief | None = Field(None, description="the memory that already holds this text")
     actor: str = Field(description="who the audit trail records as the writer")
     hint: str | None = None
+    replayed: bool | None = Field(None, description="true: an earlier call with this idempotency_key stored it (this "
+                                  "is that memory, as it is now); nothing was stored again")
 
 
 class MemoryUpdated(_Out):
@@ -194,7 +199,7 @@ class EvidenceRow(_Out):
     redactions: int | None = Field(None, description="secrets replaced by [REDACTED:kind] before it was stored")
     frame_path: str | None = None
     extracted_at: Time | None = None
-    meta: Any = None
+    meta: dict[str, Any] | None = Field(None, description="what capture recorded besides the text")
 
 
 class EvidenceAdded(_Out):
@@ -202,6 +207,8 @@ class EvidenceAdded(_Out):
     redactions: dict[str, int] = Field(description="secrets replaced before storing, per kind (e.g. aws_key)")
     actor: str = Field(description="who the audit trail records as the writer")
     hint: str
+    replayed: bool | None = Field(None, description="true: an earlier call with this idempotency_key stored it (this "
+                                  "is its row); nothing was stored again")
 
 
 class EvidenceForget(_Out):
@@ -324,7 +331,7 @@ class Hop(Edge):
     memory: MemoryEnd
     evidence: list[HopEvidence]
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 class Chain(_Out):
@@ -363,6 +370,31 @@ class PlanStep(_Out):
     target_id: str | None = None
     other_id: str | None = None
     text: str | None = Field(None, description="the text of a memory crystallise would create")
+    ids: list[str] | None = Field(None, description="the memories a step covers (decay: the first 20)")
+    count: int | None = Field(None, description="how many memories the step covers in all")
+
+
+class Extraction(_Out):
+    """What one extraction run did (memory/consolidation/extraction.py ExtractionReport)."""
+
+    evidence: int = Field(description="evidence rows read")
+    created: int = Field(description="memories created active")
+    candidates: int = Field(description="memories created as candidates for review")
+    corroborated: int = Field(description="existing memories the evidence confirmed")
+    superseded: int
+    relations: int = Field(description="relations written between memories")
+    skipped: int
+    engines: dict[str, int] = Field(description="batches per engine (llm, rules)")
+    memory_ids: list[str] = Field(description="the memories made or touched (the first 50)")
+
+
+class Dream(_Out):
+    """The dream steps a run applied in the write scope."""
+
+    applied: int = Field(description="steps done")
+    proposed: int = Field(description="steps waiting for the person's review")
+    counts: dict[str, int] = Field(description="steps per kind:action")
+    steps: list[PlanStep] = Field(description="the steps (at most 100)")
 
 
 class Consolidation(_Out):
@@ -377,8 +409,7 @@ class Consolidation(_Out):
     steps: list[PlanStep] | None = Field(None, description="dry run: the planned steps (at most 100)")
     steps_total: int | None = None
     scope: str | None = Field(None, description="run: the write scope it ran in")
-    extraction: dict[str, Any] | None = Field(None, description="run: evidence read, memories created, "
-                                              "candidates, corroborated, skipped, engines used, memory_ids")
-    dream: dict[str, Any] | None = Field(None, description="run: dream steps applied and proposed, with the steps")
+    extraction: Extraction | None = Field(None, description="run: what extraction did")
+    dream: Dream | None = Field(None, description="run: dream steps applied and proposed, with the steps")
     actor: str | None = None
     hint: str

@@ -166,7 +166,10 @@ class MiradorServer(Server[ServerState, Any]):
             body = getattr(T, name)  # looked up per call: a test may stand in a body
             out = await anyio.to_thread.run_sync(lambda: body(state.store, p, **kwargs),
                                                  limiter=state.limiter(spec))
-            data = spec.result.model_validate(out).model_dump(mode="json", by_alias=True, exclude_unset=True)
+            # A body returns its result model, sent as it was built; anything else (a stand-in's dict) is checked
+            # against that model first. exclude_unset: a field the tool did not set is left out, not sent as null.
+            result = out if isinstance(out, spec.result) else spec.result.model_validate(out)
+            data = result.model_dump(mode="json", by_alias=True, exclude_unset=True)
         except ArgumentError as e:
             return _refused(name, str(e), "invalid_arguments")
         except StorageError as e:

@@ -6,8 +6,8 @@ client's name as actor and origin (principle 6). Errors are InputErrors whose te
 what to call next; memory/mcp/server.py turns them into tool errors.
 
 Each argument is declared once, by the type its parameter names (memory/mcp/args.py); the server reads the
-signatures for the tools' input schemas and validators (memory/mcp/arguments.py). What each tool returns is
-checked against its model in memory/mcp/results.py.
+signatures for the tools' input schemas and validators (memory/mcp/arguments.py). Each tool returns its result
+model (memory/mcp/results.py), named by its return annotation; the server sends it as it is.
 """
 
 from __future__ import annotations
@@ -80,6 +80,45 @@ from memory.mcp.args import (
     WriteScopeArg,
 )
 from memory.mcp.auth import Principal
+from memory.mcp.results import (
+    AppActivity,
+    Chain,
+    Consolidation,
+    Dream,
+    Edge,
+    EdgeAdded,
+    Episode,
+    EvidenceAdded,
+    EvidenceBrief,
+    EvidenceForget,
+    EvidenceRow,
+    EvidenceSearch,
+    Extraction,
+    Forgotten,
+    Hop,
+    MemoryAdded,
+    MemoryBrief,
+    MemoryEnd,
+    MemoryHit,
+    MemoryPage,
+    MemoryRecord,
+    MemorySearch,
+    MemoryUpdated,
+    Neighbour,
+    NewEdge,
+    NotFound,
+    PlanStep,
+    Recall,
+    RecallItem,
+    Reinforced,
+    Related,
+    RelationRemoved,
+    Sample,
+    Status,
+    Timeline,
+    Usage,
+    Visible,
+)
 from memory.retrieval.relevance import RELEVANCE_FLOOR  # noqa: F401 - re-exported; the browser uses the same floor
 from memory.retrieval.relevance import relevant as _relevant
 from memory.scopes import in_scopes, validate_scope
@@ -171,26 +210,39 @@ MEMORY_BRIEF_COLS = ["id", "type", "scope", "title", "text", "status", "confiden
 EVIDENCE_BRIEF_COLS = ["id", "captured_at", "source", "app", "window", "scope", "text"]
 
 
-def _memory_brief(m: dict[str, Any], score: float | None = None) -> dict[str, Any]:
+def _brief_fields(m: dict[str, Any]) -> dict[str, Any]:
+    """What a listing shows of a (non-vault) memory row."""
+    return {"id": m["id"], "type": m["type"], "scope": m["scope"], "title": m.get("title"),
+            "text": _snip(m.get("text", "")), "status": m.get("status"), "confidence": m.get("confidence"),
+            "updated_at": m.get("updated_at"), "evidence": len(m.get("provenance") or [])}
+
+
+def _memory_brief(m: dict[str, Any]) -> MemoryBrief:
+    return MemoryBrief(**_brief_fields(m))
+
+
+def _memory_hit(m: dict[str, Any], score: float | None = None) -> MemoryHit:
+    """A search result: a memory's brief, or a vault entry's label (never its value)."""
     if m.get("type") == "vault":
-        out = {"id": m["id"], "type": "vault", "scope": m["scope"], "label": m.get("label") or m.get("text"),
-               "note": "a secret; its value is returned only to tokens allowed to read the vault (memory_get)"}
+        fields: dict[str, Any] = {
+            "id": m["id"], "type": "vault", "scope": m["scope"], "label": m.get("label") or m.get("text"),
+            "note": "a secret; its value is returned only to tokens allowed to read the vault (memory_get)"}
     else:
-        out = {"id": m["id"], "type": m["type"], "scope": m["scope"], "title": m.get("title"),
-               "text": _snip(m.get("text", "")), "status": m.get("status"), "confidence": m.get("confidence"),
-               "updated_at": m.get("updated_at"), "evidence": len(m.get("provenance") or [])}
+        fields = _brief_fields(m)
     if score is not None:
-        out["score"] = round(score, 5)
-    return out
+        fields["score"] = round(score, 5)
+    return MemoryHit(**fields)
 
 
-def _evidence_brief(e: dict[str, Any], score: float | None = None, query_stems: frozenset[str] = frozenset()) -> dict[str, Any]:
-    out = {"id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
-           "window": e.get("window"), "scope": e["scope"], "text": _snip(e.get("text", ""), query_stems=query_stems,
-                                                               screen=e.get("source") == "screen")}
+def _evidence_brief(e: dict[str, Any], score: float | None = None,
+                    query_stems: frozenset[str] = frozenset()) -> EvidenceBrief:
+    fields: dict[str, Any] = {
+        "id": e["id"], "captured_at": e.get("captured_at"), "source": e.get("source"), "app": e.get("app"),
+        "window": e.get("window"), "scope": e["scope"],
+        "text": _snip(e.get("text", ""), query_stems=query_stems, screen=e.get("source") == "screen")}
     if score is not None:
-        out["score"] = round(score, 5)
-    return out
+        fields["score"] = round(score, 5)
+    return EvidenceBrief(**fields)
 
 
 def _statuses(include_inactive: bool) -> list[str] | None:
@@ -202,7 +254,7 @@ def _statuses(include_inactive: bool) -> list[str] | None:
 
 def memory_search(store: Store, p: Principal, query: Query, types: SearchTypes = None, scope: ScopeArg = None,
                   since: Since = None, until: Until = None, include_inactive: Inactive = False,
-                  limit: Limit = 10) -> dict[str, Any]:
+                  limit: Limit = 10) -> MemorySearch:
     """Hybrid search over the client's memories."""
     from memory.retrieval.search import search_memories
 
@@ -212,13 +264,14 @@ def memory_search(store: Store, p: Principal, query: Query, types: SearchTypes =
                            cols=MEMORY_BRIEF_COLS)
     hits = _relevant(store, query, hits)
     _appeared(store, p, [h.id for h in hits], scopes)
-    return {"query": query, "scopes": scopes, "results": [_memory_brief(h.row, h.score) for h in hits],
-            "hint": "call memory_get with an id for every field and its evidence ids" if hits
-            else "no match: try other words, evidence_search for raw captured text, or timeline for a time range"}
+    return MemorySearch(
+        query=query, scopes=scopes, results=[_memory_hit(h.row, h.score) for h in hits],
+        hint="call memory_get with an id for every field and its evidence ids" if hits
+        else "no match: try other words, evidence_search for raw captured text, or timeline for a time range")
 
 
 def memory_recall(store: Store, p: Principal, query: Query, budget_tokens: Budget = 1000, types: RecallTypes = None,
-                  scope: ScopeArg = None, include_evidence: WithEvidence = True) -> dict[str, Any]:
+                  scope: ScopeArg = None, include_evidence: WithEvidence = True) -> Recall:
     """Budgeted context for a task, built by memory/retrieval/recall.py."""
     try:
         from memory.retrieval.recall import recall
@@ -228,11 +281,10 @@ def memory_recall(store: Store, p: Principal, query: Query, budget_tokens: Budge
     res = recall(store, query, budget_tokens=budget_tokens, scopes=scopes, types=types or None,
                  include_evidence=include_evidence)
     _appeared(store, p, [i.id for i in (res.items or [])], scopes)
-    items = [_item(i) for i in (res.items or [])]
-    if not p.allow_vault:
-        items = [{k: v for k, v in i.items() if k != "value"} if isinstance(i, dict) else i for i in items]
-    return {"query": res.query, "budget_tokens": res.budget_tokens, "used_tokens": res.used_tokens,
-            "scopes": scopes, "text": res.text, "items": items}
+    # RecallItem declares no value field: a vault value in an item would be refused, never sent.
+    items = [RecallItem.model_validate(_item(i)) for i in (res.items or [])]
+    return Recall(query=res.query, budget_tokens=res.budget_tokens, used_tokens=res.used_tokens, scopes=scopes,
+                  text=res.text, items=items)
 
 
 def _appeared(store: Store, p: Principal, ids: list[str], scopes: list[str]) -> None:
@@ -242,7 +294,7 @@ def _appeared(store: Store, p: Principal, ids: list[str], scopes: list[str]) -> 
     note_appearances(store, ids, actor=p.actor, scopes=scopes)
 
 
-def memory_reinforce(store: Store, p: Principal, ids: UsedIds) -> dict[str, Any]:
+def memory_reinforce(store: Store, p: Principal, ids: UsedIds) -> Reinforced:
     """Record that an answer used these memories: their salience rises (and decays again without use)."""
     from memory.graph.reinforcement import reinforce
 
@@ -255,9 +307,10 @@ def memory_reinforce(store: Store, p: Principal, ids: UsedIds) -> dict[str, Any]
         bad = ", ".join(n["id"] for n in res["not_found"])
         raise NotFoundError(f"nothing was reinforced: {bad} — each must be a mem_ id in this client's write scope "
                             f"{ws!r} (it never existed, is outside that scope, or was forgotten); {SEARCH_HINT}")
-    out = {"reinforced": res["reinforced"], "not_found": res["not_found"], "actor": p.actor}
+    out = Reinforced(reinforced=[Usage.model_validate(u) for u in res["reinforced"]],
+                     not_found=[NotFound.model_validate(n) for n in res["not_found"]], actor=p.actor)
     if res["not_found"]:
-        out["hint"] = "ids under not_found were not recorded; check them with memory_get"
+        out.hint = "ids under not_found were not recorded; check them with memory_get"
     return out
 
 
@@ -269,7 +322,7 @@ def _item(item: Any) -> Any:
     return jsonable(item)
 
 
-def memory_get(store: Store, p: Principal, id: GetId) -> dict[str, Any]:
+def memory_get(store: Store, p: Principal, id: GetId) -> MemoryRecord:
     """Every field of one memory (or vault entry) the client may see."""
     kind = _kind(id, SEARCH_HINT)
     if kind == "evidence":
@@ -280,21 +333,21 @@ def memory_get(store: Store, p: Principal, id: GetId) -> dict[str, Any]:
         raise NotFoundError(f"no memory with id {id} is visible to this client (it never existed, is outside "
                             f"its scopes, or was forgotten) — {SEARCH_HINT}") from None
     if kind == "vault":
-        row = {k: row[k] for k in ("id", "type", "label", "scope", "created_at", "updated_at", "origin")}
+        entry = MemoryRecord(**{k: row[k] for k in ("id", "type", "label", "scope", "created_at", "updated_at",
+                                                     "origin")})
         if p.allow_vault:
-            row["value"] = store.reveal(id, actor=p.actor, scopes=list(p.read))
+            entry.value = store.reveal(id, actor=p.actor, scopes=list(p.read))
         else:
-            row["value"] = None
-            row["note"] = "this client's token may not read vault values; ask the person"
-        return row
+            entry.value = None
+            entry.note = "this client's token may not read vault values; ask the person"
+        return entry
     row.pop("fingerprint", None)
-    row["hint"] = "provenance lists evidence ids; call evidence_get to read what was captured"
-    return row
+    return MemoryRecord(**row, hint="provenance lists evidence ids; call evidence_get to read what was captured")
 
 
 def memory_add(store: Store, p: Principal, text: MemoryText, type: AddTypeArg = "semantic", title: Title = None,
                details: Details = None, scope: WriteScopeArg = None, status: AddStatus = "active",
-               confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+               confidence: Confidence = 0.8, idempotency_key: IdempotencyKey = None) -> MemoryAdded:
     """Create a memory in the client's write scope, recorded with the client's name.
 
     idempotency_key: a retry with the same key returns the first call's memory and stores nothing
@@ -315,22 +368,24 @@ def memory_add(store: Store, p: Principal, text: MemoryText, type: AddTypeArg = 
     text = scrubbed or ""  # a str stays a str
     fields: dict[str, Any] = dict(type=type, scope=ws, title=title, details=details, status=status,
                                   confidence=confidence, origin=p.actor)
-    out: dict[str, Any] = {}
+    done: list[MemoryAdded] = []  # what this call's write answered (none: a keyed retry found the first)
 
     def write(id_: str | None = None) -> dict[str, Any]:
-        out.update(_add_checked(store, p, text, fields, secrets, id_))
-        row: dict[str, Any] = out.get("created") or out["existing"]
-        return row
+        added = _add_checked(store, p, text, fields, secrets, id_)
+        done.append(added)
+        brief = added.created or added.existing
+        return brief.model_dump() if brief is not None else {}
 
     if idempotency_key is None:
         write()
-        return out
+        return done[0]
     first, replayed = add_once(store, "memory", p.actor, idempotency_key,
                                dict(store.memory_row(MemorySpec(text=text, **fields))), write, scopes=list(p.read))
-    return _memory_added(p, first, secrets, replayed=True) if replayed else out
+    return _memory_added(p, first, secrets, replayed=True) if replayed else done[0]
 
 
-def _add_checked(store: Store, p: Principal, text: str, fields: dict[str, Any], secrets: Any, id_: str | None) -> dict[str, Any]:
+def _add_checked(store: Store, p: Principal, text: str, fields: dict[str, Any], secrets: Any,
+                 id_: str | None) -> MemoryAdded:
     """Store the memory unless the person erased this text, or the scope holds it already (then say which)."""
     # Only tombstones the client could have seen: a scope-blind check would tell a work client
     # whether this exact text was once deleted from 'personal'.
@@ -344,27 +399,28 @@ def _add_checked(store: Store, p: Principal, text: str, fields: dict[str, Any], 
                                        F.where("memory", statuses=["active", "candidate"])),
                       MEMORY_BRIEF_COLS, scopes=[fields["scope"]], limit=1)
     if same:
-        return {"created": None, "existing": _memory_brief(same[0]), "actor": p.actor,
-                "hint": f"this text is already remembered as {same[0]['id']}; nothing was added — "
-                        "call memory_update with that id to change it"}
+        return MemoryAdded(created=None, existing=_memory_brief(same[0]), actor=p.actor,
+                           hint=f"this text is already remembered as {same[0]['id']}; nothing was added — "
+                                "call memory_update with that id to change it")
     row = store.add_memory(text, actor=p.actor, id=id_, **fields)
     return _memory_added(p, row, secrets)
 
 
-def _memory_added(p: Principal, row: dict[str, Any], secrets: Any, replayed: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {"created": _memory_brief(row), "actor": p.actor}
+def _memory_added(p: Principal, row: dict[str, Any], secrets: Any, replayed: bool = False) -> MemoryAdded:
+    out = MemoryAdded(created=_memory_brief(row), actor=p.actor)
     if secrets or "[REDACTED:" in row["text"] + row["title"]:
-        out["hint"] = ("secrets in the text were replaced by [REDACTED:kind] before anything was stored; a secret "
+        out.hint = ("secrets in the text were replaced by [REDACTED:kind] before anything was stored; a secret "
                        "the person wants kept belongs in the vault, which only they add to (`mirador add --type vault`)")
     if replayed:
-        out["replayed"] = True
-        out["hint"] = ("an earlier call with this idempotency_key stored it (this is that memory, as it is now); "
-                       "nothing was stored again")
+        out.replayed = True
+        out.hint = ("an earlier call with this idempotency_key stored it (this is that memory, as it is now); "
+                    "nothing was stored again")
     return out
 
 
 def memory_update(store: Store, p: Principal, id: MemId, text: NewText = None, title: NewTitle = None,
-                  details: Details = None, confidence: NewConfidence = None, status: NewStatus = None) -> dict[str, Any]:
+                  details: Details = None, confidence: NewConfidence = None,
+                  status: NewStatus = None) -> MemoryUpdated:
     """Edit a memory in the client's write scope (text, title, details, confidence and/or status)."""
     ws = write_scope(p, None)
     if _kind(id, SEARCH_HINT) != "memory":
@@ -387,10 +443,10 @@ def memory_update(store: Store, p: Principal, id: MemId, text: NewText = None, t
                                   scopes=[ws])
     if status is not None:
         row = store.set_status(id, status, actor=p.actor, scopes=[ws])
-    return {"updated": _memory_brief(row), "actor": p.actor}
+    return MemoryUpdated(updated=_memory_brief(row), actor=p.actor)
 
 
-def memory_forget(store: Store, p: Principal, ids: ForgetIds) -> dict[str, Any]:
+def memory_forget(store: Store, p: Principal, ids: ForgetIds) -> Forgotten:
     """Erase memories or evidence in the client's write scope, for good (tombstone + purge)."""
     from memory.store.erasure import forget
 
@@ -405,11 +461,11 @@ def memory_forget(store: Store, p: Principal, ids: ForgetIds) -> dict[str, Any]:
     except NotFoundError as e:
         raise NotFoundError(f"{e.message} (this client may forget only rows in scope {ws!r} and below)",
                             hint=e.hint) from None
-    return {"deleted": res["deleted"], "by_kind": res["by_kind"], "actor": p.actor}
+    return Forgotten(deleted=res["deleted"], by_kind=res["by_kind"], actor=p.actor)
 
 
 def evidence_forget(store: Store, p: Principal, app: ForgetApp = None, since: Since = None, until: Until = None,
-                    scope: WriteScopeArg = None, confirm: Confirm = False) -> dict[str, Any]:
+                    scope: WriteScopeArg = None, confirm: Confirm = False) -> EvidenceForget:
     """Erase captured evidence by app and/or time range in the client's write scope (or `scope` below it),
     with the memories derived only from it (memory/store/erasure.py forget_where). Without confirm: the
     plan with counts, nothing changed. Every memory the delete erases or sends to review must lie in the
@@ -432,17 +488,17 @@ def evidence_forget(store: Store, p: Principal, app: ForgetApp = None, since: Si
                          f"scope {ws!r} — nothing was deleted; ask the person to delete it in Mirador")
     counts = plan.counts()
     del counts["vault"]  # an evidence delete never touches the vault
-    out: dict[str, Any] = {"scope": ws, "app": app, "since": iso(start), "until": iso(end), "counts": counts,
-                           "description": plan.describe()}
+    what: dict[str, Any] = {"scope": ws, "app": app, "since": iso(start), "until": iso(end), "counts": counts,
+                            "description": plan.describe()}
     if plan.empty():
-        return {"dry_run": not confirm, **out, "deleted": 0, "hint": "nothing matches these filters: nothing to "
-                "erase (timeline lists the apps and times captured)"}
+        return EvidenceForget(dry_run=not confirm, **what, deleted=0, hint="nothing matches these filters: nothing "
+                              "to erase (timeline lists the apps and times captured)")
     if not confirm:
-        return {"dry_run": True, **out, "hint": "nothing was erased; this is what would go. Only when the person "
-                "confirms, call evidence_forget again with the same arguments and confirm=true"}
+        return EvidenceForget(dry_run=True, **what, hint="nothing was erased; this is what would go. Only when the "
+                              "person confirms, call evidence_forget again with the same arguments and confirm=true")
     res = forget_where(store, scope=ws, app=app, since=start, until=end, actor=p.actor, plan=plan)
-    return {"dry_run": False, **out, "deleted": res["deleted"], "by_kind": res["by_kind"],
-            "reviewed": res["reviewed"], "frames_removed": res["frames_removed"], "actor": p.actor}
+    return EvidenceForget(dry_run=False, **what, deleted=res["deleted"], by_kind=res["by_kind"],
+                          reviewed=res["reviewed"], frames_removed=res["frames_removed"], actor=p.actor)
 
 
 # ---- relation tools ---------------------------------------------------------------------------
@@ -456,34 +512,35 @@ def _visible_memory(store: Store, p: Principal, id: str, scopes: list[str]) -> N
 
 
 def memory_related(store: Store, p: Principal, id: MemId, relations: Relations = None, direction: Direction = "both",
-                   scope: ScopeArg = None, include_inactive: Inactive = False, limit: EdgeLimit = 20) -> dict[str, Any]:
+                   scope: ScopeArg = None, include_inactive: Inactive = False, limit: EdgeLimit = 20) -> Related:
     """A memory's neighbours by relation, both ends inside the client's scopes."""
     from memory.graph.relations import related
 
     scopes = read_scopes(p, scope)
     _visible_memory(store, p, id, scopes)
     edges = related(store, id, relations or None, direction, scopes, _statuses(include_inactive), limit)
-    return {"id": id, "scopes": scopes, "relations": edges,
-            "hint": "an edge reads 'src RELATION dst'; call memory_chain to follow causes or consequences further"
-            if edges else "no relations visible; memory_relate adds one"}
+    return Related(id=id, scopes=scopes, relations=[Neighbour.model_validate(e) for e in edges],
+                   hint="an edge reads 'src RELATION dst'; call memory_chain to follow causes or consequences further"
+                   if edges else "no relations visible; memory_relate adds one")
 
 
 def memory_chain(store: Store, p: Principal, id: MemId, direction: ChainDirection = "causes", depth: Depth = 3,
-                 relations: Relations = None, scope: ScopeArg = None, include_inactive: Inactive = False) -> dict[str, Any]:
+                 relations: Relations = None, scope: ScopeArg = None, include_inactive: Inactive = False) -> Chain:
     """Causes (why) or consequences (what followed) of a memory, hop by hop, with each hop's evidence."""
     from memory.graph.relations import chain
 
     scopes = read_scopes(p, scope)
     _visible_memory(store, p, id, scopes)
     out = chain(store, id, direction, relations or None, depth, scopes, _statuses(include_inactive))
-    out["scopes"] = scopes
-    out["hint"] = ("each hop lists the evidence its edge rests on; call evidence_get for the full text" if out["hops"]
-                   else f"no {direction} recorded within depth {depth}")
-    return out
+    return Chain(start=MemoryEnd.model_validate(out["start"]), direction=out["direction"],
+                 relations=out["relations"], depth=out["depth"], hops=[Hop.model_validate(h) for h in out["hops"]],
+                 truncated=out["truncated"], scopes=scopes,
+                 hint="each hop lists the evidence its edge rests on; call evidence_get for the full text"
+                 if out["hops"] else f"no {direction} recorded within depth {depth}")
 
 
 def memory_relate(store: Store, p: Principal, src: SrcId, relation: Relation, dst: DstId, evidence: EdgeEvidence = None,
-                  confidence: Confidence = 0.8) -> dict[str, Any]:
+                  confidence: Confidence = 0.8) -> EdgeAdded:
     """Add the edge `src RELATION dst`: src in the client's write scope, dst readable; audited as the client."""
     from memory.graph.relations import add_relation
 
@@ -491,7 +548,7 @@ def memory_relate(store: Store, p: Principal, src: SrcId, relation: Relation, ds
     _visible_memory(store, p, src, [ws])
     edge = add_relation(store, src, relation, dst, actor=p.actor, provenance=evidence or [], confidence=confidence,
                         origin=p.actor, scopes=list(p.read))
-    return {"relation": edge, "actor": p.actor}
+    return EdgeAdded(relation=NewEdge.model_validate(edge), actor=p.actor)
 
 
 # ---- evidence tools ---------------------------------------------------------------------------
@@ -499,7 +556,7 @@ def memory_relate(store: Store, p: Principal, src: SrcId, relation: Relation, ds
 
 def evidence_search(store: Store, p: Principal, query: Query, apps: Names = None, sources: Sources = None,
                     scope: ScopeArg = None, since: Since = None, until: Until = None,
-                    limit: Limit = 10) -> dict[str, Any]:
+                    limit: Limit = 10) -> EvidenceSearch:
     """Hybrid search over captured evidence (screen text, transcripts, notes)."""
     from memory.retrieval.search import search_evidence
 
@@ -510,13 +567,14 @@ def evidence_search(store: Store, p: Principal, query: Query, apps: Names = None
     from memory.retrieval.snippets import stems
 
     query_stems = stems(query)  # once, not per result
-    return {"query": query, "scopes": scopes, "results": [_evidence_brief(h.row, h.score, query_stems) for h in hits],
-            "hint": "a text over 400 characters shows the lines that match the query (… marks what is left out); "
-                    "call evidence_get for the whole row" if hits
-            else "no match: try other words, fewer filters, or timeline for a time range"}
+    return EvidenceSearch(
+        query=query, scopes=scopes, results=[_evidence_brief(h.row, h.score, query_stems) for h in hits],
+        hint="a text over 400 characters shows the lines that match the query (… marks what is left out); "
+             "call evidence_get for the whole row" if hits
+        else "no match: try other words, fewer filters, or timeline for a time range")
 
 
-def evidence_get(store: Store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -> dict[str, Any]:
+def evidence_get(store: Store, p: Principal, id: EvdId, max_chars: MaxChars = 20_000) -> EvidenceRow:
     """One evidence row, its text cut to max_chars."""
     if _kind(id, EVIDENCE_HINT) != "evidence":
         raise InputError(f"{id} is not an evidence id (evd_…); call memory_get for mem_/vlt_ ids")
@@ -528,11 +586,11 @@ def evidence_get(store: Store, p: Principal, id: EvdId, max_chars: MaxChars = 20
     row["truncated"] = len(text) > max_chars
     row["text"] = text[:max_chars]
     row.pop("content_hash", None)
-    return row
+    return EvidenceRow.model_validate(row)
 
 
 def timeline(store: Store, p: Principal, since: TimelineSince = None, until: TimelineUntil = None, scope: ScopeArg = None,
-             apps: Names = None, samples_per_app: Samples = 5) -> dict[str, Any]:
+             apps: Names = None, samples_per_app: Samples = 5) -> Timeline:
     """What happened between two times: evidence grouped by app, plus episodic memories of that span."""
     end = parse_time(until, "until") or utcnow() + timedelta(seconds=1)
     start = parse_time(since, "since") if since is not None else end - timedelta(hours=24)
@@ -556,19 +614,18 @@ def timeline(store: Store, p: Principal, since: TimelineSince = None, until: Tim
     source_codes, source_names = _codes(table["source"])
     groups = []
     for app, rows in sorted(groups_of.items(), key=lambda kv: -len(kv[1])):  # stable: first seen first on ties
-        groups.append({
-            "app": app, "count": len(rows), "first": iso(times[int(rows[0])].as_py()),
-            "last": iso(times[int(rows[-1])].as_py()),
-            "windows": _most_common(window_codes[rows], window_names, 5),
-            "sources": sorted(source_names[c] for c in np.unique(source_codes[rows]) if c >= 0),
-            "samples": [{"id": ids[i].as_py(), "text": _snip(texts.get(ids[i].as_py(), ""), 200)}
-                        for i in sample_rows[app]],
-        })
+        groups.append(AppActivity(
+            app=app, count=len(rows), first=iso(times[int(rows[0])].as_py()), last=iso(times[int(rows[-1])].as_py()),
+            windows=_most_common(window_codes[rows], window_names, 5),
+            sources=sorted(source_names[c] for c in np.unique(source_codes[rows]) if c >= 0),
+            samples=[Sample(id=ids[i].as_py(), text=_snip(texts.get(ids[i].as_py(), ""), 200))
+                     for i in sample_rows[app]],
+        ))
     mwhere = F.where("memory", types=["episodic"], since=start, until=end)
     episodes = store.rows("memory", mwhere, ["id", "title", "scope", "updated_at"], scopes=scopes, limit=50)
-    return {"since": iso(start), "until": iso(end), "scopes": scopes, "evidence_rows": n_rows,
-            "capped": n_rows >= TIMELINE_MAX_ROWS, "apps": groups,
-            "episodes": [{"id": e["id"], "title": e["title"], "at": iso(e["updated_at"])} for e in episodes]}
+    return Timeline(since=iso(start), until=iso(end), scopes=scopes, evidence_rows=n_rows,
+                    capped=n_rows >= TIMELINE_MAX_ROWS, apps=groups,
+                    episodes=[Episode(id=e["id"], title=e["title"], at=iso(e["updated_at"])) for e in episodes])
 
 
 # Timeline works column by column (numpy over dictionary codes): a day of capture is many thousands
@@ -628,7 +685,7 @@ def _texts(store: Store, ids: list[str]) -> dict[str, str]:
 # ---- status and profile -----------------------------------------------------------------------
 
 
-def status(store: Store, p: Principal) -> dict[str, Any]:
+def status(store: Store, p: Principal) -> Status:
     """Who the client is, what it may do, and how much it can see."""
     # Kept counts (memory/store/tallies.py), summed over the client's scopes only: no table scan, and
     # rows in scopes it may not read are neither counted nor dated.
@@ -638,15 +695,15 @@ def status(store: Store, p: Principal) -> dict[str, Any]:
     if store.remotes.reading(read):  # a shared scope's memories live in its bucket, not in the kept counts
         visible = F.where("memory")
         memories += store.count("memory", visible, scopes=read) - store.count("memory", visible, scopes=read, local=True)
-    return {
-        "server": "mirador", "client": p.name, "actor": p.actor, "read_scopes": read,
-        "write_scope": p.write, "can_write": p.write is not None, "vault_values": p.allow_vault,
-        "visible": {"memories": memories, "evidence": evidence.count,
-                    "vault_entries": store.tallies.visible("vault", read).count},
-        "last_evidence_at": iso(evidence.newest),
-        "tools": "memory_recall for task context; memory_search/evidence_search to look things up; "
-                 "timeline for a time range; memory_add to remember a durable fact",
-    }
+    return Status(
+        server="mirador", client=p.name, actor=p.actor, read_scopes=read, write_scope=p.write,
+        can_write=p.write is not None, vault_values=p.allow_vault,
+        visible=Visible(memories=memories, evidence=evidence.count,
+                        vault_entries=store.tallies.visible("vault", read).count),
+        last_evidence_at=iso(evidence.newest),
+        tools="memory_recall for task context; memory_search/evidence_search to look things up; "
+              "timeline for a time range; memory_add to remember a durable fact",
+    )
 
 
 def core_profile(store: Store, p: Principal) -> str:
@@ -708,7 +765,7 @@ PLAN_MAX_STEPS = 100  # steps a consolidate result lists (counts cover them all)
 
 def evidence_add(store: Store, p: Principal, text: EvidenceText, scope: WriteScopeArg = None, app: EvidenceApp = None,
                  window: Window = None, captured_at: CapturedAt = None,
-                 idempotency_key: IdempotencyKey = None) -> dict[str, Any]:
+                 idempotency_key: IdempotencyKey = None) -> EvidenceAdded:
     """Store text as evidence (source "mcp") in the client's write scope, secrets redacted as capture does.
 
     idempotency_key: a retry with the same key returns the first call's row and stores nothing
@@ -742,15 +799,15 @@ def evidence_add(store: Store, p: Principal, text: EvidenceText, scope: WriteSco
         row, replayed = add_once(store, "evidence", p.actor, idempotency_key,
                                  dict(store.evidence_row(EvidenceSpec(text=red.text, **fields))), write,
                                  scopes=list(p.read))
-    out: dict[str, Any] = {"created": _evidence_brief(row), "redactions": dict(red.counts), "actor": p.actor,
-           "hint": "extraction turns it into memories later (consolidate runs it now); evidence_get reads it back"}
+    out = EvidenceAdded(created=_evidence_brief(row), redactions=dict(red.counts), actor=p.actor,
+                        hint="extraction turns it into memories later (consolidate runs it now); evidence_get reads "
+                             "it back")
     if red.total:
-        out["hint"] = (f"{red.total} secret(s) were replaced by [REDACTED:kind] markers before storing; "
-                       "secrets belong in the vault, which the person fills (`mirador add --type vault`)")
+        out.hint = (f"{red.total} secret(s) were replaced by [REDACTED:kind] markers before storing; "
+                    "secrets belong in the vault, which the person fills (`mirador add --type vault`)")
     if replayed:
-        out["replayed"] = True
-        out["hint"] = ("an earlier call with this idempotency_key stored it (this is its row); nothing was stored "
-                       "again")
+        out.replayed = True
+        out.hint = "an earlier call with this idempotency_key stored it (this is its row); nothing was stored again"
     return out
 
 
@@ -787,7 +844,7 @@ def _decode_cursor(cursor: str, key: str) -> tuple[datetime, str]:
 
 
 def memory_list(store: Store, p: Principal, scope: ScopeArg = None, types: RecallTypes = None,
-                status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> dict[str, Any]:
+                status: ListStatuses = None, limit: PageSize = 20, cursor: Cursor = None) -> MemoryPage:
     """A page of the client's memories, most recently changed first (then by id), filtered; cursor pages on."""
     scopes = read_scopes(p, scope)
     statuses = list(status) if status else list(LIST_STATUSES)
@@ -810,16 +867,16 @@ def memory_list(store: Store, p: Principal, scope: ScopeArg = None, types: Recal
     for r in page:
         if r["id"] in rows:
             brief = _memory_brief(rows[r["id"]])
-            brief["updated_at"] = iso(r["updated_at"])
+            brief.updated_at = iso(r["updated_at"])
             results.append(brief)
     more = len(top) > limit
-    return {"scopes": scopes, "types": types or None, "status": statuses, "results": results,
-            "next_cursor": _encode_cursor(key, page[-1]["updated_at"], page[-1]["id"]) if more else None,
-            "hint": "more memories: call memory_list again with cursor=next_cursor" if more
-            else ("that is all of them" if results else "no memories match these filters")}
+    return MemoryPage(scopes=scopes, types=types or None, status=statuses, results=results,
+                      next_cursor=_encode_cursor(key, page[-1]["updated_at"], page[-1]["id"]) if more else None,
+                      hint="more memories: call memory_list again with cursor=next_cursor" if more
+                      else ("that is all of them" if results else "no memories match these filters"))
 
 
-def relation_remove(store: Store, p: Principal, id: RelId) -> dict[str, Any]:
+def relation_remove(store: Store, p: Principal, id: RelId) -> RelationRemoved:
     """Remove the edge `id` (rel_…) whose src is in the client's write scope; audited as the client."""
     from memory.graph.relations import edge_rows, remove_relation
 
@@ -836,12 +893,12 @@ def relation_remove(store: Store, p: Principal, id: RelId) -> dict[str, Any]:
         raise InputError(f"relation {id} starts at a memory in scope {rows[0]['scope']!r}; this client may remove "
                          f"only relations whose src is in scope {ws!r} and below")
     edge = remove_relation(store, id, actor=p.actor, scopes=read)
-    return {"removed": edge, "actor": p.actor}
+    return RelationRemoved(removed=Edge.model_validate(edge), actor=p.actor)
 
 
-def _step(s: Step) -> dict[str, Any]:
+def _step(s: Step) -> PlanStep:
     out: dict[str, Any] = {"kind": s.kind, "action": "apply" if s.action == "apply" else "propose to the person",
-           "scope": s.scope, "reason": s.reason}
+                           "scope": s.scope, "reason": s.reason}
     if s.target_id:
         out["target_id"] = s.target_id
     if s.other_id:
@@ -851,7 +908,7 @@ def _step(s: Step) -> dict[str, Any]:
         out["count"] = len(s.ids)
     if s.spec:
         out["text"] = _snip(s.spec.get("text") or "", 200)
-    return out
+    return PlanStep(**out)
 
 
 def _counts(steps: list[Step]) -> dict[str, int]:
@@ -862,7 +919,7 @@ def _counts(steps: list[Step]) -> dict[str, int]:
 
 
 def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: ConsolidateLimit = 20,
-                scope: ConsolidateScope = None) -> dict[str, Any]:
+                scope: ConsolidateScope = None) -> Consolidation:
     """Dry run: what extraction and a dream pass would do in the client's read scopes (or `scope`). Otherwise
     extract up to `limit` pending evidence rows of the client's write scope (or `scope` below it) and apply
     the dream steps inside it."""
@@ -874,12 +931,12 @@ def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: Conso
         pending = store.count("evidence", F.is_null("extracted_at"), scopes=scopes, local=True)
         plan = plan_dream(store)
         steps = [s for s in plan.steps if in_scopes(s.scope, scopes)]
-        return {"dry_run": True, "scopes": scopes, "pending_evidence": pending,
-                "would_extract": min(pending, limit), "since": plan.since, "until": plan.until,
-                "counts": _counts(steps), "steps": [_step(s) for s in steps[:PLAN_MAX_STEPS]],
-                "steps_total": len(steps),
-                "hint": "nothing was written; consolidate with dry_run=false (a token with a write scope) runs "
-                        "extraction and the steps in that scope (decay stays with the scheduled pass)"}
+        return Consolidation(
+            dry_run=True, scopes=scopes, pending_evidence=pending, would_extract=min(pending, limit),
+            since=plan.since, until=plan.until, counts=_counts(steps),
+            steps=[_step(s) for s in steps[:PLAN_MAX_STEPS]], steps_total=len(steps),
+            hint="nothing was written; consolidate with dry_run=false (a token with a write scope) runs "
+                 "extraction and the steps in that scope (decay stays with the scheduled pass)")
     ws = write_scope(p, scope)
     from memory.consolidation.extraction import make_extractor, run_extraction
     from memory.store.audit import audit_row
@@ -890,17 +947,18 @@ def consolidate(store: Store, p: Principal, dry_run: DryRun = True, limit: Conso
     steps = [s for s in plan.steps if s.kind != "decay" and in_scopes(s.scope, [ws])]
     applied, proposed = apply_steps(store, steps)
     left = store.count("evidence", F.is_null("extracted_at"), scopes=[ws], local=True)
-    extraction = {"evidence": report.evidence, "created": report.created, "candidates": report.candidates,
-                  "corroborated": report.corroborated, "superseded": report.superseded,
-                  "relations": report.relations, "skipped": report.skipped, "engines": report.engines,
-                  "memory_ids": report.memory_ids[:50]}
+    extraction = Extraction(evidence=report.evidence, created=report.created, candidates=report.candidates,
+                            corroborated=report.corroborated, superseded=report.superseded,
+                            relations=report.relations, skipped=report.skipped, engines=report.engines,
+                            memory_ids=report.memory_ids[:50])
     store.write_audit([audit_row(p.actor, "consolidate", "memory", f"scope:{ws}", ws,
                                  after={"extracted": report.evidence, "memory_ids": report.memory_ids[:50],
                                         "applied": applied, "proposed": proposed})])
-    return {"dry_run": False, "scope": ws, "extraction": extraction, "pending_evidence": left,
-            "dream": {"applied": applied, "proposed": proposed, "counts": _counts(steps),
-                      "steps": [_step(s) for s in steps[:PLAN_MAX_STEPS]]},
-            "actor": p.actor,
-            "hint": (f"{left} evidence rows still wait; call consolidate again" if left else
-                     "done; proposals (merges, superseded facts) wait for the person to accept or dismiss "
-                     "in Mirador's review")}
+    return Consolidation(
+        dry_run=False, scope=ws, extraction=extraction, pending_evidence=left,
+        dream=Dream(applied=applied, proposed=proposed, counts=_counts(steps),
+                    steps=[_step(s) for s in steps[:PLAN_MAX_STEPS]]),
+        actor=p.actor,
+        hint=(f"{left} evidence rows still wait; call consolidate again" if left else
+              "done; proposals (merges, superseded facts) wait for the person to accept or dismiss "
+              "in Mirador's review"))

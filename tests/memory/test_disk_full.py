@@ -145,8 +145,9 @@ def test_a_key_names_one_write(small):
         keyed_id("evidence", "person", " ")
 
     # A memory the key made and the person moved to a scope this client cannot read is not handed back.
-    made = T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1")["created"]
-    small.update_memory(made["id"], scope="personal")
+    made = T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1").created
+    assert made is not None
+    small.update_memory(made.id, scope="personal")
     with pytest.raises(InputError, match="moved out of your scopes"):
         T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1")
     assert small.memories.count_rows() == 1

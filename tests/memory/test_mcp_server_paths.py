@@ -133,7 +133,7 @@ def test_timeline_groups_match_row_by_row_grouping(tmp_path):
                                   for _ in range(60)])
     p = make_principal("t", ["work"], None)
     for k in (1, 3, 5):
-        got = T.timeline(store, p, since="2000-01-01T00:00:00Z", samples_per_app=k)
+        got = T.timeline(store, p, since="2000-01-01T00:00:00Z", samples_per_app=k).model_dump()
         want = _timeline_row_by_row(store, p, k)
         assert got["evidence_rows"] == 240
         assert [{key: g[key] for key in ("app", "count", "windows", "sources")} for g in got["apps"]] == \
@@ -141,7 +141,7 @@ def test_timeline_groups_match_row_by_row_grouping(tmp_path):
         assert [[s["id"] for s in g["samples"]] for g in got["apps"]] == [w["samples"] for w in want]
     assert "(unknown app)" in [g["app"] for g in got["apps"]]  # null and "" apps are one group
     assert all("" not in g["windows"] for g in got["apps"])  # empty windows are not named
-    only = T.timeline(store, p, since="2000-01-01T00:00:00Z", apps=["zed"])
+    only = T.timeline(store, p, since="2000-01-01T00:00:00Z", apps=["zed"]).model_dump()
     assert [g["app"] for g in only["apps"]] == ["zed"]
-    empty = T.timeline(store, p, since="2000-01-01T00:00:00Z", until="2000-01-02T00:00:00Z")
+    empty = T.timeline(store, p, since="2000-01-01T00:00:00Z", until="2000-01-02T00:00:00Z").model_dump()
     assert empty["apps"] == [] and empty["evidence_rows"] == 0

@@ -43,6 +43,6 @@ def test_mcp_brief_of_a_screen_starts_past_its_chrome_but_a_chat_row_at_its_star
 
     body = "File Edit View Go\nInbox Sent Drafts\n" + "the invoice for March is attached and due on Friday " * 20
     row = {"id": "ev_1", "scope": "work", "text": body}
-    assert _evidence_brief({**row, "source": "screen"}, query_stems=stems("payment"))["text"].startswith("… the invoice")
-    chat = _evidence_brief({**row, "source": "import"}, query_stems=stems("payment"))["text"]
+    assert _evidence_brief({**row, "source": "screen"}, query_stems=stems("payment")).text.startswith("… the invoice")
+    chat = _evidence_brief({**row, "source": "import"}, query_stems=stems("payment")).text
     assert chat.startswith("File Edit View Go") and len(chat) == SNIPPET_CHARS
