@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
 # (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
@@ -55,7 +56,7 @@ def inspector() -> list[str]:
     return ["npx", "-y", INSPECTOR]
 
 
-def seed(home: Path) -> dict:
+def seed(home: Path) -> tuple[Any, dict]:
     sys.path.insert(0, str(ROOT))
     from memory.graph.relations import add_relation
     from memory.store.core import Store
@@ -72,7 +73,7 @@ def seed(home: Path) -> dict:
     }
     ids["rel"] = add_relation(store, ids["a"], "BECAUSE", ids["b"], actor="person")["id"]
     (home / "config.toml").write_text('[extraction]\nengine = "rules"\n', encoding="utf-8")  # no LLM here
-    return ids
+    return store, ids
 
 
 def tokens(home: Path) -> dict[str, str]:
@@ -120,12 +121,9 @@ def write_calls(ids: dict) -> dict:
     }
 
 
-def snapshot(home: Path) -> dict:
-    """Every table's row count and version: any write, however small, moves one of them."""
-    import lancedb
-
-    db = lancedb.connect(str(home / "lancedb"))
-    return {n: (db.open_table(n).count_rows(), db.open_table(n).version) for n in sorted(db.table_names())}  # noqa
+def snapshot(store: Any) -> dict:
+    """Every table's row count and version (the store sees the server's writes): any write moves one of them."""
+    return store.tables_state()
 
 
 def tool_args(args: dict) -> list[str]:
@@ -192,7 +190,7 @@ def free_port() -> int:
 def matrix(transport: str) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"mirador-inspector-{transport}-") as tmp:
         home = Path(tmp) / "home"
-        ids = seed(home)
+        store, ids = seed(home)
         toks = tokens(home)
         server = None
         url = None
@@ -238,11 +236,11 @@ def matrix(transport: str) -> dict:
             for role in ROLES:
                 for tool, args in reads.items():
                     check(role, tool, args, role in ("read_only", "read_write") or tool in OPEN_READS)
-            before = snapshot(home)
+            before = snapshot(store)
             for role in ("none", "read_only", "other"):
                 for tool, args in writes.items():
                     check(role, tool, args, False)
-            changed = snapshot(home) != before
+            changed = snapshot(store) != before
             if changed:
                 mismatches.append({"role": "refused writers", "tool": "*", "problems": ["a refused write changed "
                                                                                          "a table"]})

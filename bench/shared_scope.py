@@ -230,7 +230,7 @@ def main() -> int:
         shared = a_store.remotes.shared["team"]
         sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else [a.rows]
         now = utcnow()
-        table = None
+        created = False
         filled = 0
         batch = 10_000
         for n, size in enumerate(sizes):
@@ -243,13 +243,12 @@ def main() -> int:
                     v = vecs[k] + np.random.default_rng(i).normal(0, 0.02, vecs.shape[1]).astype(np.float32)
                     row["vector"] = (v / np.linalg.norm(v)).tolist()
                     rows.append(row)
-                if table is None:
-                    shared.put(pa.Table.from_pylist(rows, schema=T.memories_schema(a_store.embedder.dim)))
-                    table = shared.memories()
-                else:
-                    table.add(rows)
+                # The first batch makes the table; the others are new rows, appended without a match by id.
+                shared.put(pa.Table.from_pylist(rows, schema=T.memories_schema(a_store.embedder.dim)), new=created)
+                created = True
             filled = size
-            m: dict = {"load_seconds": round(time.perf_counter() - t0, 1), "shared_rows": table.count_rows()}
+            m: dict = {"load_seconds": round(time.perf_counter() - t0, 1),
+                       "shared_rows": a_store.count("memory", scopes=[SHARED])}
             m["search_shared_no_index"], m["first_query_no_index_ms"] = _searches(b_store, [SHARED], a.queries)
             t0 = time.perf_counter()
             report = b_store.remotes.maintain("team")["team"]

@@ -123,6 +123,14 @@ def numbers_in(column: str, values: Iterable[int]) -> Where:
     return Where(f"{_plain(column)} IN ({', '.join(listed)})") if listed else NOTHING
 
 
+def starts_with(column: str, prefix: str) -> Where:
+    """A plain column whose value starts with this prefix (`actor LIKE 'mcp:%'`); a prefix holding LIKE's own
+    wildcards (% or _) is refused rather than matched loosely."""
+    if "%" in prefix or "_" in prefix:
+        raise ValueError(f"a prefix with % or _ would match more than it says: {prefix!r}")
+    return Where(f"{_plain(column)} LIKE {sql_literal(prefix + '%')}")
+
+
 def is_null(column: str) -> Where:
     return Where(f"{column} IS NULL")
 

@@ -76,7 +76,7 @@ class Leg:
     address (`take` set: `_rowid` values a leg with `row_ids` returned) or a plain filter."""
 
     table: str
-    where: str | None
+    where: F.Where | None
     cols: tuple[str, ...]
     limit: int
     vector: Sequence[float] | np.ndarray | None = None
@@ -395,7 +395,7 @@ class Reader:
         return q.select(list(leg.cols)).limit(leg.limit)
 
 
-def fetch_rows(store: Store, table: str, ids: list[str], where: str | None, cols: list[str],
+def fetch_rows(store: Store, table: str, ids: list[str], where: F.Where | None, cols: list[str],
                addresses: dict[str, int] | None = None, have: dict[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
     """Full rows of the chosen ids of the named local table, still under the caller's filter; a row deleted
     meanwhile is dropped.

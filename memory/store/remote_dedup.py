@@ -110,7 +110,7 @@ def _extra_rowids(rows: list[dict[str, Any]]) -> list[int]:
     return out
 
 
-def _delete_extra(table: Any, filter_: str | None) -> int:
+def _delete_extra(table: Any, filter_: F.Where | None) -> int:
     """Delete the extra copies of ids (under the filter: None = the whole table), from the newest version;
     returns how many rows were deleted. The delete names row ids, never the memories' ids."""
 

@@ -291,7 +291,7 @@ class EvidenceMirror:
         futures = [pool.submit(self._each, stores, lambda s, leg=leg: _query(s, schema, leg, cols)) for leg in legs]
         return _All(futures)
 
-    def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+    def rows(self, scopes: Iterable[str] | None, where: F.Where | None, cols: list[str],
              limit: int | None) -> list[dict[str, Any]]:
         """Rows of the bucket's evidence under the filter (which holds the scope filter)."""
         stores = self.reading(scopes) if self.active else []

@@ -93,7 +93,7 @@ def touches(bound: str, scopes: Iterable[str] | None) -> bool:
     return any(covers(bound, s) or covers(s, bound) for s in scopes)
 
 
-def ids_where(t: Any, values: list[str], predicate: Callable[[list[str]], str], chunk: int) -> list[str]:
+def ids_where(t: Any, values: list[str], predicate: Callable[[list[str]], F.Where], chunk: int) -> list[str]:
     """The ids of the rows matching predicate(values) (a filter from memory/store/filters.py, made for `chunk`
     values at a time so a long list does not make one huge filter), each once."""
     found: set[str] = set()

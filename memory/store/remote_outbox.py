@@ -129,7 +129,7 @@ class Outbox:
                 warnings.simplefilter("ignore")
                 self.store.commit(lambda: ob.optimize(cleanup_older_than=timedelta(0), delete_unverified=False))
 
-    def queued(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
+    def queued(self, where: F.Where | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
         """Memory rows waiting in the outbox that match the filter (the newest queued version of each)."""
         ob = self.outbox()
         if not ob.count_rows():

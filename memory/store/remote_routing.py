@@ -176,7 +176,7 @@ class Routes(Searches):
             self.flush(quiet=True)
         return len(items)
 
-    def edges(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+    def edges(self, scopes: Iterable[str] | None, where: F.Where | None, cols: list[str],
               limit: int | None) -> list[dict[str, Any]]:
         """Edges of every shared store the scopes reach, under the filter (which holds the scope filter on
         both ends: the same query as the local table's), with the edges still queued in the outbox in their

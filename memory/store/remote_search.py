@@ -45,7 +45,7 @@ class Searches(Pulls):
                 log.warning("shared scope %s not searched: %s", s.binding.scope, s.last_error)
         return out
 
-    def search(self, scopes: Iterable[str] | None, where: str | None, vector: Any, text: str, cols: list[str],
+    def search(self, scopes: Iterable[str] | None, where: F.Where | None, vector: Any, text: str, cols: list[str],
                limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Vector and full-text hits of every shared store the scopes reach, under the same filter.
 
@@ -66,7 +66,7 @@ class Searches(Pulls):
             fts = [r for r in fts if r["id"] not in newest]
         return vec, fts
 
-    def _queued_nearest(self, where: str | None, vector: Any, cols: list[str], k: int) -> dict[str, dict[str, Any]]:
+    def _queued_nearest(self, where: F.Where | None, vector: Any, cols: list[str], k: int) -> dict[str, dict[str, Any]]:
         """Memories waiting in the outbox nearest the vector, under the filter, by id in their newest version
         (with cols and `_distance`)."""
         ob = self.outbox()
@@ -83,7 +83,7 @@ class Searches(Pulls):
             newest[r["id"]] = {c: r[c] for c in (*cols, "_distance")}
         return newest
 
-    def nearest(self, scopes: Iterable[str] | None, where: str | None, vector: Any, cols: list[str],
+    def nearest(self, scopes: Iterable[str] | None, where: F.Where | None, vector: Any, cols: list[str],
                 k: int) -> list[dict[str, Any]]:
         """The k shared memories nearest one query vector under the filter, with cols and `_distance` (Store.nearest
         merges them with the local table's); a write still queued is found in its newest version."""
@@ -103,7 +103,7 @@ class Searches(Pulls):
         where = F.id_in(ids)
         return {r["id"]: r for r in distinct(self._each(scopes, lambda s: s.query(where, cols, len(ids))))}
 
-    def rows(self, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+    def rows(self, scopes: Iterable[str] | None, where: F.Where | None, cols: list[str],
              limit: int | None) -> list[dict[str, Any]]:
         """Rows of every shared store the scopes reach, under the filter (which holds the scope filter)."""
         if not self.shared:

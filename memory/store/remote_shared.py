@@ -157,7 +157,7 @@ class Shared:
             return 0
         return delete_ids(t, ids_where(t, memory_ids, F.touching, 200))
 
-    def edge_query(self, where: str | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
+    def edge_query(self, where: F.Where | None, cols: list[str], limit: int | None) -> list[dict[str, Any]]:
         """Edges of the bucket under the filter; none when no device has shared one yet."""
         try:
             t = fresh(self.relations(create=False))
@@ -205,7 +205,7 @@ class Shared:
         t = self.tombstones()
         retry(lambda: t.merge_insert("id").when_not_matched_insert_all().execute(data))
 
-    def stones(self, where: str | None = None) -> list[dict[str, Any]]:
+    def stones(self, where: F.Where | None = None) -> list[dict[str, Any]]:
         """Tombstones in the bucket (all, or those matching the filter); none when no device forgot yet."""
         try:
             t = fresh(self.tombstones(create=False))
@@ -228,10 +228,11 @@ class Shared:
         log.info("shared scope %s: %s failure: %s", self.binding.scope, found.kind, e.__cause__ or e)  # raw, for diagnosis
         self._db = self._memories = self._stones = self._edits = self._relations = self._evidence = None  # reconnect next time: the endpoint may have restarted
 
-    def put(self, data: pa.Table) -> None:
-        """Upsert rows by id: a batch sent twice leaves one row per id."""
+    def put(self, data: pa.Table, new: bool = False) -> None:
+        """Upsert rows by id: a batch sent twice leaves one row per id. new: rows no device holds (a bulk load)."""
         t = self.memories()
-        retry(lambda: t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
+        retry(lambda: t.add(data) if new else
+              t.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data))
 
     def delete(self, ids: list[str]) -> None:
         t = self.memories()
@@ -358,7 +359,7 @@ class Shared:
 
         return probe_store(self)
 
-    def query(self, where: str | None, cols: list[str], limit: int | None, vector: Any = None,
+    def query(self, where: F.Where | None, cols: list[str], limit: int | None, vector: Any = None,
               text: str | None = None) -> list[dict[str, Any]]:
         try:
             t = fresh(self.memories(create=False))

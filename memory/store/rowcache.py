@@ -33,6 +33,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from memory.store.filters import Where
+
 # Per table, what ranking reads of every candidate: memory/retrieval/search.py fuses by id; memory/retrieval/rank.py also
 # credits turns by their neighbours (run_id, run_pos) and boosts named speakers and dates.
 COLUMNS: dict[str, tuple[str, ...]] = {
@@ -231,13 +233,13 @@ class FlatVectors:
         """Changes when the vectors are cleared: a read from before that is not kept."""
         return self._epoch
 
-    def matching(self, where: str | None, version: int) -> np.ndarray | None:
+    def matching(self, where: Where | None, version: int) -> np.ndarray | None:
         """The addresses `where` matched at this table version, if kept."""
         with self._lock:
             got = self._masks.get(where)
         return got[1] if got is not None and got[0] == version else None
 
-    def set_matching(self, where: str | None, version: int, addrs: np.ndarray, epoch: int) -> np.ndarray:
+    def set_matching(self, where: Where | None, version: int, addrs: np.ndarray, epoch: int) -> np.ndarray:
         """Keep the addresses a scan under `where` found at `version`; returns them sorted."""
         addrs = np.sort(np.asarray(addrs, dtype=np.uint64))
         with self._lock:

@@ -103,9 +103,13 @@ class Reads:
         """The table's latest version: it moves with every commit, from any process."""
         return int(self._source_table(name).version)
 
+    def tables_state(self) -> dict[str, tuple[int, int]]:
+        """Every table's row count and version, by name: any write, however small, moves one of them."""
+        return {n: (int(self.table(n).count_rows()), int(self.table(n).version)) for n in sorted(self.db.table_names())}
+
     # ---- this device's tables, by handle (memory/store modules only) ------------------------
 
-    def scan_table(self, table: Any, where: str | None, cols: list[str], limit: int | None = None) -> pa.Table:
+    def scan_table(self, table: Any, where: Where | None, cols: list[str], limit: int | None = None) -> pa.Table:
         """The matching rows' columns of one local table as Arrow, opened (memory/store/sealer.py); limit None
         means every matching row. Store-internal: callers outside the package use scan / rows."""
         q = table.search()
@@ -115,13 +119,13 @@ class Reads:
             limit = max(table.count_rows(where) if where else table.count_rows(), 1)
         return self.sealer.open_arrow(table.name, q.select(cols).limit(limit).to_arrow())
 
-    def table_rows(self, table: Any, where: str | None, cols: list[str],
+    def table_rows(self, table: Any, where: Where | None, cols: list[str],
                    limit: int | None = None) -> list[dict[str, Any]]:
         """scan_table as dicts."""
         rows: list[dict[str, Any]] = self.scan_table(table, where, cols, limit).to_pylist()
         return rows
 
-    def nearest_table(self, table: Any, vectors: Any, where: str | None, cols: list[str],
+    def nearest_table(self, table: Any, vectors: Any, where: Where | None, cols: list[str],
                       k: int) -> list[dict[str, Any]]:
         """The k rows of one local table nearest each query vector by cosine (filter inside the query), with
         `_distance`; for several vectors in one query, each row names its vector by `query_index`."""
@@ -135,7 +139,7 @@ class Reads:
 
     # ---- merged reads ----------------------------------------------------------------------
 
-    def _shared_rows(self, source: str, scopes: Iterable[str] | None, where: str | None, cols: list[str],
+    def _shared_rows(self, source: str, scopes: Iterable[str] | None, where: Where | None, cols: list[str],
                      limit: int | None) -> list[dict[str, Any]]:
         """The shared copies a read of source may find (memories, shared evidence, shared edges)."""
         if not self.remotes.shared:
@@ -148,14 +152,14 @@ class Reads:
             return self.remotes.edges(scopes, where, cols, limit)
         return []
 
-    def _scoped(self, source: str, where: str | None, scopes: Iterable[str] | None) -> Where | None:
+    def _scoped(self, source: str, where: Where | None, scopes: Iterable[str] | None) -> Where | None:
         if scopes is None:
             return F.and_(where)
         # An edge is visible only when both its ends are (memory/graph/relations.py).
         scope = F.both_ends(scopes) if source == T.RELATIONS else F.scope_in(scopes)
         return F.and_(scope, where)
 
-    def scan(self, source: str, where: str | None = None, cols: list[str] | None = None, *,
+    def scan(self, source: str, where: Where | None = None, cols: list[str] | None = None, *,
              scopes: Iterable[str] | None = None, limit: int | None = None, local: bool = False) -> pa.Table:
         """Rows of a kind or side table under the filter and the scope filter, as Arrow: this device's and
         (unless local) the shared scopes' — a row held in both once, from here. limit None: every row."""
@@ -182,14 +186,14 @@ class Reads:
         merged = pa.concat_tables([here, pa.Table.from_pylist(extra, schema=here.schema)])
         return merged if limit is None else merged.slice(0, limit)
 
-    def rows(self, source: str, where: str | None = None, cols: list[str] | None = None, *,
+    def rows(self, source: str, where: Where | None = None, cols: list[str] | None = None, *,
              scopes: Iterable[str] | None = None, limit: int | None = None,
              local: bool = False) -> list[dict[str, Any]]:
         """scan as dicts."""
         rows: list[dict[str, Any]] = self.scan(source, where, cols, scopes=scopes, limit=limit, local=local).to_pylist()
         return rows
 
-    def count(self, source: str, where: str | None = None, *, scopes: Iterable[str] | None = None,
+    def count(self, source: str, where: Where | None = None, *, scopes: Iterable[str] | None = None,
               local: bool = False) -> int:
         """How many rows scan would return (a count query here; the shared copies' ids when there are any)."""
         scopes = None if scopes is None else list(scopes)
@@ -207,7 +211,7 @@ class Reads:
         return n + len(shared) - held
 
     def get_many(self, source: str, ids: Iterable[str], cols: list[str] | None = None, *,
-                 scopes: Iterable[str] | None = None, where: str | None = None,
+                 scopes: Iterable[str] | None = None, where: Where | None = None,
                  local: bool = False) -> dict[str, dict[str, Any]]:
         """Rows by id, as {id: row} (ids that are absent or outside scopes are left out), this device's and the
         shared scopes'. source: a kind or a side table whose rows have an `id`. cols: default every column but
@@ -229,7 +233,7 @@ class Reads:
         return out
 
     def derived_from(self, evidence_ids: Iterable[str], cols: list[str], *, scopes: Iterable[str] | None = None,
-                     where: str | None = None, ledger: bool = False, limit: int | None = None,
+                     where: Where | None = None, ledger: bool = False, limit: int | None = None,
                      local: bool = False) -> list[dict[str, Any]]:
         """Memories drawn from any of these evidence rows: their provenance names one, this device's and the shared
         scopes' (by id). ledger: also those the derivations ledger names (an erase that emptied a memory's
@@ -254,7 +258,7 @@ class Reads:
         out = list(hits.values())
         return out if limit is None else out[:limit]
 
-    def nearest(self, source: str, vectors: Any, where: str | None, cols: list[str], k: int, *,
+    def nearest(self, source: str, vectors: Any, where: Where | None, cols: list[str], k: int, *,
                 scopes: Iterable[str] | None = None, local: bool = False) -> list[dict[str, Any]]:
         """The k rows nearest each query vector by cosine, this device's and the shared scopes' memories, the
         filter inside every query; each row has `_distance` and, for several vectors, `query_index`."""
@@ -308,7 +312,7 @@ class Reads:
         return F.where(kind, scopes=scopes, types=types, statuses=statuses, sources=sources, apps=forms,
                        since=since, until=until)
 
-    def apps_matching(self, match: Callable[[str], bool], where: str | None = None) -> F.EqualForms:
+    def apps_matching(self, match: Callable[[str], bool], where: Where | None = None) -> F.EqualForms:
         """The app values of this device's evidence (under where) whose name passes match, as the table holds
         them, for filters.sealed_one_of: a test a filter cannot make on a sealed column (a name whatever its
         case, a wildcard pattern) made on the opened names. Reads the app column only; each distinct value is

@@ -18,6 +18,7 @@ import pytest
 from capture.runner import Capture
 from memory.errors import MiradorError
 from memory.retrieval.search import search_evidence, search_memories
+from memory.store import filters as F
 from memory.store.core import Store
 from memory.store.keys import KEY_FILE, KeyUnavailableError
 from memory.store.seal_migration import APPS_DONE, DONE, apps_sealed, plain_rows, sealed_already
@@ -280,8 +281,8 @@ def test_a_locked_mirador_captures_nothing_and_the_writer_holds_its_rows(store, 
 def test_nothing_is_recorded_as_sealed_for_a_new_store_until_it_is(mirador_home):
     s = Store(mirador_home)
     assert sealed_already(s)  # made sealed: nothing to migrate
-    assert s.db.open_table("_migrations").count_rows(f"name = '{DONE}'") == 1
-    assert apps_sealed(s) and s.db.open_table("_migrations").count_rows(f"name = '{APPS_DONE}'") == 1
+    assert s.db.open_table("_migrations").count_rows(F.equals("name", DONE)) == 1
+    assert apps_sealed(s) and s.db.open_table("_migrations").count_rows(F.equals("name", APPS_DONE)) == 1
     with pytest.raises(MiradorError):
         s.keys.lock()
         s.add_memory("refused while locked", scope="work")

@@ -14,6 +14,7 @@ from memory.config import Config, HooksConfig, McpConfig, save_config
 from memory.graph.reinforcement import usage_rows
 from memory.integrations import hooks
 from memory.integrations.hooks_install import count_ours
+from memory.store import filters as F
 from tests.memory.mcp_support import ROOT, env_for, free_port, start_server, stop_server
 
 MIRADOR = ROOT / ".venv" / "bin" / "mirador"
@@ -206,7 +207,7 @@ def test_stop_hook_reinforces_the_used_memory_and_not_the_unused_one(hook_store,
     assert usage[hook_store["alpha"]]["uses"] == 1
     assert hook_store["beta"] not in usage and hook_store["personal"] not in usage
     assert hooks.load_state(mirador_home, "sess-2") == {}  # cleared
-    rows = store.rows("audit", "action = 'reinforce'", ["actor"])
+    rows = store.rows("audit", F.equals("action", "reinforce"), ["actor"])
     assert [r["actor"] for r in rows] == [hooks.ACTOR]
 
 

@@ -6,6 +6,7 @@ from PySide6.QtCore import Qt
 
 from desktop.ui.browser_data import pending_count
 from desktop.ui.review import ReviewQueue
+from memory.store import filters as F
 from tests.desktop.conftest import wait_idle
 
 
@@ -133,4 +134,4 @@ def test_edit_and_approve_picks_a_scope_in_use_or_a_new_name_normalised(qtbot, j
     wait_idle(qtbot, jobs)
     row = store.get(c["id"])
     assert row["scope"] == "home/garden-shed" and row["status"] == "active"
-    assert store.memories.count_rows("scope = 'Home / Garden Shed'") == 0, "never stored as typed"
+    assert store.memories.count_rows(F.equals("scope", "Home / Garden Shed")) == 0, "never stored as typed"

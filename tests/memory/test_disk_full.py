@@ -19,6 +19,7 @@ from memory.errors import DiskFullError, InputError, StorageError
 from memory.mcp import tools as T
 from memory.mcp.auth import make_principal
 from memory.store import audit_hold, io_faults
+from memory.store import filters as F
 from memory.store.idempotency import keyed_id
 from tests.memory.mcp_support import call
 from tests.memory.small_disk import fill, free, remount, small_disk
@@ -80,7 +81,7 @@ def test_each_write_on_a_filling_disk_is_stored_and_ok_or_not_stored_and_failed(
     small.add_evidence("after space came back")
     # Audit rows the full disk held back went in with the next audit write: every stored row is audited once.
     assert audit_hold.held(small) == 0
-    audited = [i for r in small.rows("audit", "entity_kind = 'evidence'", ["after"])
+    audited = [i for r in small.rows("audit", F.equals("entity_kind", "evidence"), ["after"])
                for i in json.loads(r["after"])["ids"]]
     assert sorted(audited) == sorted(evidence_ids(small))
 
@@ -242,7 +243,7 @@ def test_an_audit_row_the_disk_refuses_waits_and_the_change_is_reported_ok(small
     assert evidence_ids(small) == [row["id"]] and audit_hold.held(small) == 1
     second = small.add_evidence("the next write takes the held audit row along")
     assert audit_hold.held(small) == 0
-    audited = {json.loads(r["after"])["ids"][0] for r in small.rows("audit", "entity_kind = 'evidence'", ["after"])}
+    audited = {json.loads(r["after"])["ids"][0] for r in small.rows("audit", F.equals("entity_kind", "evidence"), ["after"])}
     assert audited == {row["id"], second["id"]}
 
 

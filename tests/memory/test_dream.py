@@ -8,6 +8,7 @@ import pytest
 
 from memory.consolidation.dream import decide_proposal, list_proposals, load_checkpoint, run_dream, state_path
 from memory.errors import InputError
+from memory.store import filters as F
 from memory.store import tables as T
 from memory.store.audit import utcnow
 from memory.store.erasure import forget
@@ -81,7 +82,7 @@ def test_pass_applies_safe_steps_and_proposes_the_rest(store):
     assert crystal["status"] == "candidate" and crystal["origin"] == "dream:crystallise"
     assert {e["id"] for e in s["episodes"]} <= set(crystal["provenance"])
     # every change is audited as dream
-    dream_audit = store.rows("audit", "actor = 'dream'", ["action", "entity_id"])
+    dream_audit = store.rows("audit", F.equals("actor", "dream"), ["action", "entity_id"])
     actions = {a["action"] for a in dream_audit}
     assert {"propose", "create", "update"} <= actions
     assert sum(a["action"] == "propose" for a in dream_audit) == plan.proposed
@@ -162,7 +163,7 @@ def test_accepting_a_proposal_hides_the_target_and_only_a_person_may(store):
     assert hidden["status"] == "superseded" and hidden["superseded_by"] == s["newer"]["id"] and hidden["valid_to"]
     assert store.get(s["newer"]["id"])["status"] == "active"
     assert all(p["id"] != prop["id"] for p in list_proposals(store))
-    assert store.db.open_table(T.PROPOSALS).count_rows("status = 'accepted'") == 1
+    assert store.db.open_table(T.PROPOSALS).count_rows(F.equals("status", "accepted")) == 1
 
 
 def test_batched_neighbours_equal_one_query_each(store):

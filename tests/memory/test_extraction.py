@@ -10,6 +10,7 @@ import pytest
 
 from memory.consolidation.extraction import Extractor, batches, pending_count, run_extraction
 from memory.consolidation.prompts import SCHEMA
+from memory.store import filters as F
 from memory.store.audit import utcnow
 from memory.store.core import EvidenceSpec
 from memory.store.erasure import forget
@@ -82,7 +83,7 @@ def test_rules_extract_typed_memories_with_provenance_and_mark_evidence(store):
     assert pending_count(store) == 0
     assert all(store.get(e["id"])["extracted_at"] for e in ev)
     assert store.vault.count_rows() == 0
-    audit = store.rows("audit", "actor = 'extractor' AND action = 'create'", ["entity_id"])
+    audit = store.rows("audit", F.and_(F.equals("actor", "extractor"), F.equals("action", "create")), ["entity_id"])
     assert {a["entity_id"] for a in audit} == {m["id"] for m in mems}
 
 

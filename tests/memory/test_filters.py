@@ -48,3 +48,12 @@ def test_the_store_seals_app_names_for_a_filter_and_keeps_them_for_a_shared_buck
     assert forms[2:] == ("slack", "firefox") and all(f.startswith("\x1ee1:") for f in forms[:2])
     assert store.equal_forms(T.EVIDENCE, "source", ["screen"]) == ("screen",)
     assert store.where("evidence", apps=["slack"]) == f"app IN ('{forms[0]}', 'slack')"
+
+
+def test_a_prefix_match_refuses_like_wildcards_and_sealed_columns():
+    assert F.starts_with("actor", "mcp:") == "actor LIKE 'mcp:%'"
+    for bad in ("mcp_", "50%"):
+        with pytest.raises(ValueError, match="would match more"):
+            F.starts_with("actor", bad)
+    with pytest.raises(ValueError, match="sealed at rest"):
+        F.starts_with("app", "sl")

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from memory.mcp.auth import Principal, make_principal
+from memory.store import filters as F
 from tests.memory.mcp_support import call, snapshot
 
 MARK = "zanzibarquokka"  # only in personal rows
@@ -150,18 +151,18 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
     for name, r in out.items():
         assert not r.isError, f"{name}: {r.content[0].text}"
     assert store.get(seeded["a"])["text"] == "The billing service retries webhooks five times"
-    assert store.memories.count_rows(f"id = '{seeded['c']}'") == 0
-    assert [r["text"] for r in store.rows("memory", "scope = 'work'", ["text"])].count(
+    assert store.memories.count_rows(F.id_is(seeded['c'])) == 0
+    assert [r["text"] for r in store.rows("memory", F.equals("scope", "work"), ["text"])].count(
         "Billing alerts go to #billing-oncall") == 1
-    actors = {r["actor"] for r in store.rows("audit", "actor LIKE 'mcp:%'", ["actor"])}
+    actors = {r["actor"] for r in store.rows("audit", F.starts_with("actor", "mcp:"), ["actor"])}
     assert actors == {"mcp:writer"}
-    assert store.evidence.count_rows(f"id = '{seeded['evd']}'") == 0  # evidence_forget app=kitty
-    assert store.evidence.count_rows(f"id = '{seeded['pev']}'") == 1
-    added = store.rows("evidence", "source = 'mcp'", ["text", "scope"])
+    assert store.evidence.count_rows(F.id_is(seeded['evd'])) == 0  # evidence_forget app=kitty
+    assert store.evidence.count_rows(F.id_is(seeded['pev'])) == 1
+    added = store.rows("evidence", F.equals("source", "mcp"), ["text", "scope"])
     assert added == [{"text": "billing deploy key [REDACTED:aws_key]", "scope": "work"}]
-    assert store.relations.count_rows(f"id = '{seeded['rel']}'") == 0
-    assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'personal'") == 1  # only its own scope
-    assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'work'") == 0
+    assert store.relations.count_rows(F.id_is(seeded['rel'])) == 0
+    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "personal"))) == 1  # only its own scope
+    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "work"))) == 0
 
 
 @pytest.mark.parametrize("who", ["none", "read_only", "read_write", "other"])

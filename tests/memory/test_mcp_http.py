@@ -12,6 +12,7 @@ import pytest
 
 from memory.mcp.auth import TokenStore
 from memory.mcp.server import PROFILE_URI
+from memory.store import filters as F
 from tests.conftest import memory_texts
 from tests.memory.mcp_support import INIT, free_port, http_session, start_server, stop_server
 
@@ -121,7 +122,7 @@ def test_writes_carry_the_client_name(server):
     created = anyio.run(main)["created"]
     row = server["store"].get(created["id"])
     assert row["origin"] == "mcp:worker" and row["scope"] == "work"
-    audit = server["store"].rows("audit", f"entity_id = '{row['id']}'", ["actor"])
+    audit = server["store"].rows("audit", F.id_is(row['id'], "entity_id"), ["actor"])
     assert audit == [{"actor": "mcp:worker"}]
 
 

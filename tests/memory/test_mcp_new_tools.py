@@ -8,6 +8,7 @@ import json
 import pytest
 
 from memory.mcp.auth import make_principal
+from memory.store import filters as F
 from tests.memory.mcp_support import call
 
 WORK = make_principal("tester", ["work"], "work")
@@ -62,7 +63,7 @@ def test_evidence_add_redacts_secrets_before_they_reach_the_store(store):
     assert AWS_KEY not in json.dumps(rows) and "hunter2hunter2" not in json.dumps(rows)
     assert "[REDACTED:aws_key]" in rows[0]["text"] and rows[0]["source"] == "mcp" and rows[0]["redactions"] == 2
     assert AWS_KEY not in json.dumps(store.rows("audit", None, store.audit.schema.names), default=str)
-    audit = store.rows("audit", "entity_kind = 'evidence'", ["actor", "action"])
+    audit = store.rows("audit", F.equals("entity_kind", "evidence"), ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
 
 
@@ -157,7 +158,7 @@ def test_relation_remove_removes_the_edge_and_audits_it(store):
     assert again.isError and "no relation" in text(again) and "memory_related" in text(again)
     assert memory_id.isError and "not a relation id" in text(memory_id)
     assert forget_rel.isError and "relation_remove" in text(forget_rel)
-    audit = store.rows("audit", "entity_kind = 'relation' AND action = 'delete'", ["actor"])
+    audit = store.rows("audit", F.and_(F.equals("entity_kind", "relation"), F.equals("action", "delete")), ["actor"])
     assert audit == [{"actor": "mcp:tester"}]
 
 
@@ -206,10 +207,10 @@ def test_consolidate_runs_extraction_in_the_write_scope_only(rules_only):
     one, two = data(first), data(second)
     assert one["extraction"]["evidence"] == 2 and one["pending_evidence"] == 1 and "call consolidate again" in one["hint"]
     assert two["extraction"]["evidence"] == 1 and two["pending_evidence"] == 0
-    assert store.evidence.count_rows("extracted_at IS NULL AND scope = 'personal'") == 1
-    assert store.memories.count_rows("scope = 'personal'") == 0
-    assert store.memories.count_rows("scope = 'work'") >= 1
-    audit = store.rows("audit", "action = 'consolidate'", ["actor", "scope"])
+    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "personal"))) == 1
+    assert store.memories.count_rows(F.equals("scope", "personal")) == 0
+    assert store.memories.count_rows(F.equals("scope", "work")) >= 1
+    audit = store.rows("audit", F.equals("action", "consolidate"), ["actor", "scope"])
     assert audit == [{"actor": "mcp:tester", "scope": "work"}] * 2
 
 
@@ -218,4 +219,4 @@ def test_consolidate_run_is_refused_for_a_read_only_token(rules_only):
     store.add_evidence("The wiki is https://wiki.example.com", app="kitty", scope="work")
     res, = run(store, READER, ("consolidate", {"dry_run": False}))
     assert res.isError and "read-only" in text(res)
-    assert store.evidence.count_rows("extracted_at IS NULL") == 1
+    assert store.evidence.count_rows(F.is_null("extracted_at")) == 1

@@ -11,6 +11,7 @@ import threading
 
 import anyio
 
+from memory.store import filters as F
 from tests.memory.mcp_support import INIT, ROOT, env_for
 
 N_EACH = 20
@@ -138,5 +139,5 @@ def test_stdio_server_and_app_process_write_concurrently_without_loss(mirador_ho
     texts = {r["text"] for r in store.rows("memory", None, ["text"])}
     assert texts == {f"app memory number {i}" for i in range(N_EACH)} | {f"stdio memory number {i}" for i in range(N_EACH)}
     assert store.evidence.count_rows() == 5 * len(range(0, N_EACH, 5))
-    creates = store.rows("audit", "action = 'create' AND entity_kind = 'memory'", ["actor"])
+    creates = store.rows("audit", F.and_(F.equals("action", "create"), F.equals("entity_kind", "memory")), ["actor"])
     assert sorted(r["actor"] for r in creates) == ["mcp:stdio"] * N_EACH + ["person"] * N_EACH

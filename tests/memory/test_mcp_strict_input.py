@@ -19,6 +19,7 @@ import pytest
 from memory.mcp.auth import TokenStore
 from memory.mcp.limits import ARGUMENT_DEPTH, MAX_DEPTH, MAX_DIGITS, MAX_MESSAGE_BYTES, screen
 from memory.mcp.tools import MAX_DETAILS_DEPTH
+from memory.store import filters as F
 from tests.memory.mcp_support import INIT, ROOT, env_for, free_port, http_session, snapshot, start_server, stop_server
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
@@ -200,7 +201,7 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             assert "send an integer from" in text, text
     assert not ok.isError  # the session is still good after 60-odd refusals
     assert snapshot(store) == before, "a refused call changed a table"
-    assert store.evidence.count_rows(f"id = '{served['ids']['slack']}'") == 1  # "yes" did not erase it
+    assert store.evidence.count_rows(F.id_is(served['ids']['slack'])) == 1  # "yes" did not erase it
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
@@ -258,7 +259,7 @@ def test_confirm_yes_erases_nothing(served, transport):
         assert "argument 'confirm' is wrong" in text and "send true or false" in text, (value, text)
         assert '"dry_run": false' not in json.dumps(reply)  # no erasure ran
     assert snapshot(store) == before
-    assert store.evidence.count_rows(f"id = '{served['ids']['slack']}'") == 1
+    assert store.evidence.count_rows(F.id_is(served['ids']['slack'])) == 1
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])

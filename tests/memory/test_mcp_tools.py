@@ -9,6 +9,7 @@ import pytest
 
 from memory.mcp.auth import make_principal
 from memory.mcp.server import PROFILE_URI
+from memory.store import filters as F
 from memory.store.rows import iso
 from tests.conftest import memory_texts
 from tests.memory.mcp_support import call
@@ -109,7 +110,7 @@ def test_vault_value_only_for_tokens_that_allow_it(store, seeded):
     assert "hunter2" not in json.dumps(plain)
     vault_ok = call(store, make_principal("ops", ["work"], "work", allow_vault=True), steps)
     assert vault_ok["value"] == "hunter2-secret"
-    reveals = store.rows("audit", "action = 'reveal'", ["actor"])
+    reveals = store.rows("audit", F.equals("action", "reveal"), ["actor"])
     assert [r["actor"] for r in reveals] == ["mcp:ops"]
 
 
@@ -127,11 +128,11 @@ def test_add_is_scoped_audited_and_bounded(store, seeded):
     row = store.get(added["created"]["id"])
     assert row["scope"] == "work" and row["origin"] == "mcp:tester" and row["title"] == "CI runner"
     assert store.get(sub["created"]["id"])["scope"] == "work/acme"
-    audit = store.rows("audit", f"entity_id = '{row['id']}'", ["actor", "action"])
+    audit = store.rows("audit", F.id_is(row['id'], "entity_id"), ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
     assert other.isError and "only to scope 'work'" in text(other)
     assert vault.isError and long.isError and "10000" in text(long)
-    assert store.memories.count_rows("scope = 'personal'") == 1  # nothing leaked into personal
+    assert store.memories.count_rows(F.equals("scope", "personal")) == 1  # nothing leaked into personal
 
 
 def test_read_only_client_cannot_write(store, seeded):
@@ -167,7 +168,7 @@ def test_update_text_status_and_refusals(store, seeded):
     assert nothing.isError and "nothing to change" in text(nothing)
     assert evid.isError and "evidence is never edited" in text(evid)
     assert bad_status.isError
-    actors = {r["actor"] for r in store.rows("audit", f"entity_id = '{seeded['tabs']}'", ["actor"])}
+    actors = {r["actor"] for r in store.rows("audit", F.id_is(seeded['tabs'], "entity_id"), ["actor"])}
     assert actors == {"person", "mcp:tester"}
 
 

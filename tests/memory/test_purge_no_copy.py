@@ -17,6 +17,7 @@ from pathlib import Path
 from memory.graph import reinforcement
 from memory.graph import relations as R
 from memory.retrieval.search import search_memories
+from memory.store import filters as F
 from memory.store.core import Store
 from memory.store.erasure import forget, purge
 from memory.store.fingerprint import fingerprint
@@ -158,9 +159,9 @@ def test_a_second_purge_keeps_the_current_text_and_changes_nothing(store, mirado
     row = store.add_memory(f"The office wifi is {OLD}", scope="work")
     store.update_memory(row["id"], text=f"The office wifi is {NEW}")
     purge(store)
-    first = json.loads(store.rows("audit", f"entity_id = '{row['id']}' AND action = 'update'", ["before"], limit=1)[0]["before"])
+    first = json.loads(store.rows("audit", F.and_(F.id_is(row['id'], "entity_id"), F.equals("action", "update")), ["before"], limit=1)[0]["before"])
     purge(store)
-    again = json.loads(store.rows("audit", f"entity_id = '{row['id']}' AND action = 'update'", ["before"], limit=1)[0]["before"])
+    again = json.loads(store.rows("audit", F.and_(F.id_is(row['id'], "entity_id"), F.equals("action", "update")), ["before"], limit=1)[0]["before"])
     assert first == again == {"text": {"fingerprint": fingerprint(f"The office wifi is {OLD}")}} | {
         k: v for k, v in first.items() if k != "text"}
     assert holders(mirador_home, OLD) == []

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from memory.retrieval.search import fetch_rows, search_evidence, search_memories
+from memory.store import filters as F
 from memory.store import rowcache
 from memory.store import tables as T
 from memory.store.core import EvidenceSpec
@@ -148,7 +149,7 @@ def test_a_row_deleted_between_its_leg_and_the_fill_is_dropped(store):
     leg = Leg(T.EVIDENCE, where, ("id", "speaker", "_distance"), 10,
               vector=store.embedder.embed_query("lighthouse"), row_ids=True)
     rows = Reader(store.home / "lancedb", row_cache=False, sealer=store.sealer).run(leg)[0]  # ids and addresses, as a leg saw them
-    store.commit(lambda: store.evidence.delete(f"id = '{ids[0]}'"))
+    store.commit(lambda: store.evidence.delete(F.id_is(ids[0])))
     reader, out = store.reader, [[{k: r[k] for k in ("_rowid", "_distance")} for r in rows]]
     cache = reader._caches[T.EVIDENCE]
     asyncio.run_coroutine_threadsafe(reader._fill([leg], [cache], out), _event_loop()).result()
@@ -184,8 +185,8 @@ def test_every_kind_of_row_change_moves_the_row_to_a_new_address(store):
     ids = [store.add_memory(f"Note {i} about the lighthouse.", scope="work")["id"] for i in range(4)]
     where = store.where("memory", scopes=["work"])
     before = _addresses(store, where)
-    store.commit(lambda: store.memories.update(where=f"id = '{ids[0]}'", values={"salience": 0.1}))
-    store.commit(lambda: store.memories.update(where=f"id = '{ids[1]}'", values_sql={"salience": "salience * 0.5"}))
+    store.commit(lambda: store.memories.update(where=F.id_is(ids[0]), values={"salience": 0.1}))
+    store.commit(lambda: store.memories.update(where=F.id_is(ids[1]), values_sql={"salience": "salience * 0.5"}))
     store.update_memory(ids[2], text="Note 2 about the lighthouse, edited.")  # merge_insert of the whole row
     after = _addresses(store, where)
     assert [before[i] != after[i] for i in ids] == [True, True, True, False]

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from memory.mcp.auth import make_principal
+from memory.store import filters as F
 from tests.conftest import sealed_terms
 from tests.memory.mcp_support import ROOT, call, env_for
 
@@ -60,7 +61,7 @@ def test_edits_are_redacted_and_the_audit_diff_holds_no_secret(store, mirador_ho
     store.update_memory(row["id"], text=_secret_text("edited"), details={"subject": f"pin: {PASSWORD}"})
     got = store.get(row["id"])
     assert "[REDACTED:aws_key]" in got["text"] and PASSWORD not in json.dumps(got)
-    audit = store.rows("audit", f"entity_id = '{row['id']}'", ["action", "after"])
+    audit = store.rows("audit", F.id_is(row['id'], "entity_id"), ["action", "after"])
     assert [a["action"] for a in audit] == ["create", "update"]
     assert all(s not in str(a["after"]) for a in audit for s in SECRETS)
     assert _leaks(mirador_home) == {}

@@ -13,6 +13,7 @@ import pytest
 import memory.store.core as store_mod
 from desktop.cli.main import main
 from memory.retrieval.search import search_evidence, search_memories
+from memory.store import filters as F
 from memory.store import reembed as R
 from memory.store.core import EvidenceSpec, Store
 from memory.store.erasure import forget
@@ -79,7 +80,7 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
     assert search_evidence(store, "release date Friday", limit=1)[0].text == TEXTS[0]
     assert search_memories(store, "ledger database", scopes=["work"])[0].text == "Ledger service uses PostgreSQL 16"
     assert all(h.scope == "personal" for h in search_memories(store, "ledger database", scopes=["personal"]))
-    audit = store.scan("audit", "action = 'reembed'", ["actor", "after"]).to_pylist()
+    audit = store.scan("audit", F.equals("action", "reembed"), ["actor", "after"]).to_pylist()
     assert len(audit) == 1 and json.loads(audit[0]["after"])["evidence"] == 4
     # reopened, the store keeps the new embedder, with no warning to re-embed
     assert Store(mirador_home).embedder is target
@@ -112,7 +113,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
     assert gone not in _columns(store, store.evidence)
     edited = store.get(mem["id"])
     assert edited["text"] == "Ledger service moved to PostgreSQL 17"
-    row = store.rows("memory", f"id = '{mem['id']}'", ["search_text", "vector"], limit=1)[0]
+    row = store.rows("memory", F.id_is(mem['id']), ["search_text", "vector"], limit=1)[0]
     # the edit's vector is its new text's, by the new embedder (the pass embedded it again)
     assert np.allclose(row["vector"], store.embedder.embed([row["search_text"]])[0], atol=1e-5)
 

@@ -16,6 +16,7 @@ from memory.mcp.auth import Principal, TokenStore, make_principal
 from memory.mcp.server import build_server
 from memory.retrieval.recall import recall
 from memory.retrieval.search import search_memories
+from memory.store import filters as F
 from tests.memory.mcp_support import free_port, http_session, start_server, stop_server
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
@@ -29,7 +30,7 @@ def _order(ids: list[str], *wanted: str) -> list[str]:
 
 
 def _audit(store, action: str) -> list[dict]:
-    return store.rows("audit", f"action = '{action}'", ["actor", "entity_id", "scope", "after"])
+    return store.rows("audit", F.equals("action", action), ["actor", "entity_id", "scope", "after"])
 
 
 def test_reinforced_memory_ranks_above_an_equal_unreinforced_one(store):

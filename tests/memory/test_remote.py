@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory.errors import NotFoundError
+from memory.store import filters as F
 from memory.store.erasure import forget
 from memory.store.remote import Remotes, fresh
 from tests.memory import seaweed as sw_fixtures
@@ -90,8 +91,8 @@ def test_two_homes_share_one_scope_and_nothing_else(homes, seaweed, prefix):
         assert not seaweed.holding(text, prefix), text
     # ...and the shared memory is not in the local memories table of either home.
     for s in (a, b):
-        assert s.memories.count_rows(f"id = '{shared['id']}'") == 0
-    assert b.memories.count_rows(f"id = '{b_private['id']}'") == 1
+        assert s.memories.count_rows(F.id_is(shared['id'])) == 0
+    assert b.memories.count_rows(F.id_is(b_private['id'])) == 1
 
     # An edit on B is what A reads.
     b.update_memory(shared["id"], text="The acme deploy freeze starts on Friday at noon")
@@ -294,7 +295,7 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     # A's newer version of it waits in A's outbox (written while the bucket did not answer).
     from memory.store import tables as T
 
-    row = a.remotes.rows(None, f"id = '{m['id']}'", T.memories_schema(1).names, 1)[0]
+    row = a.remotes.rows(None, F.id_is(m['id']), T.memories_schema(1).names, 1)[0]
     sw.stop()
     a.remotes.divert([{**row, "text": text + " and on every offboarding"}])
     assert a.remotes.pending() == {"team": 1}
@@ -322,7 +323,7 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     assert b.get(mine["id"])["text"] == text
     # A now holds B's tombstone: extraction's write policy sees it.
     assert tombstoned_fps(a, [fingerprint(text)]) == {fingerprint(text)}
-    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", "action = 'delete'", ["actor", "entity_id"])}
+    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", F.equals("action", "delete"), ["actor", "entity_id"])}
     assert ("shared:team", m["id"]) in who and ("shared:team", raced["id"]) in who
     # Pulling again adds nothing twice; while the bucket's tombstones are unchanged, nothing is read at all.
     shared_a = a.remotes.shared["team"]
@@ -330,7 +331,7 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     real_stones = shared_a.stones
     shared_a.stones = lambda where=None: reads.append(where) or real_stones(where)
     assert a.remotes.pull(shared_a) == 0
-    assert a.tombstones.count_rows(f"id = '{m['id']}'") == 1
+    assert a.tombstones.count_rows(F.id_is(m['id'])) == 1
     assert reads == []
     forget(b, [mine["id"]])  # a new tombstone: the next pull reads them again and takes it
     assert a.remotes.pull(shared_a) == 1 and reads == [None]
@@ -352,7 +353,7 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
 
     def stale_edit(store, id_, actor, **change):
         """An edit made from the version this device read before the other device's edit landed."""
-        row = store.remotes.rows(None, f"id = '{id_}'", cols, 1)[0]
+        row = store.remotes.rows(None, F.id_is(id_), cols, 1)[0]
         return row, lambda: store.remotes.divert([{**row, **change, "updated_at": utcnow() + timedelta(seconds=1)}],
                                                  actor=actor, base=row["updated_at"])
 
@@ -363,10 +364,10 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     b_edit()
     assert b.remotes.pending() == {"team": 0}
     assert a.get(m["id"])["text"] == "The acme retro is on Thursdays"
-    kept = a.remotes.rows(None, f"superseded_by = '{m['id']}'", cols, 5)
+    kept = a.remotes.rows(None, F.id_is(m['id'], "superseded_by"), cols, 5)
     assert [r["text"] for r in kept] == ["The acme retro is on Wednesdays"]
     assert kept[0]["status"] == "superseded"
-    [note] = b.rows("audit", f"action = 'conflict' AND entity_id = '{m['id']}'", ["actor", "before", "after"])
+    [note] = b.rows("audit", F.and_(F.equals("action", "conflict"), F.id_is(m['id'], "entity_id")), ["actor", "before", "after"])
     before, after = json.loads(note["before"]), json.loads(note["after"])
     assert note["actor"] == "shared:team" and after["kept"] == "this device's edit"
     assert before["other"]["actor"] == "person" and before["other"]["device"] and before["other"]["person"]
@@ -378,8 +379,8 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     a.update_memory(n["id"], text="The acme design review needs three approvals")
     b_auto()
     assert a.get(n["id"])["text"] == "The acme design review needs three approvals"
-    assert not a.remotes.rows(None, f"superseded_by = '{n['id']}'", cols, 5)
-    [note] = b.rows("audit", f"action = 'conflict' AND entity_id = '{n['id']}'", ["after"])
+    assert not a.remotes.rows(None, F.id_is(n['id'], "superseded_by"), cols, 5)
+    [note] = b.rows("audit", F.and_(F.equals("action", "conflict"), F.id_is(n['id'], "entity_id")), ["after"])
     assert json.loads(note["after"])["kept"] == "the other edit"
 
     # A person's edit made from an older version still wins over a later automated one.
@@ -388,12 +389,12 @@ def test_concurrent_edits_settle_predictably_and_are_audited(homes):
     a.update_memory(o["id"], confidence=0.9, actor="extractor")
     b_person()
     assert a.get(o["id"])["text"] == "The acme pager rotation is fortnightly"
-    assert not a.remotes.rows(None, f"superseded_by = '{o['id']}'", cols, 5)
+    assert not a.remotes.rows(None, F.id_is(o['id'], "superseded_by"), cols, 5)
 
     # No edit in between: an ordinary edit is no conflict.
     b.update_memory(o["id"], text="The acme pager rotation is monthly")
     assert a.get(o["id"])["text"] == "The acme pager rotation is monthly"
-    assert not [r for r in b.rows("audit", f"action = 'conflict' AND entity_id = '{o['id']}'", ["after"])
+    assert not [r for r in b.rows("audit", F.and_(F.equals("action", "conflict"), F.id_is(o['id'], "entity_id")), ["after"])
                 if "monthly" in (r["after"] or "")]  # (the audit is sealed at rest: matched once opened)
     # The edit log in the bucket names who wrote each version, and holds no text.
     log_rows = fresh(b.remotes.shared["team"].edits()).to_arrow().to_pylist()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from memory.errors import NotFoundError
+from memory.store import filters as F
 from memory.store.erasure import forget, forget_where
 from memory.store.remote import fresh
 from tests.memory import seaweed as sw_fixtures
@@ -141,17 +142,17 @@ def test_shared_evidence_is_found_elsewhere_and_forgotten_everywhere(sharing, se
     forget(b, [ev["id"]])
     assert ev["id"] not in {r["id"] for r in bucket_evidence(b)}
     assert not seaweed.holding("kestrelwing migration slips", prefix)
-    stones = b.remotes.shared["team"].stones(f"id = '{ev['id']}'")
+    stones = b.remotes.shared["team"].stones(F.id_is(ev['id']))
     assert [(s["id"], s["kind"]) for s in stones] == [(ev["id"], "evidence")]
     assert ev["id"] not in [h.id for h in search_evidence(b, "kestrelwing migration", scopes=None)]
     # A pulls the tombstone: its original goes too, frame included, audited as from another device.
     a.remotes.flush()
-    assert a.evidence.count_rows(f"id = '{ev['id']}'") == 0
+    assert a.evidence.count_rows(F.id_is(ev['id'])) == 0
     assert not frame.exists()
     with pytest.raises(NotFoundError):
         a.get(ev["id"])
     assert not [h for h in search_evidence(a, "kestrelwing migration", scopes=None) if h.id == ev["id"]]
-    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", "action = 'delete'", ["actor", "entity_id"])}
+    who = {(r["actor"], r["entity_id"]) for r in a.rows("audit", F.equals("action", "delete"), ["actor", "entity_id"])}
     assert ("shared:team", ev["id"]) in who
     # It does not come back: A flushes again, and nothing of it is in the bucket or in A's tables.
     assert a.remotes.flush()["errors"] == {}
@@ -178,7 +179,7 @@ def test_a_range_forget_on_another_device_is_a_forget_everywhere(sharing, seawee
     assert done["by_kind"]["evidence"] == 1
     assert not seaweed.holding("heronmoth budget", prefix)
     a.remotes.flush()
-    assert a.evidence.count_rows(f"id = '{old['id']}'") == 0
+    assert a.evidence.count_rows(F.id_is(old['id'])) == 0
     assert a.get(new["id"])["text"] == new["text"] and b.get(new["id"])["text"] == new["text"]
     # A forgets its own row: gone from the bucket at once.
     forget(a, [new["id"]])

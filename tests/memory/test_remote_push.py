@@ -11,6 +11,7 @@ import pytest
 
 from memory.errors import NotFoundError
 from memory.graph import relations as R
+from memory.store import filters as F
 from tests.memory import seaweed as sw_fixtures
 from tests.memory import test_remote
 from tests.memory.test_remote import SHARED, bind, open_home
@@ -46,7 +47,7 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     # An edit of a memory made before the binding goes to the bucket and leaves no local copy behind.
     a.update_memory(edited["id"], text="The acme sprint review moved to Wednesdays")
     assert a.get(edited["id"])["text"] == "The acme sprint review moved to Wednesdays"
-    assert a.memories.count_rows(f"id = '{edited['id']}'") == 0
+    assert a.memories.count_rows(F.id_is(edited['id'])) == 0
     assert seaweed.holding("moved to Wednesdays", prefix)
 
     # push without --yes says what it would send and sends nothing.
@@ -68,4 +69,4 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     assert not seaweed.holding("gym locker", prefix)
     a2 = Store(home)
     assert a2.get(mine["id"])["text"] == mine["text"]
-    assert a2.memories.count_rows("scope = 'work/acme'") == 0
+    assert a2.memories.count_rows(F.equals("scope", "work/acme")) == 0

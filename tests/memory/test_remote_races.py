@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.store import filters as F
 from tests.memory import seaweed as sw_fixtures
 from tests.memory.mcp_support import env_for
 from tests.memory.race_worker import lost_edits, run_workers
@@ -72,11 +73,11 @@ def _audited(homes: list[Path], records: list[dict]) -> None:
     conflicts = 0
     for h in dict.fromkeys(homes):
         s = Store(h)
-        for r in s.rows("audit", "action = 'update' AND entity_kind = 'memory'", ["entity_id"]):
+        for r in s.rows("audit", F.and_(F.equals("action", "update"), F.equals("entity_kind", "memory")), ["entity_id"]):
             updates[r["entity_id"]] = updates.get(r["entity_id"], 0) + 1
         # (before/after are sealed at rest: matched on the opened rows, not in SQL)
         conflicts += sum('earlier_version": "mem_' in (r["after"] or "")
-                         for r in s.rows("audit", "action = 'conflict'", ["after"]))
+                         for r in s.rows("audit", F.equals("action", "conflict"), ["after"]))
     made: dict[str, int] = {}
     for r in records:
         made[r["id"]] = made.get(r["id"], 0) + 1
@@ -146,9 +147,9 @@ def test_an_edit_settled_against_a_version_that_changed_before_the_commit_is_kep
     a.update_memory(m["id"], text="The acme retro is on Wednesdays")
     assert fired and a.remotes.pending() == {"team": 0}
     cur = a.get(m["id"])["text"]
-    kept = [r["text"] for r in a.remotes.rows(None, f"superseded_by = '{m['id']}'", ["id", "text"], 5)]
+    kept = [r["text"] for r in a.remotes.rows(None, F.id_is(m['id'], "superseded_by"), ["id", "text"], 5)]
     # A's commit did not apply on B's version: settled again, between two people the later edit (B's) wins and
     # A's is kept as an earlier version; A's audit says so.
     assert cur == "The acme retro is on Thursdays" and kept == ["The acme retro is on Wednesdays"]
-    notes = a.rows("audit", f"action = 'conflict' AND entity_id = '{m['id']}'", ["after"])
+    notes = a.rows("audit", F.and_(F.equals("action", "conflict"), F.id_is(m['id'], "entity_id")), ["after"])
     assert [json.loads(n["after"])["kept"] for n in notes] == ["the other edit"]

@@ -12,6 +12,7 @@ import pytest
 
 from memory.errors import NotFoundError
 from memory.graph import relations as R
+from memory.store import filters as F
 from memory.store.erasure import forget
 from memory.store.remote import fresh
 from tests.memory import seaweed as sw_fixtures
@@ -100,7 +101,7 @@ def test_a_relation_between_shared_memories_is_shared_and_removed_everywhere(hom
     assert R.related(a, decision) == [] and R.related(a, reason) == []
     assert shared_edges(a) == []
     assert not seaweed.holding(edge["id"], prefix)
-    audit = b.rows("audit", f"entity_id = '{edge['id']}'", ["actor", "action"])
+    audit = b.rows("audit", F.id_is(edge['id'], "entity_id"), ["actor", "action"])
     assert ("mcp:acme-bot", "delete") in {(r["actor"], r["action"]) for r in audit}
 
 
@@ -140,11 +141,11 @@ def test_a_relation_with_a_personal_end_never_reaches_the_bucket(homes, seaweed,
     # A memory moving out of the shared scope takes its shared edges home; moving back shares them again.
     a.update_memory(other, scope="personal")
     assert shared_edges(a) == [] and not seaweed.holding(inside["id"], prefix)
-    assert a.relations.count_rows(f"id = '{inside['id']}'") == 1
+    assert a.relations.count_rows(F.id_is(inside['id'])) == 1
     assert {e["id"] for e in R.related(a, shared)} == {out["id"], back["id"], inside["id"]}
     a.update_memory(other, scope=SHARED)
     assert [r["id"] for r in shared_edges(a)] == [inside["id"]]
-    assert a.relations.count_rows(f"id = '{inside['id']}'") == 0
+    assert a.relations.count_rows(F.id_is(inside['id'])) == 0
     assert [e["id"] for e in R.related(b, shared)] == [inside["id"]]
 
 
@@ -208,7 +209,7 @@ def test_a_local_relation_to_a_shared_memory_goes_when_another_device_forgets_it
     shared = a.add_memory(text, scope=SHARED)["id"]
     mine = a.add_memory("Renew my own vpn token before the trip", scope="personal")["id"]
     edge = R.add_relation(a, mine, "BECAUSE", shared)
-    assert a.relations.count_rows(f"id = '{edge['id']}'") == 1 and not seaweed.holding(edge["id"], prefix)
+    assert a.relations.count_rows(F.id_is(edge['id'])) == 1 and not seaweed.holding(edge["id"], prefix)
     forget(b, [shared])
     assert a.remotes.flush()["errors"] == {}
     assert a.relations.count_rows() == 0 and R.related(a, mine) == []

@@ -10,6 +10,7 @@ import pytest
 
 from memory.consolidation.extraction import Extractor, batches, run_extraction
 from memory.errors import InputError
+from memory.store import filters as F
 from memory.store.audit import utcnow
 from memory.store.rescope import plan_rescope, rescope, select_evidence
 
@@ -95,12 +96,12 @@ def test_rescope_moves_evidence_and_the_memories_drawn_from_it_and_nothing_else(
         assert after[m["id"]] == before[m["id"]]
     assert after[person["id"]]["scope"] == "personal"
     # The moved memory's edges carry its new scope (the store's rescope listeners ran).
-    row = store.rows("relations", f"id = '{edge}'", ["scope", "dst_scope"], limit=1)[0]
+    row = store.rows("relations", F.id_is(edge), ["scope", "dst_scope"], limit=1)[0]
     assert row == {"scope": "work/acme", "dst_scope": "personal"}
     # Reads by scope see the move at once.
     work = {m["id"] for m in store.list("memory", scopes=["work"], statuses=[], limit=100)}
     assert work == {m["id"] for m in acme_mems}
-    audit = store.rows("audit", "action = 'update'", ["entity_id", "entity_kind", "actor", "after"])
+    audit = store.rows("audit", F.equals("action", "update"), ["entity_id", "entity_kind", "actor", "after"])
     assert {a["entity_id"] for a in audit if a["entity_kind"] == "evidence"} == set(ids["acme"])
     assert {a["entity_id"] for a in audit if a["entity_kind"] == "memory"} == {m["id"] for m in acme_mems}
     assert all(a["actor"] == "person" and "work/acme" in a["after"] for a in audit)

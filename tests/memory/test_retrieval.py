@@ -8,6 +8,7 @@ import pytest
 
 from memory.retrieval.query import analyze
 from memory.retrieval.search import search_evidence
+from memory.store import filters as F
 from memory.store.context import ContextConfig, index_texts
 from memory.store.core import EvidenceSpec
 from memory.store.timeparse import find_windows
@@ -166,10 +167,10 @@ def test_forgetting_a_row_removes_it_from_its_neighbours_index(store, mirador_ho
         _ev("Yes, with my friend Quetzalcoatlus from the gym.", "Caro", t + timedelta(seconds=20), scope="chat"),
         _ev("Great, see you there!", "Mel", t + timedelta(seconds=40), scope="chat"),
     ], context=ContextConfig(neighbours_embed=1, neighbours_fts=1))
-    before = store.rows("evidence", f"id = '{rows[0]['id']}'", ["search_text", "vector"], limit=1)[0]
+    before = store.rows("evidence", F.id_is(rows[0]['id']), ["search_text", "vector"], limit=1)[0]
     assert "Quetzalcoatlus" in before["search_text"]
     forget(store, [rows[1]["id"]])
-    after = store.rows("evidence", f"id = '{rows[0]['id']}'", ["search_text", "vector"], limit=1)[0]
+    after = store.rows("evidence", F.id_is(rows[0]['id']), ["search_text", "vector"], limit=1)[0]
     assert after["vector"] != before["vector"]  # re-embedded without the forgotten turn
     assert "Quetzalcoatlus" not in after["search_text"]
     assert files_containing(mirador_home, "Quetzalcoatlus") == []
@@ -235,7 +236,7 @@ def test_migration_places_rows_written_before_runs(mirador_home):
                                     + [_ev("elsewhere", "Ann", t, scope="other")])
     # Take the store back to before m007: no columns, no record of the migration.
     store.evidence.drop_columns(["run_id", "run_pos"])
-    store.db.open_table(T.MIGRATIONS).delete("name = 'm007_evidence_runs'")
+    store.db.open_table(T.MIGRATIONS).delete(F.equals("name", "m007_evidence_runs"))
     again = Store(mirador_home)
     assert again.migrations_applied == ["m007_evidence_runs"]
     got = {r["id"]: (r["run_id"], r["run_pos"]) for r in again.rows("evidence", None, ["id", "run_id", "run_pos"])}
