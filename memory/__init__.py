@@ -11,6 +11,7 @@ pulling in LanceDB, pydantic models and numpy up front cost seconds of start-up 
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 _EXPORTS = {
     "Config": "memory.config",
@@ -34,7 +35,7 @@ __all__ = sorted(_EXPORTS)
 import memory.graph  # noqa: E402,F401  isort: skip
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'memory' has no attribute {name!r}")

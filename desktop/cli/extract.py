@@ -16,8 +16,8 @@ def cmd_extract(a) -> int:
     try:
         report = run_extraction(store, all_evidence=a.all, extractor=extractor, limit=a.limit)
     finally:
-        if extractor.llm is not None:  # one-shot command: stop the worker process
-            extractor.llm.close()
+        if (close := getattr(extractor.llm, "close", None)) is not None:  # one-shot command: stop the worker process
+            close()
     if a.json:
         emit_json(report.to_dict())
         return 0

@@ -108,8 +108,8 @@ def _extract(store: Store, rules: bool) -> dict:
             for k in total:
                 total[k] += getattr(r, k)
     finally:
-        if extractor.llm is not None:  # one-shot command: stop the worker process
-            extractor.llm.close()
+        if (close := getattr(extractor.llm, "close", None)) is not None:  # one-shot command: stop the worker process
+            close()
     return total
 
 

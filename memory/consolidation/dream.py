@@ -48,6 +48,10 @@ from memory.store.fingerprint import fingerprint
 from memory.store.rows import parse_time
 
 if TYPE_CHECKING:
+    import threading
+    from collections.abc import Iterable
+
+    from memory.config import DreamConfig, ExtractionConfig
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -147,7 +151,7 @@ class _Stopped(Exception):
     """A stop was asked for while planning (nothing written yet)."""
 
 
-def _check(stop) -> None:
+def _check(stop: threading.Event | None) -> None:
     if stop is not None and stop.is_set():
         raise _Stopped
 
@@ -176,7 +180,7 @@ def _survivor(a: dict, b: dict) -> tuple[dict, dict]:
 _BATCH = 256  # changed rows whose neighbours one LanceDB query looks up
 
 
-def _near(store: Store, rows: list[dict], mtype: str | None, k: int, stop=None) -> dict[str, list[dict]]:
+def _near(store: Store, rows: list[dict], mtype: str | None, k: int, stop: threading.Event | None = None) -> dict[str, list[dict]]:
     """Each row's k nearest visible memories of its type (or of `mtype`) in its scope, by row id.
 
     Batched per type and scope: after an import thousands of rows have changed, and one LanceDB query
@@ -195,7 +199,8 @@ def _near(store: Store, rows: list[dict], mtype: str | None, k: int, stop=None) 
     return out
 
 
-def _plan_pairs(store: Store, changed: list[dict], cfg, xcfg, stop=None) -> list[Step]:
+def _plan_pairs(store: Store, changed: list[dict], cfg: DreamConfig, xcfg: ExtractionConfig,
+                stop: threading.Event | None = None) -> list[Step]:
     """Merges (near-duplicates) and supersessions (same subject, different value) around changed rows."""
     steps, seen = [], set()
     near = _near(store, changed, None, cfg.neighbours, stop)
@@ -227,7 +232,8 @@ def _plan_pairs(store: Store, changed: list[dict], cfg, xcfg, stop=None) -> list
     return steps
 
 
-def _plan_crystallise(store: Store, changed: list[dict], cfg, stop=None) -> list[Step]:
+def _plan_crystallise(store: Store, changed: list[dict], cfg: DreamConfig,
+                      stop: threading.Event | None = None) -> list[Step]:
     """Candidates for patterns that repeat across episodic memories."""
     steps: list[Step] = []
     used: set[str] = set()
@@ -276,7 +282,7 @@ def _crossing(col: str, since: datetime | None, until: datetime, age: timedelta)
     return F.and_(F.at_or_before(col, until - age), F.after(col, since - age) if since else None)
 
 
-def _plan_decay(store: Store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+def _plan_decay(store: Store, since: datetime | None, until: datetime, cfg: DreamConfig) -> list[Step]:
     """Halve salience once per half-life of age (per type); pinned memories keep theirs."""
     steps = []
     for mtype in _TYPES:
@@ -295,7 +301,7 @@ def _plan_decay(store: Store, since: datetime | None, until: datetime, cfg) -> l
     return steps
 
 
-def _plan_archive(store: Store, since: datetime | None, until: datetime, cfg) -> list[Step]:
+def _plan_archive(store: Store, since: datetime | None, until: datetime, cfg: DreamConfig) -> list[Step]:
     """Unreviewed candidates past the retention limit: propose archiving (rejecting) them."""
     where = F.and_(F.equals("status", "candidate"), F.equals("pinned", False), F.equals("user_edited", False),
                    _crossing("created_at", since, until, timedelta(days=cfg.candidate_retention_days)))
@@ -311,7 +317,7 @@ def _open_proposal_keys(store: Store, steps: list[Step]) -> set[tuple]:
             for r in store.rows(T.PROPOSALS, F.id_in(targets, "target_id"), ["kind", "target_id", "other_id"])}
 
 
-def plan_dream(store: Store, now: datetime | None = None, stop=None) -> DreamPlan:
+def plan_dream(store: Store, now: datetime | None = None, stop: threading.Event | None = None) -> DreamPlan:
     """Build the plan for the next pass (reads only). Decay steps come first (see the module doc)."""
     cfg, xcfg = store.config.dream, store.config.extraction
     since, until = load_checkpoint(store), now or utcnow()
@@ -327,7 +333,8 @@ def plan_dream(store: Store, now: datetime | None = None, stop=None) -> DreamPla
     return plan
 
 
-def run_dream(store: Store, dry_run: bool = False, now: datetime | None = None, stop=None) -> DreamPlan:
+def run_dream(store: Store, dry_run: bool = False, now: datetime | None = None,
+              stop: threading.Event | None = None) -> DreamPlan:
     """Plan a pass and, unless dry_run, apply what is safe and file the rest as proposals.
 
     stop: a threading.Event; once set, the pass ends before its next step (never inside the decay
@@ -417,7 +424,7 @@ _APPLY = {"provenance": _apply_provenance, "decay": _apply_decay, "crystallise":
           "merge": _apply_proposal, "supersede": _apply_proposal, "archive": _apply_proposal}
 
 
-def list_proposals(store: Store, status: str | None = "open", scopes=None) -> list[dict]:
+def list_proposals(store: Store, status: str | None = "open", scopes: Iterable[str] | None = None) -> list[dict]:
     """Proposals for review, newest first (status None = all)."""
     rows = store.rows(T.PROPOSALS, F.equals("status", status) if status else None,
                       [f.name for f in T.proposals_schema()], scopes=scopes)

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memory.consolidation.prompts import SCHEMA, build_prompt, parse_output
 from memory.consolidation.rules import Draft, rule_extract
@@ -57,10 +57,17 @@ class ExtractionReport:
         return asdict(self)
 
 
+class JsonCompleter(Protocol):
+    """What the extractor asks of a model: models.llm.LLM, or the scheduler's stop-aware wrapper of one."""
+
+    def complete_json(self, prompt: str, schema: dict[str, Any]) -> Completion: ...
+
+
 class Extractor:
     """Turns one batch of evidence rows into drafts: the LLM when it works, the rules otherwise."""
 
-    def __init__(self, llm=None, engine: str = "auto", max_chars: int = 500, statements=None) -> None:
+    def __init__(self, llm: JsonCompleter | None = None, engine: str = "auto", max_chars: int = 500,
+                 statements: StatementEngine | None = None) -> None:
         self.llm, self.engine, self.max_chars = llm, engine, max_chars
         self.statements = statements  # a StatementEngine (engine auto/statements)
         self.llm_calls = self.llm_failures = 0
@@ -88,6 +95,7 @@ class Extractor:
         from models.llm import LLMError
         from models.locate import ModelNotFound
 
+        assert self.llm is not None  # drafts() asks the LLM only when there is one
         self.llm_calls += 1
         try:
             out = self.llm.complete_json(build_prompt(items, self.max_chars), SCHEMA)
@@ -117,14 +125,18 @@ class Extractor:
 
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from memory.config import Config
+    from memory.consolidation.verbatim import StatementEngine
     from memory.store.core import Store
-    from models.llm import LLM
+    from models.llm import LLM, Completion
 
 _shared: dict[tuple, LLM] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_llm(config, home: Path):
+def shared_llm(config: Config, home: Path) -> LLM:
     """One LLM per settings per process (loading weights is the slow part)."""
     from models.llm import LLM
 
@@ -144,7 +156,7 @@ def shared_llm(config, home: Path):
         return _shared[key]
 
 
-def make_extractor(store: Store, engine: str | None = None, llm=None) -> Extractor:
+def make_extractor(store: Store, engine: str | None = None, llm: JsonCompleter | None = None) -> Extractor:
     """The extractor the config asks for (engine auto|statements|llm|rules)."""
     x = store.config.extraction
     engine = engine or x.engine
@@ -164,7 +176,8 @@ def pending_count(store: Store) -> int:
     return store.count("evidence", F.is_null("extracted_at"), local=True)
 
 
-def load_evidence(store: Store, all_evidence: bool, limit: int | None, scopes=None) -> list[dict]:
+def load_evidence(store: Store, all_evidence: bool, limit: int | None,
+                  scopes: Iterable[str] | None = None) -> list[dict]:
     """Evidence to extract, oldest first (every row with all_evidence, else extracted_at null); scopes: only
     rows in these scopes and below (None: every scope)."""
     # This device's capture only (local=True below): another device extracts the evidence it captured, and a
@@ -210,7 +223,7 @@ def mark_extracted(store: Store, ids: list[str]) -> None:
 
 
 def run_extraction(store: Store, *, all_evidence: bool = False, extractor: Extractor | None = None,
-                   limit: int | None = None, scopes=None) -> ExtractionReport:
+                   limit: int | None = None, scopes: Iterable[str] | None = None) -> ExtractionReport:
     """Extract memories from pending evidence (or all of it; scopes: only in these) and return what happened."""
     x = store.config.extraction
     start = time.monotonic()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from typing import Any
 
 from memory.consolidation.rules import Draft, find_commands, find_paths, find_people, find_urls, resolve_date
 from memory.errors import InputError
@@ -139,7 +140,7 @@ def _details(mtype: MemoryType, text: str, subject: str, sources: list[dict]) ->
     return {"block": block, "content": text}
 
 
-def parse_output(data, items: list[dict], confidence: float = 0.75) -> tuple[list[Draft], list[str]]:
+def parse_output(data: Any, items: list[dict], confidence: float = 0.75) -> tuple[list[Draft], list[str]]:
     """Turn the model's JSON into drafts; returns (drafts, reasons for what was dropped)."""
     drafts, dropped, seen, kept = [], [], set(), {}
     raw = data.get("memories") if isinstance(data, dict) else None
@@ -181,7 +182,7 @@ def parse_output(data, items: list[dict], confidence: float = 0.75) -> tuple[lis
     return drafts, dropped
 
 
-def parse_relations(data, kept: dict[int, Draft], confidence: float) -> list[str]:
+def parse_relations(data: Any, kept: dict[int, Draft], confidence: float) -> list[str]:
     """Attach the model's proposed edges to the drafts they join; returns reasons for the ones dropped."""
     from memory.graph.relations import RELATIONS
 

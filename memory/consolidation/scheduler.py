@@ -23,14 +23,20 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memory.store.atomic import write_atomic
 from memory.store.rows import iso, parse_time
 from memory.types import utcnow
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from apscheduler.executors.pool import BasePoolExecutor
+
+    from memory.config import Config
     from memory.store.core import Store
+    from models.llm import LLM, Completion, ModelInfo
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +85,15 @@ class _StopAwareLLM:
     the LLM at the next start.
     """
 
-    def __init__(self, llm, stopping: threading.Event) -> None:
+    def __init__(self, llm: LLM, stopping: threading.Event) -> None:
         self.llm, self.stopping = llm, stopping
 
     @property
-    def info(self):
+    def info(self) -> ModelInfo | None:
         """The wrapped model's info (its name goes into the extraction report)."""
         return self.llm.info
 
-    def complete_json(self, *args, **kwargs):
+    def complete_json(self, *args: Any, **kwargs: Any) -> Completion:
         """The wrapped call, or JobCancelled when the scheduler stops before or during it."""
         if self.stopping.is_set():
             raise JobCancelled("Mirador is stopping")
@@ -202,13 +208,13 @@ def enforce_storage_cap(store: Store, max_rounds: int = 20, stop: threading.Even
     return removed
 
 
-def job_optimize(store: Store, stop=None) -> str:
+def job_optimize(store: Store, stop: threading.Event | None = None) -> str:
     """Compact fragments and refresh indexes; at quit (`stop` set) it ends between two commits."""
     report = store.optimize(stop=stop)
     return f"stopped {report['stopped']}" if "stopped" in report else "optimized"
 
 
-def job_share(store: Store, stop=None) -> str:
+def job_share(store: Store, stop: threading.Event | None = None) -> str:
     """Send what waits in the outbox to the shared scopes' remote stores (a remote that was down drains
     here once it is back, even when nothing new is written)."""
     remotes = store.remotes
@@ -226,7 +232,7 @@ def job_share(store: Store, stop=None) -> str:
     return f"sent {r['sent']}, {r['pending']} waiting" + (f" ({errors})" if errors else "") + done
 
 
-def job_share_maintain(store: Store, stop=None) -> str:
+def job_share_maintain(store: Store, stop: threading.Event | None = None) -> str:
     """Update the shared stores' indexes and compact them, on the one device holding each store's
     maintainer lease (so devices sharing a store do not all rebuild its indexes)."""
     remotes = store.remotes
@@ -254,11 +260,11 @@ class _DaemonPool:
         self._thread = threading.Thread(target=self._run, name="mirador-jobs", daemon=True)
         self._thread.start()
 
-    def submit(self, fn, *args, **kwargs):
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future[Any]:
         """Queue fn(*args, **kwargs); returns a concurrent.futures.Future."""
         from concurrent.futures import Future
 
-        fut: Future = Future()
+        fut: Future[Any] = Future()
         self._queue.put((fut, fn, args, kwargs))
         return fut
 
@@ -279,7 +285,7 @@ class _DaemonPool:
             self._thread.join()
 
 
-def _executor():
+def _executor() -> BasePoolExecutor:
     from apscheduler.executors.pool import BasePoolExecutor
 
     class DaemonExecutor(BasePoolExecutor):
@@ -309,7 +315,7 @@ def end_llm_workers(timeout: float = 5.0) -> int:
 class MiradorScheduler:
     """The running scheduler: apscheduler's BackgroundScheduler plus persisted job state."""
 
-    def __init__(self, store: Store, config=None) -> None:
+    def __init__(self, store: Store, config: Config | None = None) -> None:
         from apscheduler.schedulers.background import BackgroundScheduler
 
         self.store = store
@@ -347,7 +353,7 @@ class MiradorScheduler:
         return detail
 
     @staticmethod
-    def _timing(config) -> dict:
+    def _timing(config: Config) -> dict:
         c = config.scheduler
         return {"extract": c.extract_interval_minutes, "dream": c.dream_cron, "purge": c.purge_cron,
                 "optimize": c.optimize_interval_minutes, "share": config.remote.flush_interval_seconds,
@@ -368,7 +374,7 @@ class MiradorScheduler:
             "share_maintain": IntervalTrigger(minutes=self.config.remote.maintain_interval_minutes),
         }
 
-    def _overdue(self, name: str, trigger, now_local: datetime) -> bool:
+    def _overdue(self, name: str, trigger: Any, now_local: datetime) -> bool:
         last = self.state.last_run(name)
         if last is None:
             return name in ("extract", "optimize", "share")  # never run: cheap jobs start now, nightly ones wait
@@ -388,7 +394,7 @@ class MiradorScheduler:
         log.info("scheduler started: %s", ", ".join(f"{j.id} next {j.next_run_time}" for j in self.scheduler.get_jobs()))
         return self
 
-    def apply_config(self, config) -> list[str]:
+    def apply_config(self, config: Config) -> list[str]:
         """Use new settings now: reschedule jobs whose interval or cron changed; pause or resume with
         scheduler.enabled. Returns the ids of the rescheduled jobs."""
         before = self._timing(self.config)
@@ -423,7 +429,7 @@ class MiradorScheduler:
         return self.idle.is_set()
 
 
-def start_scheduler(store: Store, config=None) -> MiradorScheduler:
+def start_scheduler(store: Store, config: Config | None = None) -> MiradorScheduler:
     """Start the background jobs for this store; returns the scheduler (call .stop() or stop())."""
     return MiradorScheduler(store, config).start()
 

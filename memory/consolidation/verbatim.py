@@ -9,9 +9,11 @@ Without the fitted weights (another embedder, a damaged install) the rule scores
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from memory.consolidation.chrome import row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
@@ -29,7 +31,8 @@ RECORD_LINES = 8  # a record or message of at most this many lines is kept whole
 class StatementEngine:
     """Drafts for a batch of evidence rows; embed(texts) → vectors (the store's embedder)."""
 
-    def __init__(self, embed=None, embedder_name: str | None = None, model: SalienceModel | None = None,
+    def __init__(self, embed: Callable[[list[str]], npt.NDArray[np.float32]] | None = None,
+                 embedder_name: str | None = None, model: SalienceModel | None = None,
                  max_chars: int = 4000) -> None:
         self.embed = embed
         self.model = model if model is not None else load_model()

@@ -34,6 +34,11 @@ from memory.store.core import MemorySpec
 from memory.store.fingerprint import fingerprint, normalise
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    import numpy.typing as npt
+
+    from memory.config import ExtractionConfig
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -105,11 +110,12 @@ def detail_terms(text: str) -> set[str]:
     return set(_DIGITS.findall(t)) | names
 
 
-def _neighbour_filter(mtype: str, scope: str, statuses) -> F.Where | None:
+def _neighbour_filter(mtype: str, scope: str, statuses: Iterable[str]) -> F.Where | None:
     return F.and_(F.equals("type", mtype), F.equals("scope", scope), F.one_of("status", statuses))
 
 
-def neighbours(store: Store, vec, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[dict]:
+def neighbours(store: Store, vec: npt.ArrayLike, mtype: str, scope: str, k: int = 5,
+               statuses: Iterable[str] = _ALL_STATUSES) -> list[dict]:
     """Nearest memories of one type in exactly one scope, with cosine similarity (filter inside the query)."""
     # A shared scope's memories too (Store.nearest): its duplicates are found wherever they live.
     rows = store.nearest("memory", np.asarray(vec, dtype=np.float32), _neighbour_filter(mtype, scope, statuses),
@@ -119,7 +125,9 @@ def neighbours(store: Store, vec, mtype: str, scope: str, k: int = 5, statuses=_
     return rows
 
 
-def neighbours_many(store: Store, vecs, mtype: str, scope: str, k: int = 5, statuses=_ALL_STATUSES) -> list[list[dict]]:
+def neighbours_many(store: Store, vecs: list[npt.ArrayLike],
+ mtype: str, scope: str, k: int = 5,
+                    statuses: Iterable[str] = _ALL_STATUSES) -> list[list[dict]]:
     """neighbours() for many vectors at once: one LanceDB query for the batch, the lists in input order.
 
     Why: a dream pass looks up the neighbours of every changed memory; one query per vector pays
@@ -140,7 +148,7 @@ def neighbours_many(store: Store, vecs, mtype: str, scope: str, k: int = 5, stat
     return out
 
 
-def subject_key(row_or_draft) -> str | None:
+def subject_key(row_or_draft: Draft | dict) -> str | None:
     """Normalised subject of a memory row (details.subject / core block) or a draft."""
     if isinstance(row_or_draft, Draft):
         subj = row_or_draft.subject or row_or_draft.details.get("subject")
@@ -150,7 +158,7 @@ def subject_key(row_or_draft) -> str | None:
     return normalise(subj) if subj else None
 
 
-def status_for(draft: Draft, sources: list[str], cfg) -> tuple[str, float]:
+def status_for(draft: Draft, sources: list[str], cfg: ExtractionConfig) -> tuple[str, float]:
     """(status, confidence) under the policy: active only if confident and every source is trusted."""
     bonus = min(SOURCE_BONUS.get(s, 0.0) for s in sources) if sources else 0.0
     conf = round(min(1.0, draft.confidence + bonus), 4)
@@ -161,7 +169,7 @@ def status_for(draft: Draft, sources: list[str], cfg) -> tuple[str, float]:
 class WritePolicy:
     """Applies the rules above to the drafts of one batch of evidence (all from one scope)."""
 
-    def __init__(self, store: Store, cfg, actor: str = "extractor") -> None:
+    def __init__(self, store: Store, cfg: ExtractionConfig, actor: str = "extractor") -> None:
         self.store, self.cfg, self.actor = store, cfg, actor
 
     def apply(self, drafts: list[Draft], evidence: dict[str, dict], scope: str) -> WriteReport:
@@ -228,7 +236,7 @@ class WritePolicy:
             return True
         return bool(mine) and mine == theirs and near["similarity"] >= self.cfg.paraphrase_similarity
 
-    def _against_store(self, d: Draft, vec, scope: str, status: str, conf: float) -> Outcome | None:
+    def _against_store(self, d: Draft, vec: npt.ArrayLike, scope: str, status: str, conf: float) -> Outcome | None:
         near = neighbours(self.store, vec, d.type, scope, k=5)
         fp = fingerprint(d.text)
         same = [n for n in near if n["fingerprint"] == fp or self._paraphrase(d.text, n)]
@@ -273,7 +281,7 @@ class WritePolicy:
                 for r, (d, _, _, _) in zip(rows, pending, strict=True)]
 
 
-def _memory_of(outcomes: list[Outcome]):
+def _memory_of(outcomes: list[Outcome]) -> Callable[[str | None], str | None]:
     """draft key → the memory it became (created, confirmed or merged into another draft's)."""
     ids, alias = {}, {}
     for o in outcomes:

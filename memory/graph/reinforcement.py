@@ -34,6 +34,7 @@ from memory.store.audit import audit_row, utcnow
 from memory.store.rows import iso, kind_of
 
 if TYPE_CHECKING:
+    from memory.config import ReinforcementConfig
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ NOT_VISIBLE = "no memory with this id is visible here (it never existed, is outs
 NOT_MEMORY = "not a memory id (mem_…): only memories are reinforced"
 
 
-def strength_at(strength: float, last_used_at: datetime | None, mtype: str, now: datetime, cfg) -> float:
+def strength_at(strength: float, last_used_at: datetime | None, mtype: str, now: datetime, cfg: ReinforcementConfig) -> float:
     """A stored strength decayed from its last use to `now` (half-life per memory type)."""
     if not strength or last_used_at is None:
         return 0.0
@@ -52,12 +53,12 @@ def strength_at(strength: float, last_used_at: datetime | None, mtype: str, now:
     return float(strength) * 0.5 ** (age_days / half_life)
 
 
-def level(strength: float, cfg) -> float:
+def level(strength: float, cfg: ReinforcementConfig) -> float:
     """How used a memory is, 0 (never or long ago) up towards 1."""
     return strength / (strength + cfg.saturation) if strength > 0 else 0.0
 
 
-def effective_salience(base: float, strength: float, cfg) -> float:
+def effective_salience(base: float, strength: float, cfg: ReinforcementConfig) -> float:
     """The memory's own salience raised by use: base + (1 - base) * level."""
     base = min(max(float(base or 0.0), 0.0), 1.0)
     return base + (1.0 - base) * level(strength, cfg)
@@ -118,7 +119,7 @@ def boost_scores(store: Store, scores: dict[str, float], now: datetime | None = 
     return {k: v * factors.get(k, 1.0) for k, v in scores.items()} if factors else scores
 
 
-def _visible(store: Store, ids: list[str], scopes) -> dict[str, dict]:
+def _visible(store: Store, ids: list[str], scopes: Iterable[str] | None) -> dict[str, dict]:
     # The scope check runs inside the query (principle 5).
     return store.get_many("memory", ids, ["id", "type", "scope", "salience", "status"], scopes=scopes)
 
@@ -137,7 +138,7 @@ def _split_ids(ids: Iterable[str]) -> tuple[list[str], list[dict]]:
     return wanted, rejected
 
 
-def reinforce(store: Store, ids: Iterable[str], actor: str = "person", scopes=None, now: datetime | None = None,
+def reinforce(store: Store, ids: Iterable[str], actor: str = "person", scopes: Iterable[str] | None = None, now: datetime | None = None,
               step: float | None = None, action: str = "reinforce") -> dict:
     """Record one use of each memory visible in `scopes`; ids that are not are reported, never skipped silently.
 
@@ -178,7 +179,7 @@ def reinforce(store: Store, ids: Iterable[str], actor: str = "person", scopes=No
     return {"reinforced": out, "not_found": not_found}
 
 
-def note_appearances(store: Store, ids: Iterable[str], actor: str, scopes=None, now: datetime | None = None) -> dict | None:
+def note_appearances(store: Store, ids: Iterable[str], actor: str, scopes: Iterable[str] | None = None, now: datetime | None = None) -> dict | None:
     """Count memories shown by a search, recall or hook as used — only if count_search_as_use is on."""
     cfg = store.config.reinforcement
     ids = [i for i in dict.fromkeys(ids) if isinstance(i, str) and i.startswith("mem_")]
@@ -192,7 +193,7 @@ def note_appearances(store: Store, ids: Iterable[str], actor: str, scopes=None, 
         return None
 
 
-def usage_of(store: Store, ids: Iterable[str], scopes=None, now: datetime | None = None) -> list[dict]:
+def usage_of(store: Store, ids: Iterable[str], scopes: Iterable[str] | None = None, now: datetime | None = None) -> list[dict]:
     """Use count, decayed strength and effective salience of visible memories (unused ones included)."""
     wanted, _ = _split_ids(ids)
     found = _visible(store, wanted, scopes) if wanted else {}

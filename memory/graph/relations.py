@@ -39,6 +39,8 @@ from memory.store.audit import audit_row, utcnow
 from memory.store.rows import iso, kind_of
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def public_edge(row: dict) -> dict:
     return out
 
 
-def memory_rows(store: Store, ids: Iterable[str], scopes=None, statuses=None, cols=None) -> dict[str, dict]:
+def memory_rows(store: Store, ids: Iterable[str], scopes: Iterable[str] | None = None, statuses: Iterable[str] | None = None, cols: list[str] | None = None) -> dict[str, dict]:
     """Memories by id that are visible in scopes with these statuses (None = candidate+active, [] = all)."""
     ids = sorted(set(ids))
     if not ids:
@@ -105,7 +107,7 @@ def brief(row: dict) -> dict:
             "status": row.get("status"), "text": text if len(text) <= 300 else text[:299].rstrip() + "…"}
 
 
-def edge_rows(store: Store, where: F.Where | None, cols: list[str], limit: int | None, scopes=None,
+def edge_rows(store: Store, where: F.Where | None, cols: list[str], limit: int | None, scopes: Iterable[str] | None = None,
               shared_too: bool = True) -> list[dict]:
     """Edges under the filter whose two ends are both in scopes (None: all): the local table's and those of
     every shared store the scopes reach, the same filter inside each query (Store.rows). An edge in both (one
@@ -114,7 +116,7 @@ def edge_rows(store: Store, where: F.Where | None, cols: list[str], limit: int |
     return store.rows(T.RELATIONS, where, cols, scopes=scopes, limit=limit, local=not shared_too)
 
 
-def export_edges(store: Store, scopes=None) -> list[dict]:
+def export_edges(store: Store, scopes: Iterable[str] | None = None) -> list[dict]:
     """Every edge with both ends in scopes, oldest first (for `mirador export`)."""
     rows = edge_rows(store, None, _EDGE_COLS, None, scopes)
     return [public_edge(r) for r in sorted(rows, key=lambda r: (r["created_at"] is None, r["created_at"], r["id"]))]
@@ -124,7 +126,7 @@ def export_edges(store: Store, scopes=None) -> list[dict]:
 
 
 def add_relation(store: Store, src: str, relation: str, dst: str, *, actor: str = "person", provenance: Iterable[str] = (),
-                 confidence: float = 1.0, origin: str | None = None, scopes=None) -> dict:
+                 confidence: float = 1.0, origin: str | None = None, scopes: Iterable[str] | None = None) -> dict:
     """Add src RELATION dst (both ends must be memories visible in scopes); idempotent per (src, relation, dst)."""
     spec = EdgeSpec(src, relation, dst, list(provenance), confidence, origin)
     return add_relations(store, [spec], actor=actor, scopes=scopes, check_evidence=True)[0]
@@ -143,7 +145,7 @@ def check_edge(s: EdgeSpec) -> None:
         raise InputError(f"confidence must be between 0 and 1, got {s.confidence}")
 
 
-def add_relations(store: Store, specs: list[EdgeSpec], *, actor: str, scopes=None, check_evidence: bool = False) -> list[dict]:
+def add_relations(store: Store, specs: list[EdgeSpec], *, actor: str, scopes: Iterable[str] | None = None, check_evidence: bool = False) -> list[dict]:
     """Validate every edge first, then write them in one commit with one audit row each.
 
     Each result is the edge's public row plus `created` (False when it existed: its provenance and
@@ -185,7 +187,7 @@ def add_relations(store: Store, specs: list[EdgeSpec], *, actor: str, scopes=Non
     return out
 
 
-def _merge(prev: dict | None, s: EdgeSpec, eid: str, ends: dict, actor: str, now) -> dict:
+def _merge(prev: dict | None, s: EdgeSpec, eid: str, ends: dict, actor: str, now: datetime) -> dict:
     if prev is not None:
         prov = list(dict.fromkeys(list(prev["provenance"] or []) + list(s.provenance)))
         conf = max(float(prev["confidence"]), float(s.confidence))
@@ -198,7 +200,7 @@ def _merge(prev: dict | None, s: EdgeSpec, eid: str, ends: dict, actor: str, now
             "created_at": now}
 
 
-def _check_evidence(store: Store, ids: list[str], scopes) -> None:
+def _check_evidence(store: Store, ids: list[str], scopes: Iterable[str] | None) -> None:
     ids = sorted(set(ids))
     for i in ids:
         if kind_of(i) != "evidence":
@@ -243,7 +245,7 @@ def rescope(store: Store, memory_id: str, scope: str) -> None:
 
 
 def remove_relation(store: Store, edge: str | None = None, *, src: str | None = None, relation: str | None = None,
-                    dst: str | None = None, actor: str = "person", scopes=None) -> dict:
+                    dst: str | None = None, actor: str = "person", scopes: Iterable[str] | None = None) -> dict:
     """Remove one edge, by its id or by (src, relation, dst); audited. NotFoundError if not visible."""
     if edge is None:
         if not (src and relation and dst):
@@ -299,7 +301,7 @@ def _scrub_audit(store: Store, memory_ids: list[str]) -> None:
 # ---- reads ----------------------------------------------------------------------------------------
 
 
-def _anchor(store: Store, id_: str, scopes) -> dict:
+def _anchor(store: Store, id_: str, scopes: Iterable[str] | None) -> dict:
     if kind_of(id_) != "memory":
         raise InputError(f"{id_} is not a memory id (mem_…); relations link memories only")
     rows = memory_rows(store, [id_], scopes, statuses=[])
@@ -308,14 +310,14 @@ def _anchor(store: Store, id_: str, scopes) -> dict:
     return rows[id_]
 
 
-def _rel_filter(relations) -> F.Where | None:
+def _rel_filter(relations: Iterable[str] | None) -> F.Where | None:
     if not relations:
         return None
     return F.one_of("relation", (parse_relation(r) for r in relations))
 
 
-def related(store: Store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes=None,
-            statuses=None, limit: int = 100) -> list[dict]:
+def related(store: Store, id_: str, relations: Iterable[str] | None = None, direction: str = "both", scopes: Iterable[str] | None = None,
+            statuses: Iterable[str] | None = None, limit: int = 100) -> list[dict]:
     """The edges of one memory whose other end is visible (scopes and statuses), newest first.
 
     direction: out (id is the src), in (id is the dst) or both. statuses None = candidate+active,
@@ -353,7 +355,7 @@ def _follow(relations: tuple[str, ...], direction: str) -> tuple[list[str], list
 
 
 def chain(store: Store, id_: str, direction: str = "causes", relations: Iterable[str] | None = None, depth: int = 3,
-          scopes=None, statuses=None) -> dict:
+          scopes: Iterable[str] | None = None, statuses: Iterable[str] | None = None) -> dict:
     """Follow causes (why) or consequences (what followed) breadth-first to `depth`, each memory once.
 
     Every hop carries its edge and the evidence rows (visible in scopes) the edge rests on.
@@ -389,7 +391,7 @@ def chain(store: Store, id_: str, direction: str = "causes", relations: Iterable
             "hops": hops, "truncated": cut}
 
 
-def _step(store: Store, frontier: list[str], fwd: list[str], back: list[str], scopes) -> list[tuple[str, str, dict]]:
+def _step(store: Store, frontier: list[str], fwd: list[str], back: list[str], scopes: Iterable[str] | None) -> list[tuple[str, str, dict]]:
     """(from, to, edge) for every edge leaving the frontier in the followed direction."""
     where = F.or_(F.and_(F.touching(frontier, "out"), _rel_filter(fwd)) if fwd else None,
                   F.and_(F.touching(frontier, "in"), _rel_filter(back)) if back else None)
@@ -404,7 +406,7 @@ def _step(store: Store, frontier: list[str], fwd: list[str], back: list[str], sc
     return out
 
 
-def _evidence(store: Store, ids: list[str], scopes) -> dict[str, dict]:
+def _evidence(store: Store, ids: list[str], scopes: Iterable[str] | None) -> dict[str, dict]:
     ids = sorted(set(ids))
     if not ids:
         return {}
@@ -426,7 +428,7 @@ def _because_sources(store: Store) -> frozenset[str]:
                            lambda: frozenset(r["src"] for r in store.rows(T.RELATIONS, where, ["src"], local=True)))
 
 
-def reasons_for(store: Store, ids: list[str], scopes=None, types=None) -> dict[str, list[dict]]:
+def reasons_for(store: Store, ids: list[str], scopes: Iterable[str] | None = None, types: Iterable[str] | None = None) -> dict[str, list[dict]]:
     """Recall: for each memory id, the visible (candidate/active) memories it is BECAUSE of, best edge first."""
     # Most memories explain nothing: ask only about the ids that have a BECAUSE edge at all.
     explained = _because_sources(store) if ids else frozenset()

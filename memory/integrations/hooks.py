@@ -25,8 +25,12 @@ import re
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 from memory.store.audit import utcnow
+
+if TYPE_CHECKING:
+    from memory.config import Config, HooksConfig
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ your yours yourself yourselves sure yes okay thanks please know think thing thin
 # ---- input, state ---------------------------------------------------------------------------------
 
 
-def read_payload(stream) -> dict:
+def read_payload(stream: IO[Any]) -> dict:
     """The hook's JSON input; {} if it is missing, too large or not a JSON object."""
     raw = stream.read(MAX_STDIN + 1)
     if isinstance(raw, bytes):
@@ -145,7 +149,7 @@ def _identifier(token: str) -> bool:
     return any(c in _IDENT_CHARS for c in token)
 
 
-def used(memory_id: str, memory_text: str, reply: str, prompt: str, cfg) -> str | None:
+def used(memory_id: str, memory_text: str, reply: str, prompt: str, cfg: HooksConfig) -> str | None:
     """Why the reply counts as having used the memory, or None. Deterministic, in this order:
 
     1. the reply names the memory id;
@@ -173,7 +177,7 @@ def used(memory_id: str, memory_text: str, reply: str, prompt: str, cfg) -> str 
 # ---- transcript -------------------------------------------------------------------------------------
 
 
-def _text_of(content) -> str:
+def _text_of(content: object) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -251,7 +255,7 @@ def user_prompt_submit(home: Path, payload: dict, now: datetime | None = None) -
                                               "additionalContext": HEADER + "\n\n" + text}}, ensure_ascii=False)
 
 
-def _recall_for(home: Path, cfg, prompt: str, now) -> tuple[str, list[str], str]:
+def _recall_for(home: Path, cfg: Config, prompt: str, now: datetime | None) -> tuple[str, list[str], str]:
     """(recall text, memory ids, "server" | "in-process"): the running app's warm recall when it answers."""
     from memory.integrations.hooks_http import remote_recall
 
@@ -290,7 +294,7 @@ def stop(home: Path, payload: dict, now: datetime | None = None) -> dict:
         clear_state(home, str(sid))  # a turn is judged once, whatever happened
 
 
-def _reinforce_used(home: Path, injected: list[str], reply: str, prompt: str, now) -> dict:
+def _reinforce_used(home: Path, injected: list[str], reply: str, prompt: str, now: datetime | None) -> dict:
     from memory.config import load_config
     from memory.graph.reinforcement import reinforce
     from memory.store.core import Store

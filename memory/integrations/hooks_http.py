@@ -14,6 +14,12 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
+
+    from memory.config import Config
 
 from memory.errors import InputError
 
@@ -72,7 +78,7 @@ def _usable_token(home: Path, scopes: list[str]) -> str | None:
     return p.read_text(encoding="utf-8").strip() or None
 
 
-def _rpc(client, url: str, headers: dict, msg: dict) -> dict | None:
+def _rpc(client: httpx.Client, url: str, headers: dict, msg: dict) -> dict | None:
     r = client.post(url, json=msg, headers=headers)
     r.raise_for_status()
     if "id" not in msg:
@@ -87,7 +93,7 @@ def _rpc(client, url: str, headers: dict, msg: dict) -> dict | None:
     return r.json()
 
 
-def remote_recall(home: Path, cfg, query: str, timeout: float) -> dict | None:
+def remote_recall(home: Path, cfg: Config, query: str, timeout: float) -> dict | None:
     """memory_recall's result from the running server, or None when there is no usable server."""
     import httpx
 

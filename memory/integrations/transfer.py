@@ -21,6 +21,9 @@ from memory.store.rows import kind_of, parse_time
 from memory.types import MemoryType, parse_type
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from memory.graph.relations import EdgeSpec
     from memory.store.core import Store
 
 
@@ -90,7 +93,8 @@ class RelationLine(BaseModel):
     created_at: str | None = None
 
 
-def export_lines(store: Store, *, scopes=None, include_evidence: bool = False, include_secrets: bool = False) -> Iterator[dict]:
+def export_lines(store: Store, *, scopes: Iterable[str] | None = None, include_evidence: bool = False,
+                 include_secrets: bool = False) -> Iterator[dict]:
     """Every memory and vault entry (and evidence if asked), as dicts ready for JSON."""
     for m in store.list("memory", scopes=scopes, statuses=[], limit=10**9):
         yield {"kind": "memory", **m}
@@ -110,10 +114,11 @@ def export_lines(store: Store, *, scopes=None, include_evidence: bool = False, i
             yield {"kind": "evidence", **e}
 
 
-def write_export(store: Store, out: IO[str], **kw) -> int:
+def write_export(store: Store, out: IO[str], *, scopes: Iterable[str] | None = None, include_evidence: bool = False,
+                 include_secrets: bool = False) -> int:
     """Write the export as JSONL; returns the number of lines."""
     n = 0
-    for line in export_lines(store, **kw):
+    for line in export_lines(store, scopes=scopes, include_evidence=include_evidence, include_secrets=include_secrets):
         out.write(json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n")
         n += 1
     return n
@@ -235,7 +240,7 @@ def import_jsonl(store: Store, path: Path, actor: str = "import") -> dict:
             "relations_skipped_forgotten": edges_forgotten}
 
 
-def _edge_specs(store: Store, path: Path, edges: list[RelationLine], in_file: set[str]):
+def _edge_specs(store: Store, path: Path, edges: list[RelationLine], in_file: set[str]) -> tuple[list[EdgeSpec], int]:
     """The edges to add, checked before anything is written: each end must be a memory of the file or
     of the store. An edge to a forgotten memory is skipped (and counted), never brought back."""
     from memory.graph.relations import EdgeSpec

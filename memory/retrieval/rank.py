@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memory.retrieval.query import QueryPlan, analyze
 from memory.store import filters as F
@@ -18,6 +18,11 @@ from memory.store.reads import fetch_rows
 from memory.store.rowcache import COLUMNS
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import numpy as np
+
+    from memory.retrieval.rerank import TreeEnsemble
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -69,7 +74,8 @@ def _fts_column(store: Store) -> str:
 _RANK_COLS = list(COLUMNS["evidence"])
 
 
-def _lists(store: Store, plan: QueryPlan, where: F.Where | None, cfg: RankConfig, scopes=None):
+def _lists(store: Store, plan: QueryPlan, where: F.Where | None, cfg: RankConfig,
+           scopes: Iterable[str] | None = None) -> tuple[list, dict[str, dict]]:
     """Ranked (id, similarity) lists with their weights, plus the ranking columns of every row seen.
 
     Evidence other devices share (a binding with evidence = true; memory/store/remote_evidence.py) joins
@@ -197,10 +203,11 @@ class FirstStage:
     rows: dict[str, dict]  # ranking columns per candidate
     fused: dict[str, float]  # fused list scores, before neighbour credit and boosts
     ranked: list[tuple[str, float, dict]]  # (id, final score, row), best first
-    scopes: Any = None  # the caller's scopes: which shared stores fetch_head asks for rows only they hold
+    scopes: Iterable[str] | None = None  # the caller's scopes: which shared stores fetch_head asks for rows only they hold
 
 
-def first_stage(store: Store, query: str, where: F.Where | None, now: datetime, cfg: RankConfig, scopes=None) -> FirstStage:
+def first_stage(store: Store, query: str, where: F.Where | None, now: datetime, cfg: RankConfig,
+                scopes: Iterable[str] | None = None) -> FirstStage:
     """Candidates from every list, fused, credited by their neighbours, boosted; best first."""
     plan = _plan(store, query, now, cfg)
     lists, rows = _lists(store, plan, where, cfg, scopes)
@@ -227,7 +234,7 @@ def first_stage(store: Store, query: str, where: F.Where | None, now: datetime, 
 RERANK_COLS = ("text", "search_text", "source")
 
 
-def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cfg: RankConfig):
+def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cfg: RankConfig) -> np.ndarray:
     """memory/retrieval/rerank.py's feature matrix for the ids `top` of one first stage; full: their RERANK_COLS."""
     from memory.retrieval import rerank
     plan = stage.plan
@@ -239,7 +246,7 @@ def rerank_features(stage: FirstStage, top: list[str], full: dict[str, dict], cf
 
 def rank_evidence(store: Store, query: str, where: F.Where | None, cols: list[str], limit: int,
                   now: datetime | None = None, cfg: RankConfig | None = None,
-                  scopes=None) -> list[tuple[str, float, dict]]:
+                  scopes: Iterable[str] | None = None) -> list[tuple[str, float, dict]]:
     """(id, score, row) best first; row holds `cols`. scopes: the caller's (which shared stores to ask)."""
     from memory.retrieval import rerank
     from memory.store.audit import utcnow
@@ -274,7 +281,7 @@ def rank_evidence(store: Store, query: str, where: F.Where | None, cols: list[st
     return [(id_, s, _without(full[id_], extra)) for id_, s, _ in head[:limit]]
 
 
-def fetch_head(store: Store, stage, n: int, where: F.Where | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
+def fetch_head(store: Store, stage: FirstStage, n: int, where: F.Where | None, cols: list[str]) -> tuple[list, dict[str, dict]]:
     """The first stage's top n that still match `where`, and their rows holding `cols` (by id)."""
     head = stage.ranked[:n]
     # A row from a shared store (no local row address) is read there, under the same filter.
@@ -293,7 +300,7 @@ def _without(row: dict, cols: list[str]) -> dict:
     return {k: v for k, v in row.items() if k not in cols} if cols else row
 
 
-def reranker(store: Store, cfg: RankConfig):
+def reranker(store: Store, cfg: RankConfig) -> TreeEnsemble | None:
     """The second stage's model, or None when it is switched off (or could not be loaded: logged)."""
     from memory.retrieval import rerank
     m = store.config.models

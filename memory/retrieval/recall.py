@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from memory.errors import Hint, InputError
 from memory.retrieval.rank import embedded_text
-from memory.retrieval.search import check_query, search_evidence, search_memories
+from memory.retrieval.search import Hit, check_query, search_evidence, search_memories
 from memory.retrieval.snippets import SEGMENT_END as _SENTENCE_END
 from memory.retrieval.snippets import focused, past_chrome, stems
 from memory.retrieval.tokens import CONSTANT as TOKEN_CONSTANT
@@ -31,6 +31,7 @@ from memory.store.rows import parse_time
 from memory.types import MemoryType, parse_type
 
 if TYPE_CHECKING:
+    from memory.config import RecallConfig
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def check_budget(budget_tokens: int) -> int:
     return b
 
 
-def _memory_types(types) -> list[str]:
+def _memory_types(types: Iterable[str] | None) -> list[str]:
     if not types:
         return [t.value for t in MemoryType if t != MemoryType.VAULT]
     out = [parse_type(t).value for t in types]
@@ -118,8 +119,9 @@ def _memory_types(types) -> list[str]:
     return out
 
 
-def recall(store: Store, query: str, budget_tokens: int = 1000, scopes=None, *, types=None,
-           include_evidence: bool = True, now: datetime | None = None) -> RecallResult:
+def recall(store: Store, query: str, budget_tokens: int = 1000, scopes: Iterable[str] | None = None, *,
+           types: Iterable[str] | None = None, include_evidence: bool = True, now: datetime | None = None
+           ) -> RecallResult:
     """The best memories and evidence for query, rendered into a block that fits budget_tokens."""
     budget = check_budget(budget_tokens)
     query = check_query(query)
@@ -163,8 +165,8 @@ _MEMORY_READ = ["id", "type", "scope", "text", "valid_from", "created_at", "upda
 _EVIDENCE_READ = ["id", "scope", "text", "source", "app", "window", "speaker", "captured_at"]
 
 
-def _candidates(store: Store, query, scopes, mem_types, include_evidence, pool, now
-                ) -> tuple[list[_Cand], dict[str, list[_Cand]]]:
+def _candidates(store: Store, query: str, scopes: Iterable[str] | None, mem_types: list[str], include_evidence: bool,
+                pool: int, now: datetime) -> tuple[list[_Cand], dict[str, list[_Cand]]]:
     """The scored candidates, best first, and the reasons of the memory candidates (see _reasons)."""
     # Both searches' query vectors at once, before the threads (they then hit the embedder's cache): the
     # evidence search embeds the question without a speaker it names, and a batch of two costs less.
@@ -202,14 +204,14 @@ def _recency(c: _Cand, row: dict, now: datetime, half_life: float, floor: float)
     return floor + (1.0 - floor) * math.pow(0.5, age_days / half_life)
 
 
-def _confidence(hit) -> float:
+def _confidence(hit: Hit) -> float:
     if hit.kind != "memory":
         return 1.0
     conf = hit.row.get("confidence")
     return float(conf) if conf is not None else 1.0
 
 
-def _memory_cand(h) -> _Cand:
+def _memory_cand(h: Hit) -> _Cand:
     r = h.row
     prov = list(r.get("provenance") or [])
     if prov:
@@ -220,7 +222,7 @@ def _memory_cand(h) -> _Cand:
                  parse_time(r.get("valid_from") or r.get("created_at")), provenance, h.text or "", 0.0)
 
 
-def _evidence_cand(h) -> _Cand:
+def _evidence_cand(h: Hit) -> _Cand:
     r = h.row
     where = " — ".join(x for x in (r.get("app"), r.get("window")) if x)
     who = r.get("speaker") or ""
@@ -236,7 +238,8 @@ def _overlap(a: frozenset, b: frozenset) -> float:
     return shared / (len(a) + len(b) - shared)
 
 
-def _reasons(store: Store, ids: list[str], scopes, mem_types) -> dict[str, list[_Cand]]:
+def _reasons(store: Store, ids: list[str], scopes: Iterable[str] | None, mem_types: list[str]
+             ) -> dict[str, list[_Cand]]:
     """Per memory candidate id, the memories it is BECAUSE of (memory/graph/relations.py), visible in scopes and
     candidate/active: one edge query and one memory query for the whole pool."""
     from memory.graph.relations import reasons_for
@@ -269,7 +272,7 @@ def _with_reasons(ordered: Iterable[tuple[_Cand, int]], reasons: dict[str, list[
                 yield r, after
 
 
-def _select(cands: list[_Cand], cfg) -> Iterator[tuple[_Cand, int]]:
+def _select(cands: list[_Cand], cfg: RecallConfig) -> Iterator[tuple[_Cand, int]]:
     """Greedy MMR, lazily: (pick, candidates left) with the best adjusted score first; each pick
     penalises the remaining ones that repeat it. Lazy so packing stops paying once the budget is full."""
     left = list(cands)
@@ -327,7 +330,7 @@ def _summary_source(body: str, max_tokens: int, query_stems: frozenset[str] = fr
     return first[: max_tokens * _CHARS_PER_TOKEN_MAX]
 
 
-def _summary(head: str, head_n: int, body: str, summary_room: int, cfg,
+def _summary(head: str, head_n: int, body: str, summary_room: int, cfg: RecallConfig,
              query_stems: frozenset[str], screen: bool = False) -> tuple[str, str, int] | None:
     """(level, text, tokens) of head plus a summary within summary_room, or None when the room holds
     fewer than MIN_SUMMARY_WORDS words: a header alone says as much and costs less."""
@@ -348,7 +351,7 @@ def _summary(head: str, head_n: int, body: str, summary_room: int, cfg,
     return None
 
 
-def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
+def _render(c: _Cand, remaining: int, reserve: int, cfg: RecallConfig, first: bool,
             query_stems: frozenset[str] = frozenset()) -> tuple[str, str, int] | None:
     """(level, text, tokens) of the richest rendering that fits, or None if not even a header does."""
     head = _headers(c)
@@ -375,7 +378,7 @@ def _render(c: _Cand, remaining: int, reserve: int, cfg, first: bool,
     return None
 
 
-def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg, query: str = "") -> list[RecallItem]:
+def _pack(ordered: Iterable[tuple[_Cand, int]], budget: int, cfg: RecallConfig, query: str = "") -> list[RecallItem]:
     """Render in rank order; each item gets the richest level that leaves room for two more headers;
     a summary shows the lines that share most words with `query`."""
     query_stems = stems(query)

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from memory.retrieval.snippets import stems
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from memory.store.core import Store
 
 __all__ = ["RELEVANCE_FLOOR", "Relevance", "cosine", "judge", "relevant"]
@@ -37,7 +39,7 @@ class Relevance:
         return bool(self.words) or (self.similarity is not None and self.similarity >= RELEVANCE_FLOOR)
 
 
-def _hit_text(h) -> str:
+def _hit_text(h: object) -> str:
     row = getattr(h, "row", None) or {}
     return f"{row.get('title') or row.get('label') or ''} {row.get('text') or getattr(h, 'text', '') or ''}"
 
@@ -75,7 +77,7 @@ def relevant(store: Store, query: str, hits: list) -> list:
     return [h for h in hits if h.kind != "memory" or verdict[h.id].kept]
 
 
-def cosine(a, b) -> float:
+def cosine(a: npt.ArrayLike, b: npt.ArrayLike) -> float:
     """Cosine similarity of two vectors (0 when either is all zeros)."""
     import numpy as np
 

@@ -22,7 +22,9 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,9 +85,9 @@ def terms(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def features(lists, fused: dict[str, float], first: list[str], top: list[str], rows: dict[str, dict],
+def features(lists: list, fused: dict[str, float], first: list[str], top: list[str], rows: dict[str, dict],
              texts: dict[str, str], named: set[str] | None, query: str, fts_query: str,
-             any_window: bool, speaker_named, in_window) -> np.ndarray:
+             any_window: bool, speaker_named: Callable[[dict], bool], in_window: Callable[[dict], bool]) -> np.ndarray:
     """One row of FEATURES per id in `top`.
 
     lists: [(ranked (id, similarity) list, weight)] as memory/retrieval/rank.py builds them: vector, full text,
@@ -265,7 +267,7 @@ def _flat_tree(root: dict) -> dict:
     right: list[int] = []
     value: list[float] = []
 
-    def visit(node) -> int:
+    def visit(node: dict[str, Any]) -> int:
         if "leaf_value" in node:
             value.append(float(node["leaf_value"]))
             return ~(len(value) - 1)

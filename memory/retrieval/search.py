@@ -16,6 +16,7 @@ from memory.store.rows import public_evidence, public_memory, public_vault
 from memory.store.tables import EVIDENCE_COLS, MEMORY_COLS, VAULT_COLS
 
 if TYPE_CHECKING:
+    from memory.retrieval.rank import RankConfig
     from memory.store.core import Store
 
 __all__ = ["Hit", "check_query", "fetch_rows", "rrf", "search_evidence", "search_memories", "search_vault"]
@@ -68,7 +69,7 @@ def rrf(ranked_lists: Iterable[list[str]], k: int = RRF_K, weights: Iterable[flo
     return scores
 
 
-def _vault_leg(store: Store, query: str, scopes, limit: int, since: datetime | None = None,
+def _vault_leg(store: Store, query: str, scopes: Iterable[str] | None, limit: int, since: datetime | None = None,
                until: datetime | None = None) -> Leg:
     # Labels only (values are never indexed), and the whole row at once: vault tables are small and
     # a label search returns few rows, so a second fetch would cost more than it saves.
@@ -77,7 +78,7 @@ def _vault_leg(store: Store, query: str, scopes, limit: int, since: datetime | N
                text=query, fts_column="label")
 
 
-def _vault_in_scope(store: Store, scopes, version: int | None = None) -> bool:
+def _vault_in_scope(store: Store, scopes: Iterable[str] | None, version: int | None = None) -> bool:
     """Whether any vault entry lies in these scopes. A label search costs CPU at every call, also on
     an empty vault; the set of scopes in use is kept until the vault table changes."""
     present = store.versioned("_vault_scopes", T.VAULT,
@@ -101,8 +102,10 @@ def _vault_hits(rows: list[dict]) -> list[Hit]:
 INLINE_MAX_POOL = 40
 
 
-def search_memories(store: Store, query: str, *, scopes=None, types=None, statuses=None, since: datetime | None = None,
-                    until: datetime | None = None, limit: int = 10, cols: list[str] | None = None) -> list[Hit]:
+def search_memories(store: Store, query: str, *, scopes: Iterable[str] | None = None,
+                    types: Iterable[str] | None = None, statuses: Iterable[str] | None = None,
+                    since: datetime | None = None, until: datetime | None = None, limit: int = 10,
+                    cols: list[str] | None = None) -> list[Hit]:
     """Hybrid search over memories (and vault labels when the type filter allows vault).
 
     cols: the memory columns a hit carries (default all public ones); each column read costs time per
@@ -183,9 +186,11 @@ def search_memories(store: Store, query: str, *, scopes=None, types=None, status
     return hits
 
 
-def search_evidence(store: Store, query: str, *, scopes=None, sources=None, apps=None, since: datetime | None = None,
-                    until: datetime | None = None, limit: int = 10, now: datetime | None = None,
-                    rank=None, cols: list[str] | None = None) -> list[Hit]:
+def search_evidence(store: Store, query: str, *, scopes: Iterable[str] | None = None,
+                    sources: Iterable[str] | None = None, apps: Iterable[str] | None = None,
+                    since: datetime | None = None, until: datetime | None = None, limit: int = 10,
+                    now: datetime | None = None, rank: RankConfig | None = None,
+                    cols: list[str] | None = None) -> list[Hit]:
     """Hybrid search over evidence rows, boosted for people and dates the query names (memory/retrieval/rank.py).
 
     now: the time relative dates in the query ("yesterday") are resolved against; default the current time.
@@ -205,7 +210,7 @@ def search_evidence(store: Store, query: str, *, scopes=None, sources=None, apps
     return hits
 
 
-def search_vault(store: Store, query: str, *, scopes=None, limit: int = 10) -> list[Hit]:
+def search_vault(store: Store, query: str, *, scopes: Iterable[str] | None = None, limit: int = 10) -> list[Hit]:
     """Full-text search over vault labels only; values are never indexed."""
     query, limit = check_query(query), _check_limit(limit)
     if not _vault_in_scope(store, scopes):

@@ -19,6 +19,7 @@ import math
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ _DIGITS = re.compile(r"\d")
 
 
 @functools.lru_cache(maxsize=1)
-def _wordpiece():
+def _wordpiece() -> Any:  # a tokenizers.Tokenizer (the package ships no types), or None
     """The bundled MiniLM tokenizer without padding/truncation, or None when unavailable."""
     try:
         from tokenizers import Tokenizer

@@ -8,7 +8,7 @@ before it were yielded whole and are kept.
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -19,7 +19,7 @@ from memory.integrations.importers.base import ImportBroken, Importer, Item, Ski
 BUF = 64 * 1024
 
 
-def _ijson():
+def _ijson() -> Any:  # the ijson module (it ships no types)
     try:
         import ijson
     except ImportError:  # declared in pyproject; only a hand-made environment lacks it
@@ -30,7 +30,7 @@ def _ijson():
 class CountingReader:
     """A binary file wrapper that counts the bytes handed out (what the parser has consumed so far)."""
 
-    def __init__(self, fh: IO[bytes], on_read=None) -> None:
+    def __init__(self, fh: IO[bytes], on_read: Callable[[int], object] | None = None) -> None:
         self.fh, self.pos, self.on_read = fh, 0, on_read
 
     def read(self, n: int = -1) -> bytes:
@@ -64,7 +64,7 @@ def _is_conversations(name: str) -> bool:
 
 
 @contextmanager
-def open_member(name: str):
+def open_member(name: str) -> Iterator[IO[bytes]]:
     """Open `file` or `archive.zip!member` for binary reading."""
     if "!" in name and zipfile.is_zipfile(name.split("!", 1)[0]):
         archive, member = name.split("!", 1)
@@ -75,7 +75,7 @@ def open_member(name: str):
         yield fh
 
 
-def _first_char(fh) -> bytes:
+def _first_char(fh: IO[bytes]) -> bytes:
     while True:
         ch = fh.read(1)
         if not ch or not ch.isspace():
@@ -93,7 +93,7 @@ def _prefix(name: str) -> str | None:
     return None
 
 
-def iter_conversations(name: str, on_read=None) -> Iterator[tuple[int, Any]]:
+def iter_conversations(name: str, on_read: Callable[[int], object] | None = None) -> Iterator[tuple[int, Any]]:
     """(index, conversation) for each element of the export's conversation array, streamed."""
     ijson = _ijson()
     prefix = _prefix(name)
