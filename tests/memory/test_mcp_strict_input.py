@@ -172,7 +172,7 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             tools = (await s.list_tools()).tools
             out = []
             for tool in tools:
-                props, required = tool.inputSchema["properties"], tool.inputSchema.get("required", [])
+                props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
                 base = {n: valid(props[n]) for n in required}
                 if tool.name == "evidence_forget":
                     base["app"] = "slack"  # the tester's call: it would erase the slack row if "yes" were true
@@ -191,14 +191,14 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             ("memory_search", "limit", "integer"), ("memory_add", "confidence", "number")} <= tried
     for tool, name, kind, bad, r in out:
         text = r.content[0].text
-        assert r.isError, f"{tool}({name}={bad!r}) was accepted: {text[:200]}"
+        assert r.is_error, f"{tool}({name}={bad!r}) was accepted: {text[:200]}"
         assert f"argument '{name}' is wrong" in text and "internal error" not in text, (tool, name, bad, text)
         assert "\n" not in text and "pydantic" not in text, text
         if kind == "boolean":
             assert "send true or false" in text, text
         elif kind == "integer":
             assert "send an integer from" in text, text
-    assert not ok.isError  # the session is still good after 60-odd refusals
+    assert not ok.is_error  # the session is still good after 60-odd refusals
     assert snapshot(store) == before, "a refused call changed a table"
     assert store.evidence.count_rows(f"id = '{served['ids']['slack']}'") == 1  # "yes" did not erase it
 
@@ -216,7 +216,7 @@ def test_details_nested_a_little_too_deep_is_refused_by_the_tool(served, transpo
             return await s.call_tool("memory_add", {"text": "Too deep to keep", "details": deep})
 
     r = anyio.run(main)
-    assert r.isError and f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it" in r.content[0].text
+    assert r.is_error and f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it" in r.content[0].text
     assert snapshot(store) == before
 
 
@@ -230,7 +230,7 @@ def test_every_argument_is_bounded_in_its_schema(store):
     bounds = {"string": ("maxLength",), "array": ("maxItems",), "object": ("maxProperties",),
               "integer": ("minimum", "maximum"), "number": ("minimum", "maximum"), "boolean": ()}
     for tool in call(store, make_principal("t", ["work"], "work"), steps):
-        for name, prop in tool.inputSchema["properties"].items():
+        for name, prop in tool.input_schema["properties"].items():
             for branch in (prop, *prop.get("anyOf", [])):
                 kind = branch.get("type")
                 if kind in (None, "null") or "enum" in branch:
