@@ -362,3 +362,15 @@ def test_screen_names_where_and_keeps_the_id():
     assert "an integer from 1 to 50" in r.reply["result"]["content"][0]["text"]
     assert screen(b"\xff", expect).status == 400
     assert screen(" " * (MAX_MESSAGE_BYTES + 1), expect).status == 413
+
+
+def test_a_refused_argument_of_a_2026_request_says_its_result_type():
+    # A request in the per-request envelope of protocol 2026-07-28 (what mcp 2.x clients send by default) gets a
+    # result with resultType, as the SDK's own results; without it such a client refuses the reply.
+    envelope = '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{' \
+               '"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"memory_search",' \
+               '"arguments":{"query":"x","limit":' + HUGE + "}}}"
+    modern = screen(envelope, expect)
+    assert modern is not None and modern.reply["result"]["isError"] and modern.reply["result"]["resultType"] == "complete"
+    legacy = screen(tool_call(9, "memory_search", '{"query":"x","limit":' + HUGE + "}"), expect)
+    assert legacy is not None and legacy.reply["result"]["isError"] and "resultType" not in legacy.reply["result"]
