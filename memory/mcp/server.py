@@ -196,8 +196,8 @@ class MiradorServer(Server[ServerState]):
                 raise MiradorError(f"Unknown resource: {uri}", code="not_found")
             p = self.state.principal_of(ctx.request)
         except MiradorError as e:
-            # The JSON-RPC error 1.x's server sent for any exception (code 0, the error's text), on every
-            # protocol version (the 2026 one would otherwise say only "Internal server error").
+            # The JSON-RPC error the SDK sends for a handshake-era handler's exception (code 0, the error's
+            # text), on the 2026-07-28 era too (which would say only "Internal server error").
             raise MCPError(code=0, message=str(e)) from None
         text = await anyio.to_thread.run_sync(lambda: T.core_profile(self.state.store, p))
         return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
@@ -211,7 +211,8 @@ def _disk_fault(e: StorageError) -> str:
 
 
 def tool_input_schema(name: str) -> dict[str, Any] | None:
-    """A tool's input schema by name (what tools/list shows; None: no such tool)."""
+    """A tool's input schema by name (what tools/list shows; None: no such tool). The SDK checks a 2026-07-28
+    HTTP call's Mcp-Param-* headers against it; without it, it would run tools/list before every call."""
     spec = TOOLS.get(name)
     return None if spec is None else spec.arguments.schema
 
