@@ -131,7 +131,7 @@ def args_for(tool: str, rnd: random.Random, mem_ids: list[str], ev_ids: list[str
 async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat: dict, errors: list,
                  think: float = 0.0, only: str | None = None) -> None:
     import anyio
-    import httpx
+    import httpx2
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
@@ -140,8 +140,9 @@ async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat:
     names = [t for t, _ in mix]
     weights = [w for _, w in mix]
     mine: list[str] = []
-    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(120, read=600)) as http:
-        async with streamable_http_client(url, http_client=http) as (read, write, _), ClientSession(read, write) as s:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                  timeout=httpx2.Timeout(120, read=600)) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             for _ in range(calls):
                 if think:  # an assistant between tool calls (its model generating): uniform in [0, 2 × think]
@@ -157,7 +158,7 @@ async def client(n: int, url: str, token: str, calls: int, mem_ids, ev_ids, lat:
                     errors.append(f"{tool}: {type(e).__name__}: {e}")
                     continue
                 lat.setdefault(tool, []).append((time.perf_counter() - t0) * 1000)
-                if r.isError:
+                if r.is_error:
                     errors.append(f"{tool}: {r.content[0].text[:200]}")
                 elif tool == "memory_add":
                     mine.append(json.loads(r.content[0].text)["created"]["id"])

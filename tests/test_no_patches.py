@@ -165,7 +165,7 @@ def test_no_module_of_ours_patches_a_third_party_package():
     "from pydantic._internal._config import config_defaults",
     "import overrides\nsetattr(overrides, 'override', print)",
     "import overrides\ndel overrides.override",
-    "from mcp.server.lowlevel import Server\nclass S(Server):\n    async def _handle_request(self, *a):\n        pass",
+    "from mcp.server.lowlevel import Server\nclass S(Server):\n    async def _handle_discover(self, *a):\n        pass",
 ])
 def test_the_scan_finds_each_kind_of_patch(source):
     assert scan(source)
@@ -175,7 +175,7 @@ def test_the_scan_finds_each_kind_of_patch(source):
     "import sys\nsys.stdout = sys.stderr",  # the standard library's documented state
     "import pytesseract\npytesseract.pytesseract.tesseract_cmd = '/opt/bin/tesseract'",  # a documented setting
     "from mcp.server.lowlevel import Server\nclass S(Server):\n    def _mine(self):\n        pass",  # its own helper
-    "from mcp import types\nresult = types.CallToolResult(content=[])\nresult.isError = True",  # an object we made
+    "from mcp import types\nresult = types.CallToolResult(content=[])\nresult.is_error = True",  # an object we made
     "from memory.errors import MiradorError\nMiradorError.code = 'x'",  # ours
 ])
 def test_the_scan_leaves_public_use_alone(source):

@@ -21,9 +21,9 @@ from memory.mcp import results as R
 from memory.mcp import tools as T
 from memory.mcp.arguments import Arguments
 
-READ = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-WRITE = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
-ERASE = ToolAnnotations(readOnlyHint=False, destructiveHint=True, openWorldHint=False)
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+ERASE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ def _tool(name: str, hints: ToolAnnotations, result: type[BaseModel], descriptio
     if returns(body) is not result:  # the schema clients get is the model the body builds
         raise TypeError(f"memory/mcp/tools.py {name} returns {returns(body)!r}, not its result model {result.__name__}")
     arguments, text = Arguments.of(body), inspect.cleandoc(description)
-    info = ToolInfo(name=name, description=text, inputSchema=arguments.schema,
-                    outputSchema=result.model_json_schema(), annotations=hints)
+    info = ToolInfo(name=name, description=text, input_schema=arguments.schema,
+                    output_schema=result.model_json_schema(), annotations=hints)
     return ToolSpec(name, hints, result, text, arguments, queued, info)
 
 

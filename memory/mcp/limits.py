@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp.types import PROTOCOL_VERSION_META_KEY
+
 from memory.mcp.replies import refusal
 
 # The SDK's own HTTP body limit (mcp.server.transport_security), kept so that over HTTP this check answers
@@ -63,6 +65,9 @@ class _Found:
     problem: str | None = None  # "deep" or "digits"
     path: list[str] = field(default_factory=list)
     digits: int = 0
+    # The request carries the per-request envelope of protocol 2026-07-28 (params._meta names the protocol
+    # version; the SDK tells the eras apart the same way), whose results must say their resultType.
+    envelope: bool = False
 
 
 def plain(raw: bytes | str) -> bool:
@@ -142,6 +147,8 @@ def _scan(text: str) -> _Found:
         elif c == '"':
             if expect_key:
                 key, expect_key = _string(tok), False
+                if key == PROTOCOL_VERSION_META_KEY and len(objects) == 3 and labels[1:] == ["params", "_meta"]:
+                    found.envelope = True
             elif len(objects) <= 2 and key in ("id", "method", "name"):
                 _note(found, objects, labels, key, tok)
         else:  # a number
@@ -193,8 +200,10 @@ def _refuse(found: _Found, expect: Callable[[str, str], str | None]) -> Refusal:
         else:
             text = (f"argument {argument!r} is wrong (a number of {found.digits:,} digits; at most "
                     f"{MAX_DIGITS:,} are read): send {wanted}")
-        return Refusal(200, {"jsonrpc": "2.0", "id": found.id,
-                             "result": refusal(tool, text, "invalid_arguments")})
+        result = refusal(tool, text, "invalid_arguments")
+        if found.envelope:  # what the SDK adds to a 2026-07-28 result; 2.x clients refuse one without it
+            result["resultType"] = "complete"
+        return Refusal(200, {"jsonrpc": "2.0", "id": found.id, "result": result})
     if found.problem == "deep":
         return _error(400, found.id, INVALID_REQUEST, f"the message is nested deeper than {MAX_DEPTH} levels (at "
                       f"{where}); flatten it: no MCP request needs more than a few levels")

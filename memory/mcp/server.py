@@ -1,5 +1,6 @@
-"""Mirador's MCP server on the official SDK's public low-level `Server` (mcp.server.lowlevel): the tools of
-memory/mcp/catalog.py, the core-profile resource, stdio and HTTP.
+"""Mirador's MCP server on the official SDK's public low-level `Server` (mcp 2.x, mcp.server.lowlevel): the
+tools of memory/mcp/catalog.py, the core-profile resource, stdio and HTTP. Its handlers are registered as the
+constructor's `on_*` callables, each taking the request context and the request's typed params.
 
 Mirador reads each call itself: the arguments are validated by the tool's strict model
 (memory/mcp/arguments.py), the body runs, and its result is checked against the tool's result model
@@ -26,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pydantic_core
 from mcp import types
-from mcp.server.lowlevel import Server
-from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
 
 from memory.errors import Hint, MiradorError, StorageError
 from memory.mcp import tools as T
@@ -59,7 +60,7 @@ INSTRUCTIONS = (
     "query; evidence_add keeps raw text the person shares (secrets redacted). The core profile is the resource "
     + PROFILE_URI + "."
 )
-PROFILE = types.Resource(uri=PROFILE_URI, name="core_profile", title="Core profile", mimeType="text/markdown",
+PROFILE = types.Resource(uri=PROFILE_URI, name="core_profile", title="Core profile", mime_type="text/markdown",
                          description="The person's core profile: who they are and how they like to work (core "
                                      "memories in your scopes).")
 
@@ -129,38 +130,41 @@ class ServerState:
         return self.principal
 
 
-class MiradorServer(Server[ServerState, Any]):
+Context = ServerRequestContext[ServerState]
+
+
+class MiradorServer(Server[ServerState]):
     """The SDK's low-level server with Mirador's tools and resource registered; `state` is what its sessions
     share (HttpServer and `mirador serve` reach the store through it)."""
 
     def __init__(self, state: ServerState) -> None:
         @asynccontextmanager
-        async def lifespan(_server: Server) -> AsyncIterator[ServerState]:
-            # Runs once per session; the state (and so the store) is shared by all of them.
+        async def lifespan(_server: Server[ServerState]) -> AsyncIterator[ServerState]:
+            # Entered once per stdio connection and once for the HTTP app's lifetime; the state (and so the
+            # store) is shared by everything it serves.
             await anyio.to_thread.run_sync(lambda: state.store)
             yield state
 
-        super().__init__(SERVER_NAME, version=mirador_version(), instructions=INSTRUCTIONS, lifespan=lifespan)
+        # No SDK check of tool arguments runs on this path (the low-level server validates only the request's
+        # shape): each tool's strict model checks them, in run_tool.
+        super().__init__(SERVER_NAME, version=mirador_version(), instructions=INSTRUCTIONS, lifespan=lifespan,
+                         get_tool_input_schema=tool_input_schema,
+                         on_list_tools=list_tools, on_call_tool=self.run_tool,
+                         on_list_resources=list_resources, on_read_resource=self.read_profile,
+                         on_list_resource_templates=no_templates, on_list_prompts=no_prompts)
         self.state = state
-        # The SDK's lowlevel decorator factories are unannotated (mcp 1.x): hence the ignores below.
-        self.list_tools()(list_tools)  # type: ignore[no-untyped-call]
-        # The SDK's own input check (jsonschema, lax) is off: each tool's strict model checks its arguments.
-        self.call_tool(validate_input=False)(self.run_tool)
-        self.list_resources()(list_resources)  # type: ignore[no-untyped-call]
-        self.read_resource()(self.read_profile)  # type: ignore[no-untyped-call]
-        self.list_resource_templates()(no_templates)  # type: ignore[no-untyped-call]
-        self.list_prompts()(no_prompts)  # type: ignore[no-untyped-call]
 
-    async def run_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def run_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
         """One tools/call: arguments checked, the body run in a worker thread, the result checked."""
+        name = params.name
         spec = TOOLS.get(name)
         if spec is None:
             return types.CallToolResult(content=[types.TextContent(type="text", text=f"Unknown tool: {name}")],
-                                        isError=True)
+                                        is_error=True)
         state = self.state
         try:
-            kwargs = spec.arguments.parse(arguments)
-            p = state.principal_of(self.request_context.request)
+            kwargs = spec.arguments.parse(params.arguments or {})
+            p = state.principal_of(ctx.request)
             if state.store.keys.locked:
                 raise LOCKED
             body = getattr(T, name)  # looked up per call: a test may stand in a body
@@ -185,15 +189,22 @@ class MiradorServer(Server[ServerState, Any]):
             return _refused(name, f"internal error in {name} ({type(e).__name__}); it is logged on the server — "
                             "retry once, then call status and tell the person", "internal")
         text = pydantic_core.to_json(data, indent=2).decode()
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structuredContent=data)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
 
-    async def read_profile(self, uri: Any) -> list[ReadResourceContents]:
+    async def read_profile(self, ctx: Context, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         """The core profile resource (the only one)."""
-        if str(uri) != PROFILE_URI:
-            raise MiradorError(f"Unknown resource: {uri}", code="not_found")
-        p = self.state.principal_of(self.request_context.request)
+        uri = params.uri
+        try:
+            if uri != PROFILE_URI:
+                raise MiradorError(f"Unknown resource: {uri}", code="not_found")
+            p = self.state.principal_of(ctx.request)
+        except MiradorError as e:
+            # The JSON-RPC error the SDK sends for a handshake-era handler's exception (code 0, the error's
+            # text), on the 2026-07-28 era too (which would say only "Internal server error").
+            raise MCPError(code=0, message=str(e)) from None
         text = await anyio.to_thread.run_sync(lambda: T.core_profile(self.state.store, p))
-        return [ReadResourceContents(content=text, mime_type="text/markdown")]
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, text=text,
+                                                                             mime_type="text/markdown")])
 
 
 def _disk_fault(e: StorageError) -> str:
@@ -202,20 +213,28 @@ def _disk_fault(e: StorageError) -> str:
             "one, so nothing is stored twice)")
 
 
-async def list_tools() -> list[types.Tool]:
-    return [spec.info for spec in TOOLS.values()]
+def tool_input_schema(name: str) -> dict[str, Any] | None:
+    """A tool's input schema by name (what tools/list shows; None: no such tool). The SDK checks a 2026-07-28
+    HTTP call's Mcp-Param-* headers against it; without it, it would run tools/list before every call."""
+    spec = TOOLS.get(name)
+    return None if spec is None else spec.arguments.schema
 
 
-async def list_resources() -> list[types.Resource]:
-    return [PROFILE]
+async def list_tools(_ctx: Context, _params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=[spec.info for spec in TOOLS.values()])
 
 
-async def no_templates() -> list[types.ResourceTemplate]:
-    return []
+async def list_resources(_ctx: Context, _params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[PROFILE])
 
 
-async def no_prompts() -> list[types.Prompt]:
-    return []
+async def no_templates(_ctx: Context, _params: types.PaginatedRequestParams | None) \
+        -> types.ListResourceTemplatesResult:
+    return types.ListResourceTemplatesResult(resource_templates=[])
+
+
+async def no_prompts(_ctx: Context, _params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[])
 
 
 def _refused(tool: str, text: str, code: str) -> types.CallToolResult:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCMessage
+from mcp.types import jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from memory.mcp.limits import MAX_MESSAGE_BYTES, PARSE_ERROR, Refusal, message_id, plain
@@ -99,7 +99,7 @@ async def stdio_streams(stdin: Any, stdout: Any, screen: Screen) -> AsyncIterato
                 refusal = screen(line)
                 if refusal is None:
                     try:
-                        message = JSONRPCMessage.model_validate_json(line)
+                        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
                     except ValidationError as e:
                         refusal = _unreadable(line, e)
                     else:
@@ -112,7 +112,7 @@ async def stdio_streams(stdin: Any, stdout: Any, screen: Screen) -> AsyncIterato
         async with write_reader:
             async for item in write_reader:
                 line = item if isinstance(item, str) else item.message.model_dump_json(by_alias=True,
-                                                                                       exclude_none=True)
+                                                                                       exclude_unset=True)
                 await stdout.write(line + "\n")
                 await stdout.flush()
 

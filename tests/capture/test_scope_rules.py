@@ -124,14 +124,14 @@ def test_slack_channel_rule_routes_evidence_and_memories_and_only_that_scope_rea
     work = call(store, make_principal("coding-assistant", ["work"], None), reads)
     seen = text_of(work)
     assert all(m["id"] in seen for m in acme_mems) and acme_ev[0]["id"] in seen
-    assert not any(r.isError for r in work["get"])
+    assert not any(r.is_error for r in work["get"])
     assert "kitchen" not in seen.lower()  # and nothing of personal
 
     personal = call(store, make_principal("home-assistant", ["personal"], None), reads)
     hidden = text_of(personal, gets=False)  # a refused get names the id it was asked for, nothing more
     for m in acme_mems:
         assert m["id"] not in hidden and m["text"].lower() not in hidden.lower()
-    assert all(r.isError for r in personal["get"])
+    assert all(r.is_error for r in personal["get"])
     assert acme_ev[0]["id"] not in hidden and acme_ev[0]["text"].lower() not in hidden.lower()
 
 

@@ -99,7 +99,7 @@ def test_nothing_captured_edited_or_forgotten_is_in_the_clear_in_any_file_or_ver
         return a, b
 
     added = call(store, who, steps)
-    assert not any(r.isError for r in added), [r.content[0].text for r in added]
+    assert not any(r.is_error for r in added), [r.content[0].text for r in added]
 
     from memory.store.erasure import forget
     forget(store, [gone["id"]], purge_now=False)

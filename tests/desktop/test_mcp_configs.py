@@ -58,14 +58,14 @@ def test_claude_desktop_entry_works_in_the_bare_environment_the_client_gives(cap
     # This machine has no OS keyring, and the bare environment holds no passphrase: with no Mirador running the
     # server cannot open the data, and says what to do.
     result = anyio.run(call)
-    assert result.isError and "start Mirador" in result.content[0].text and "unlock" in result.content[0].text
+    assert result.is_error and "start Mirador" in result.content[0].text and "unlock" in result.content[0].text
     # With Mirador running and unlocked (here `mirador serve`, given the passphrase), it borrows its key.
     service = start_server(mirador_home, free_port(), tmp_path / "serve.log")
     try:
         result = anyio.run(call)
     finally:
         stop_server(service)
-    assert not result.isError, result.content[0].text + log.read_text()
+    assert not result.is_error, result.content[0].text + log.read_text()
     assert "spare bike key" in result.content[0].text
 
 

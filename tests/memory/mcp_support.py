@@ -10,8 +10,6 @@ import time
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -67,16 +65,25 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 @asynccontextmanager
 async def http_session(url: str, token: str | None):
-    """An initialized MCP ClientSession over streamable HTTP with a bearer token."""
+    """An initialized MCP ClientSession over streamable HTTP with a bearer token (the initialize handshake)."""
+    import httpx2
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60, read=300)) as http:
-        async with streamable_http_client(url, http_client=http) as (read, write, _):
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=300)) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 yield session
+
+
+def connected(server):
+    """An in-process client of `server`, connected as 1.x's create_connected_server_and_client_session did:
+    over memory streams, with the initialize handshake."""
+    from mcp import Client
+
+    return Client(server, mode="legacy")
 
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -84,17 +91,16 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 
 
 def call(store, principal, steps):
-    """Run async steps against a fresh in-process MCP server with a real client session; returns
-    what the steps return."""
+    """Run async steps against a fresh in-process MCP server with a real client session (JSON-RPC over memory
+    streams, the initialize handshake); returns what the steps return."""
     import anyio
-    from mcp.shared.memory import create_connected_server_and_client_session
 
     from memory.mcp.server import build_server
 
     server = build_server(lambda: store, principal)
 
     async def main():
-        async with create_connected_server_and_client_session(server) as client:
+        async with connected(server) as client:
             return await steps(client)
 
     return anyio.run(main)

@@ -224,13 +224,13 @@ def test_a_locked_store_refuses_every_mcp_call(store):
 
     store.keys.lock()
     results = call(store, who, steps)
-    assert all(r.isError and "Mirador is locked" in r.content[0].text for r in results)
+    assert all(r.is_error and "Mirador is locked" in r.content[0].text for r in results)
     assert "Deploys" not in " ".join(r.content[0].text for r in results)
     assert store.memories.count_rows() == 1  # nothing was written (counting needs no key)
     store.keys.unlock()
     assert [r["text"] for r in store.rows("memory", None, ["text"])] == ["Deploys happen on Tuesdays"]
     after = call(store, who, lambda c: c.call_tool("memory_get", {"id": mid}))
-    assert not after.isError and "Tuesdays" in after.content[0].text
+    assert not after.is_error and "Tuesdays" in after.content[0].text
 
 
 def test_plain_frames_of_an_older_version_are_sealed_in_place_with_progress(store, mirador_home, capsys):

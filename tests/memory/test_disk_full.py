@@ -104,8 +104,8 @@ def test_mcp_adds_retried_with_their_keys_are_stored_once(small, home, disk):
     kinds = ["evidence" if i % 3 else "memory" for i in range(len(keys))]
     filler = fill(disk, LEAVE // 2)
     first = add_all(kinds)
-    ok = [i for i, r in enumerate(first) if not r.isError]
-    bad = [i for i, r in enumerate(first) if r.isError]
+    ok = [i for i, r in enumerate(first) if not r.is_error]
+    bad = [i for i, r in enumerate(first) if r.is_error]
     assert ok and bad, "the disk should take some writes and refuse the rest"
     for i in bad:
         message = first[i].content[0].text
@@ -117,7 +117,7 @@ def test_mcp_adds_retried_with_their_keys_are_stored_once(small, home, disk):
 
     os.remove(filler)
     again = add_all(kinds)  # every call retried with its key, the ones that went through included
-    assert not any(r.isError for r in again)
+    assert not any(r.is_error for r in again)
     for i, r in enumerate(again):
         body = json.loads(r.content[0].text)
         assert body["created"]["id"] == keyed_id(kinds[i], WORK.actor, keys[i])
@@ -135,8 +135,8 @@ def test_a_key_names_one_write(small):
         return a, b, other_client
 
     a, b, c2 = call(small, WORK, steps)
-    assert not a.isError and b.isError and "was used for a different evidence" in b.content[0].text
-    assert not c2.isError and small.evidence.count_rows() == 2
+    assert not a.is_error and b.is_error and "was used for a different evidence" in b.content[0].text
+    assert not c2.is_error and small.evidence.count_rows() == 2
     from memory.store.erasure import forget
 
     forget(small, [json.loads(a.content[0].text)["created"]["id"]])

@@ -58,7 +58,7 @@ def test_mcp_renders_the_same_errors_naming_the_tool_and_the_tool_that_helps(sto
 
     got = call(store, WORK, steps)
     text = {k: r.content[0].text for k, r in got.items()}
-    assert all(r.isError for r in got.values())
+    assert all(r.is_error for r in got.values())
     assert text["forget"] == (f"Error executing tool memory_forget: no row with id {MISSING} (never existed, outside "
                               "your scopes, or already forgotten) — nothing was deleted (this client may forget only "
                               "rows in scope 'work' and below) — call memory_search (or memory_list) to find a "
@@ -80,6 +80,6 @@ def test_a_locked_store_is_refused_with_its_code_and_what_the_person_does(store)
         got = call(store, WORK, lambda c: c.call_tool("status", {}))
     finally:
         store.keys.unlock()
-    assert got.isError and got.meta[ERROR_CODE] == "locked"
+    assert got.is_error and got.meta[ERROR_CODE] == "locked"
     assert got.content[0].text.startswith("Error executing tool status: Mirador is locked")
     assert "`mirador unlock`" in got.content[0].text and "tell the person" in got.content[0].text

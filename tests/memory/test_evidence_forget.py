@@ -23,7 +23,7 @@ def _tool(store, principal, name: str, args: dict):
         return await c.call_tool(name, args)
 
     r = call(store, principal, steps)
-    return r.isError, (r.content[0].text if r.isError else json.loads(r.content[0].text))
+    return r.is_error, (r.content[0].text if r.is_error else json.loads(r.content[0].text))
 
 
 def _snapshot(store) -> dict:

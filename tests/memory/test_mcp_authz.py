@@ -89,7 +89,7 @@ def body(result) -> str:
 
 def test_every_tool_is_in_the_matrix(store, seeded):
     async def steps(c):
-        return {t.name: t.annotations.readOnlyHint for t in (await c.list_tools()).tools}
+        return {t.name: t.annotations.read_only_hint for t in (await c.list_tools()).tools}
 
     listed = call(store, PRINCIPALS["read_write"], steps)
     assert set(listed) == READ_TOOLS | WRITE_TOOLS, "a new tool must be added to this matrix"
@@ -100,7 +100,7 @@ def test_every_tool_is_in_the_matrix(store, seeded):
 def test_readers_read_their_scope_and_nothing_else(store, seeded, who):
     out = run_all(store, PRINCIPALS[who], read_calls(seeded))
     for name, r in out.items():
-        assert not r.isError, f"{name}: {r.content[0].text}"
+        assert not r.is_error, f"{name}: {r.content[0].text}"
         text = body(r)
         for secret in (MARK, seeded["personal"], seeded["pev"], "signal-desktop", "sk-very-secret"):
             assert secret not in text, f"{name} leaked {secret!r}"
@@ -125,7 +125,7 @@ def test_outsiders_see_nothing_of_work(store, seeded, who):
         for secret in work_secrets:
             assert secret not in text, f"{name} leaked {secret!r}: {text[:300]}"
     for name in ("memory_get", "evidence_get", "memory_related", "memory_chain"):
-        assert out[name].isError, name
+        assert out[name].is_error, name
     st = json.loads(out["status"].content[0].text)
     if who == "none":
         assert st["visible"] == {"memories": 0, "evidence": 0, "vault_entries": 0}
@@ -139,7 +139,7 @@ def test_writes_are_refused_and_change_nothing(store, seeded, who):
     out = run_all(store, PRINCIPALS[who], write_calls(seeded))
     assert set(out) == WRITE_TOOLS
     for name, r in out.items():
-        assert r.isError, f"{name} succeeded for a {who} token: {r.content[0].text}"
+        assert r.is_error, f"{name} succeeded for a {who} token: {r.content[0].text}"
         msg = r.content[0].text
         assert "read-only" in msg or "scope" in msg or "visible" in msg, f"{name}: {msg}"
     assert snapshot(store) == before
@@ -149,7 +149,7 @@ def test_writes_are_refused_and_change_nothing(store, seeded, who):
 def test_read_write_token_changes_its_own_scope(store, seeded):
     out = run_all(store, PRINCIPALS["read_write"], write_calls(seeded))
     for name, r in out.items():
-        assert not r.isError, f"{name}: {r.content[0].text}"
+        assert not r.is_error, f"{name}: {r.content[0].text}"
     assert store.get(seeded["a"])["text"] == "The billing service retries webhooks five times"
     assert store.memories.count_rows(F.id_is(seeded['c'])) == 0
     assert [r["text"] for r in store.rows("memory", F.equals("scope", "work"), ["text"])].count(
@@ -169,7 +169,7 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
 def test_consolidate_dry_run_is_a_read_for_any_token(store, seeded, who):
     before = snapshot(store)
     out = run_all(store, PRINCIPALS[who], {"consolidate": {}})["consolidate"]
-    assert not out.isError, out.content[0].text
+    assert not out.is_error, out.content[0].text
     plan = json.loads(out.content[0].text)
     assert plan["dry_run"] is True and plan["scopes"] == list(PRINCIPALS[who].read)
     assert plan["pending_evidence"] == {"none": 0, "read_only": 1, "read_write": 1, "other": 1}[who]

@@ -107,8 +107,8 @@ def test_read_only_token_cannot_write(server):
 
     add, upd, forget, search = anyio.run(main)
     for r in (add, upd, forget):
-        assert r.isError and "read-only" in r.content[0].text
-    assert not search.isError and server["ids"]["work"] in search.content[0].text
+        assert r.is_error and "read-only" in r.content[0].text
+    assert not search.is_error and server["ids"]["work"] in search.content[0].text
     store = server["store"]
     assert memory_texts(store).count("reader was here") == 0
     assert store.get(server["ids"]["work"])["text"].startswith("The billing service")
@@ -160,7 +160,7 @@ def test_work_token_never_sees_personal(server):
             assert secret not in body, f"{key} leaked {secret!r}: {body[:300]}"
     for key in ("memory_get", "memory_get_core", "memory_update", "memory_forget", "memory_add", "evidence_get",
                 "memory_search_scope"):
-        assert out[key].isError, key
+        assert out[key].is_error, key
     status = json.loads(out["status"].content[0].text)
     assert status["visible"]["evidence"] == 1 and status["read_scopes"] == ["work"]
     assert MARK not in profile and "I write Go at work" in profile

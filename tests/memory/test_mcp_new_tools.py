@@ -21,7 +21,7 @@ def text(result) -> str:
 
 
 def data(result) -> dict:
-    assert not result.isError, text(result)
+    assert not result.is_error, text(result)
     return json.loads(text(result))
 
 
@@ -39,11 +39,11 @@ def test_new_tools_declare_output_schemas_and_describe_every_input(store):
     tools = call(store, WORK, steps)
     for name in ("evidence_add", "memory_list", "relation_remove", "consolidate"):
         t = tools[name]
-        assert t.outputSchema and t.outputSchema["properties"], name
-        assert all(p.get("description") for p in t.inputSchema["properties"].values()), name
+        assert t.output_schema and t.output_schema["properties"], name
+        assert all(p.get("description") for p in t.input_schema["properties"].values()), name
         assert len(t.description) > 80, name
     assert "write scope" in tools["consolidate"].description and "dry_run" in tools["consolidate"].description
-    assert tools["relation_remove"].annotations.destructiveHint
+    assert tools["relation_remove"].annotations.destructive_hint
 
 
 # ---- evidence_add ----------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def test_evidence_add_redacts_secrets_before_they_reach_the_store(store):
     assert out["redactions"] == {"aws_key": 1, "password": 1}  # in the text; the window is redacted too
     assert out["created"]["source"] == "mcp" and out["created"]["scope"] == "work"
     assert out["created"]["captured_at"].startswith("2024-05-08T13:56")
-    assert added.structuredContent["created"]["id"] == out["created"]["id"]
+    assert added.structured_content["created"]["id"] == out["created"]["id"]
     rows = store.rows("evidence", None, ["text", "window", "app", "source", "redactions"])
     assert len(rows) == 1
     assert AWS_KEY not in json.dumps(rows) and "hunter2hunter2" not in json.dumps(rows)
@@ -77,9 +77,9 @@ def test_evidence_add_scopes_defaults_and_refusals(store):
         ("evidence_add", {"text": "   "}))
     assert data(below)["created"]["scope"] == "work/acme"
     assert data(default)["created"]["app"] == "tester"  # the client's name when no app is given
-    assert outside.isError and "may write only to scope 'work'" in text(outside)
-    assert future.isError and "future" in text(future)
-    assert blank.isError and "text is empty" in text(blank)
+    assert outside.is_error and "may write only to scope 'work'" in text(outside)
+    assert future.is_error and "future" in text(future)
+    assert blank.is_error and "text is empty" in text(blank)
     assert store.evidence.count_rows() == 2
     found = data(run(store, WORK, ("evidence_search", {"query": "kickoff notes"}))[0])
     assert found["results"][0]["id"] == data(below)["created"]["id"]
@@ -131,10 +131,10 @@ def test_memory_list_filters_and_cursor_errors(store):
     cursor = data(first)["next_cursor"]
     assert cursor
     reused, = run(store, WORK, ("memory_list", {"cursor": cursor}))  # same cursor, other filters
-    assert reused.isError and "other filters" in text(reused)
+    assert reused.is_error and "other filters" in text(reused)
     for bad in (other_filters, garbage):
-        assert bad.isError and "cursor is not one memory_list returned" in text(bad)
-    assert outside.isError and "outside what this client may read" in text(outside)
+        assert bad.is_error and "cursor is not one memory_list returned" in text(bad)
+    assert outside.is_error and "outside what this client may read" in text(outside)
 
 
 # ---- relation_remove ---------------------------------------------------------------------------------------
@@ -155,9 +155,9 @@ def test_relation_remove_removes_the_edge_and_audits_it(store):
     out = data(removed)
     assert out["removed"]["id"] == edge["id"] and out["removed"]["relation"] == "BECAUSE"
     assert store.relations.count_rows() == 0 and store.memories.count_rows() == 2
-    assert again.isError and "no relation" in text(again) and "memory_related" in text(again)
-    assert memory_id.isError and "not a relation id" in text(memory_id)
-    assert forget_rel.isError and "relation_remove" in text(forget_rel)
+    assert again.is_error and "no relation" in text(again) and "memory_related" in text(again)
+    assert memory_id.is_error and "not a relation id" in text(memory_id)
+    assert forget_rel.is_error and "relation_remove" in text(forget_rel)
     audit = store.rows("audit", F.and_(F.equals("entity_kind", "relation"), F.equals("action", "delete")), ["actor"])
     assert audit == [{"actor": "mcp:tester"}]
 
@@ -170,7 +170,7 @@ def test_relation_remove_needs_write_on_the_src_scope(store):
     b = store.add_memory("Acme launch on Friday", scope="work/acme")["id"]
     edge = add_relation(store, a, "BECAUSE", b, actor="person")
     refused, = run(store, acme, ("relation_remove", {"id": edge["id"]}))
-    assert refused.isError and "src is in scope 'work/acme'" in text(refused)
+    assert refused.is_error and "src is in scope 'work/acme'" in text(refused)
     assert store.relations.count_rows() == 1
 
 
@@ -191,7 +191,7 @@ def test_consolidate_dry_run_plans_and_writes_nothing_even_for_readers(rules_onl
     res, = run(store, READER, ("consolidate", {}))
     out = data(res)
     assert out["dry_run"] is True and out["pending_evidence"] == 1 and out["scopes"] == ["work"]
-    assert res.structuredContent["dry_run"] is True
+    assert res.structured_content["dry_run"] is True
     assert {n: store.db.open_table(n).version for n in store.db.table_names()} == versions
 
 
@@ -218,5 +218,5 @@ def test_consolidate_run_is_refused_for_a_read_only_token(rules_only):
     store = rules_only
     store.add_evidence("The wiki is https://wiki.example.com", app="kitty", scope="work")
     res, = run(store, READER, ("consolidate", {"dry_run": False}))
-    assert res.isError and "read-only" in text(res)
+    assert res.is_error and "read-only" in text(res)
     assert store.evidence.count_rows(F.is_null("extracted_at")) == 1

@@ -43,7 +43,7 @@ def _objects(schema: dict, defs: dict, where: str, seen: set[str]):
 def test_every_output_schema_is_closed_at_every_object_level():
     assert len(TOOLS) == 19
     for name, spec in TOOLS.items():
-        schema = spec.info.outputSchema
+        schema = spec.info.output_schema
         assert schema is not None, name
         levels = list(_objects(schema, schema.get("$defs", {}), spec.result.__name__, set()))
         assert levels[0][0] == spec.result.__name__, name
@@ -77,11 +77,11 @@ def test_keyed_retries_answer_with_replayed_and_the_first_row(store):
 
     first_mem, again_mem, first_evd, again_evd = call(store, WORK, steps)
     for first, again in ((first_mem, again_mem), (first_evd, again_evd)):
-        assert not first.isError and not again.isError, again.content[0].text
-        assert "replayed" not in first.structuredContent  # never set on a first write: absent, not null
-        assert again.structuredContent["replayed"] is True and "idempotency_key" in again.structuredContent["hint"]
-        assert again.structuredContent["created"]["id"] == first.structuredContent["created"]["id"]
-        assert json.loads(again.content[0].text) == again.structuredContent
+        assert not first.is_error and not again.is_error, again.content[0].text
+        assert "replayed" not in first.structured_content  # never set on a first write: absent, not null
+        assert again.structured_content["replayed"] is True and "idempotency_key" in again.structured_content["hint"]
+        assert again.structured_content["created"]["id"] == first.structured_content["created"]["id"]
+        assert json.loads(again.content[0].text) == again.structured_content
     assert store.memories.count_rows() == 1 and store.evidence.count_rows() == 1
     # The same through the bodies: the model, with replayed set only on the retry.
     direct = T.memory_add(store, WORK, "Lunch is at noon", idempotency_key="m-1")

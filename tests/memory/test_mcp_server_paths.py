@@ -14,18 +14,17 @@ import jsonschema
 from memory.mcp import tools as T
 from memory.mcp.auth import make_principal
 from memory.mcp.server import TOOL_THREADS, build_server
+from tests.memory.mcp_support import connected
 
 
 def test_results_are_checked_against_their_models_before_they_are_sent(monkeypatch, tmp_path):
-    from mcp.shared.memory import create_connected_server_and_client_session
-
     from memory.store.core import Store
 
     store = Store(tmp_path / "home")
     server = build_server(lambda: store, make_principal("t", ["work"], "work"))
 
     async def main():
-        async with create_connected_server_and_client_session(server) as client:
+        async with connected(server) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             good = await client.call_tool("status", {})
             monkeypatch.setattr(T, "status", lambda store, p: {"server": "mirador"})  # most fields missing
@@ -33,20 +32,18 @@ def test_results_are_checked_against_their_models_before_they_are_sent(monkeypat
             return tools, good, bad
 
     tools, good, bad = anyio.run(main)
-    assert len(tools) == 19 and all(t.outputSchema for t in tools.values())  # every tool declares its result
+    assert len(tools) == 19 and all(t.output_schema for t in tools.values())  # every tool declares its result
     for t in tools.values():
-        jsonschema.Draft202012Validator.check_schema(t.outputSchema)
+        jsonschema.Draft202012Validator.check_schema(t.output_schema)
     # What is sent matches the schema the client was given (the SDK's client checks it too), as text and data.
-    jsonschema.validate(good.structuredContent, tools["status"].outputSchema)
-    assert json.loads(good.content[0].text) == good.structuredContent
+    jsonschema.validate(good.structured_content, tools["status"].output_schema)
+    assert json.loads(good.content[0].text) == good.structured_content
     # A result that does not match its model is never sent: the client hears of an internal error instead.
-    assert bad.isError and "internal error in status (ValidationError)" in bad.content[0].text
-    assert bad.structuredContent is None
+    assert bad.is_error and "internal error in status (ValidationError)" in bad.content[0].text
+    assert bad.structured_content is None
 
 
 def test_tool_threads_are_bounded_and_status_is_not_queued(monkeypatch, tmp_path):
-    from mcp.shared.memory import create_connected_server_and_client_session
-
     from memory.store.core import Store
 
     store = Store(tmp_path / "home")
@@ -72,7 +69,7 @@ def test_tool_threads_are_bounded_and_status_is_not_queued(monkeypatch, tmp_path
     n_searches = TOOL_THREADS + 3
 
     async def main():
-        async with create_connected_server_and_client_session(server) as client:
+        async with connected(server) as client:
             results = []
 
             async def search(i):
@@ -93,9 +90,9 @@ def test_tool_threads_are_bounded_and_status_is_not_queued(monkeypatch, tmp_path
             return status, got, results
 
     status, got, results = anyio.run(main)
-    assert not status.isError and json.loads(status.content[0].text)["client"] == "t"
-    assert not got.isError and mem in got.content[0].text
-    assert len(results) == n_searches and not any(r.isError for r in results)
+    assert not status.is_error and json.loads(status.content[0].text)["client"] == "t"
+    assert not got.is_error and mem in got.content[0].text
+    assert len(results) == n_searches and not any(r.is_error for r in results)
     assert running["most"] == TOOL_THREADS  # never more at once, and all of them used
 
 

@@ -119,7 +119,7 @@ def test_stdio_server_and_app_process_write_concurrently_without_loss(mirador_ho
 
             async def add(i):
                 r = await s.call_tool("memory_add", {"text": f"stdio memory number {i}"})
-                if r.isError:
+                if r.is_error:
                     errors.append(r.content[0].text)
 
             async with anyio.create_task_group() as tg:

@@ -173,7 +173,7 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             tools = (await s.list_tools()).tools
             out = []
             for tool in tools:
-                props, required = tool.inputSchema["properties"], tool.inputSchema.get("required", [])
+                props, required = tool.input_schema["properties"], tool.input_schema.get("required", [])
                 base = {n: valid(props[n]) for n in required}
                 if tool.name == "evidence_forget":
                     base["app"] = "slack"  # the tester's call: it would erase the slack row if "yes" were true
@@ -192,14 +192,14 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             ("memory_search", "limit", "integer"), ("memory_add", "confidence", "number")} <= tried
     for tool, name, kind, bad, r in out:
         text = r.content[0].text
-        assert r.isError, f"{tool}({name}={bad!r}) was accepted: {text[:200]}"
+        assert r.is_error, f"{tool}({name}={bad!r}) was accepted: {text[:200]}"
         assert f"argument '{name}' is wrong" in text and "internal error" not in text, (tool, name, bad, text)
         assert "\n" not in text and "pydantic" not in text, text
         if kind == "boolean":
             assert "send true or false" in text, text
         elif kind == "integer":
             assert "send an integer from" in text, text
-    assert not ok.isError  # the session is still good after 60-odd refusals
+    assert not ok.is_error  # the session is still good after 60-odd refusals
     assert snapshot(store) == before, "a refused call changed a table"
     assert store.evidence.count_rows(F.id_is(served['ids']['slack'])) == 1  # "yes" did not erase it
 
@@ -217,7 +217,7 @@ def test_details_nested_a_little_too_deep_is_refused_by_the_tool(served, transpo
             return await s.call_tool("memory_add", {"text": "Too deep to keep", "details": deep})
 
     r = anyio.run(main)
-    assert r.isError and f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it" in r.content[0].text
+    assert r.is_error and f"details is nested deeper than {MAX_DETAILS_DEPTH} levels; flatten it" in r.content[0].text
     assert snapshot(store) == before
 
 
@@ -231,7 +231,7 @@ def test_every_argument_is_bounded_in_its_schema(store):
     bounds = {"string": ("maxLength",), "array": ("maxItems",), "object": ("maxProperties",),
               "integer": ("minimum", "maximum"), "number": ("minimum", "maximum"), "boolean": ()}
     for tool in call(store, make_principal("t", ["work"], "work"), steps):
-        for name, prop in tool.inputSchema["properties"].items():
+        for name, prop in tool.input_schema["properties"].items():
             for branch in (prop, *prop.get("anyOf", [])):
                 kind = branch.get("type")
                 if kind in (None, "null") or "enum" in branch:
@@ -363,3 +363,15 @@ def test_screen_names_where_and_keeps_the_id():
     assert "an integer from 1 to 50" in r.reply["result"]["content"][0]["text"]
     assert screen(b"\xff", expect).status == 400
     assert screen(" " * (MAX_MESSAGE_BYTES + 1), expect).status == 413
+
+
+def test_a_refused_argument_of_a_2026_request_says_its_result_type():
+    # A request in the per-request envelope of protocol 2026-07-28 (what mcp 2.x clients send by default) gets a
+    # result with resultType, as the SDK's own results; without it such a client refuses the reply.
+    envelope = '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":{' \
+               '"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"memory_search",' \
+               '"arguments":{"query":"x","limit":' + HUGE + "}}}"
+    modern = screen(envelope, expect)
+    assert modern is not None and modern.reply["result"]["isError"] and modern.reply["result"]["resultType"] == "complete"
+    legacy = screen(tool_call(9, "memory_search", '{"query":"x","limit":' + HUGE + "}"), expect)
+    assert legacy is not None and legacy.reply["result"]["isError"] and "resultType" not in legacy.reply["result"]

@@ -43,7 +43,7 @@ def text(result) -> str:
 
 
 def data(result) -> dict:
-    assert not result.isError, text(result)
+    assert not result.is_error, text(result)
     return json.loads(text(result))
 
 
@@ -61,7 +61,7 @@ def test_lists_every_tool_and_the_core_profile_resource(store, seeded):
     for t in tools:
         assert len(t.description) > 40 and not t.description.startswith(" ")
     assert [str(r.uri) for r in resources] == [PROFILE_URI]
-    search = next(t for t in tools if t.name == "memory_search").inputSchema["properties"]
+    search = next(t for t in tools if t.name == "memory_search").input_schema["properties"]
     assert search["query"]["maxLength"] == 2000 and search["limit"]["maximum"] == 50
 
 
@@ -82,10 +82,10 @@ def test_search_get_and_filters(store, seeded):
     assert {r["scope"] for r in narrowed["results"]} == {"work/acme"}
     assert {r["type"] for r in typed["results"]} == {"core"}
     assert got["text"].startswith("Alice prefers tabs") and got["origin"] == "person"
-    assert outside.isError and "outside what this client may read" in text(outside)
-    assert bad_time.isError and "ISO 8601" in text(bad_time)
-    assert empty.isError and "query" in text(empty)
-    assert huge.isError and "2000" in text(huge)
+    assert outside.is_error and "outside what this client may read" in text(outside)
+    assert bad_time.is_error and "ISO 8601" in text(bad_time)
+    assert empty.is_error and "query" in text(empty)
+    assert huge.is_error and "2000" in text(huge)
 
 
 def test_get_error_paths_tell_the_model_what_to_call(store, seeded):
@@ -94,7 +94,7 @@ def test_get_error_paths_tell_the_model_what_to_call(store, seeded):
                 for i in ("mem_doesnotexist", "banana", seeded["evd"], seeded["personal"])]
 
     missing, garbage, evidence, personal = call(store, WORK, steps)
-    assert all(r.isError for r in (missing, garbage, evidence, personal))
+    assert all(r.is_error for r in (missing, garbage, evidence, personal))
     assert "call memory_search to find a valid id" in text(missing)
     assert "ids start with mem_, evd_ or vlt_" in text(garbage)
     assert "call evidence_get" in text(evidence)
@@ -130,8 +130,8 @@ def test_add_is_scoped_audited_and_bounded(store, seeded):
     assert store.get(sub["created"]["id"])["scope"] == "work/acme"
     audit = store.rows("audit", F.id_is(row['id'], "entity_id"), ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
-    assert other.isError and "only to scope 'work'" in text(other)
-    assert vault.isError and long.isError and "10000" in text(long)
+    assert other.is_error and "only to scope 'work'" in text(other)
+    assert vault.is_error and long.is_error and "10000" in text(long)
     assert store.memories.count_rows(F.equals("scope", "personal")) == 1  # nothing leaked into personal
 
 
@@ -146,8 +146,8 @@ def test_read_only_client_cannot_write(store, seeded):
 
     *writes, search = call(store, ro, steps)
     for r in writes:
-        assert r.isError and "read-only" in text(r)
-    assert not search.isError
+        assert r.is_error and "read-only" in text(r)
+    assert not search.is_error
     assert store.get(seeded["tabs"])["text"].startswith("Alice prefers tabs")
 
 
@@ -163,11 +163,11 @@ def test_update_text_status_and_refusals(store, seeded):
 
     upd, st, pinned, nothing, evid, bad_status = call(store, WORK, steps)
     assert upd["updated"]["text"] == "Alice prefers tabs, width 4" and st["updated"]["status"] == "candidate"
-    assert pinned.isError and "pinned" in text(pinned)
+    assert pinned.is_error and "pinned" in text(pinned)
     assert store.get(seeded["pinned"])["text"] == "Deploys happen on Tuesdays"
-    assert nothing.isError and "nothing to change" in text(nothing)
-    assert evid.isError and "evidence is never edited" in text(evid)
-    assert bad_status.isError
+    assert nothing.is_error and "nothing to change" in text(nothing)
+    assert evid.is_error and "evidence is never edited" in text(evid)
+    assert bad_status.is_error
     actors = {r["actor"] for r in store.rows("audit", F.id_is(seeded['tabs'], "entity_id"), ["actor"])}
     assert actors == {"person", "mcp:tester"}
 
@@ -182,11 +182,11 @@ def test_forget_checks_every_id_then_erases(store, seeded):
         return partial, ok, again, vault, too_many
 
     partial, ok, again, vault, too_many = call(store, WORK, steps)
-    assert partial.isError and "nothing was deleted" in text(partial)
-    assert ok["deleted"] == 1 and again.isError
+    assert partial.is_error and "nothing was deleted" in text(partial)
+    assert ok["deleted"] == 1 and again.is_error
     assert store.is_tombstoned(store.tombstones.to_arrow().to_pylist()[0]["fingerprint"])
-    assert vault.isError and store.vault.count_rows() == 1
-    assert too_many.isError
+    assert vault.is_error and store.vault.count_rows() == 1
+    assert too_many.is_error
 
 
 def test_forgotten_content_is_not_re_added(store, seeded):
@@ -195,7 +195,7 @@ def test_forgotten_content_is_not_re_added(store, seeded):
         return await c.call_tool("memory_add", {"text": "Alice prefers tabs over spaces in Go code"})
 
     r = call(store, WORK, steps)
-    assert r.isError and "deleted" in text(r)
+    assert r.is_error and "deleted" in text(r)
     assert memory_texts(store).count("Alice prefers tabs over spaces in Go code") == 0
 
 
@@ -213,12 +213,12 @@ def test_evidence_search_get_and_timeline(store, seeded):
     hits, none, full, wrong, missing, tl, backwards = call(store, WORK, steps)
     assert hits["results"][0]["id"] == seeded["evd"] and none["results"] == []
     assert full["truncated"] and len(full["text"]) == 100 and full["app"] == "kitty"
-    assert wrong.isError and "memory_get" in text(wrong)
-    assert missing.isError and "evidence_search" in text(missing)
+    assert wrong.is_error and "memory_get" in text(wrong)
+    assert missing.is_error and "evidence_search" in text(missing)
     assert {g["app"]: g["count"] for g in tl["apps"]} == {"kitty": 1, "firefox": 1}
     kitty = next(g for g in tl["apps"] if g["app"] == "kitty")
     assert kitty["windows"] == ["psql staging"] and kitty["samples"][0]["id"] == seeded["evd"]
-    assert backwards.isError and "before until" in text(backwards)
+    assert backwards.is_error and "before until" in text(backwards)
 
 
 def test_status_profile_and_server_survives_errors(store, seeded):
@@ -231,7 +231,7 @@ def test_status_profile_and_server_survives_errors(store, seeded):
         return unknown, wrong_type, st, profile
 
     unknown, wrong_type, st, profile = call(store, WORK, steps)
-    assert unknown.isError and wrong_type.isError
+    assert unknown.is_error and wrong_type.is_error
     assert st["client"] == "tester" and st["read_scopes"] == ["work"] and st["write_scope"] == "work"
     assert st["visible"] == {"memories": 4, "evidence": 2, "vault_entries": 1}
     assert "backend engineer" in profile and "dentist" not in profile
@@ -248,7 +248,7 @@ def test_recall_within_budget(store, seeded):
     ok, low = call(store, WORK, steps)
     assert ok["used_tokens"] <= 200 and ok["budget_tokens"] == 200 and ok["text"]
     assert "dentist" not in json.dumps(ok) and "hunter2" not in json.dumps(ok)
-    assert low.isError
+    assert low.is_error
 
 
 def test_evidence_search_shows_the_lines_that_match_a_long_capture(store):
@@ -309,9 +309,9 @@ def test_recall_does_not_offer_vault_and_words_errors_for_a_model(store, seeded)
         return tools, asked
 
     tools, asked = call(store, WORK, steps)
-    items = tools["memory_recall"].inputSchema["properties"]["types"]["anyOf"][0]["items"]
+    items = tools["memory_recall"].input_schema["properties"]["types"]["anyOf"][0]["items"]
     assert "vault" not in items["enum"]
-    assert asked.isError and "--type" not in text(asked) and "types" in text(asked)
+    assert asked.is_error and "--type" not in text(asked) and "types" in text(asked)
     # The store's error names the CLI's flag for a person and the tool's argument for a model (no rewriting).
     from memory.errors import InputError
     from memory.mcp.replies import for_model
@@ -330,10 +330,10 @@ def test_empty_scope_and_unknown_arguments_are_refused(store, seeded):
                 await c.call_tool("status", {"verbose": True})]
 
     add, search, typo, status = call(store, WORK, steps)
-    assert add.isError and "'scope'" in text(add) and memory_texts(store).count("empty scope") == 0
-    assert search.isError and "'scope'" in text(search)
-    assert typo.isError and "unknown argument 'scopes'" in text(typo) and "scope" in text(typo)
-    assert status.isError and "unknown argument 'verbose'" in text(status)
+    assert add.is_error and "'scope'" in text(add) and memory_texts(store).count("empty scope") == 0
+    assert search.is_error and "'scope'" in text(search)
+    assert typo.is_error and "unknown argument 'scopes'" in text(typo) and "scope" in text(typo)
+    assert status.is_error and "unknown argument 'verbose'" in text(status)
     from memory.mcp.tools import read_scopes, write_scope
 
     for fn in (read_scopes, write_scope):
@@ -348,7 +348,7 @@ def test_validation_errors_are_one_line_naming_the_argument(store, seeded):
                 await c.call_tool("memory_update", {"id": seeded["tabs"], "status": "deleted"})]
 
     for r in call(store, WORK, steps):
-        assert r.isError and "\n" not in text(r) and "pydantic" not in text(r) and "http" not in text(r)
+        assert r.is_error and "\n" not in text(r) and "pydantic" not in text(r) and "http" not in text(r)
     limit, missing, status = call(store, WORK, steps)
     assert "'limit'" in text(limit) and "from 1 to 50" in text(limit)
     assert "missing argument 'query'" in text(missing)
@@ -388,10 +388,10 @@ def test_schemas_describe_every_input_and_name_the_id_kind(store, seeded):
 
     tools, tl = call(store, WORK, steps)
     for t in tools.values():
-        assert t.inputSchema.get("additionalProperties") is False, t.name
-        for name, prop in t.inputSchema["properties"].items():
+        assert t.input_schema.get("additionalProperties") is False, t.name
+        for name, prop in t.input_schema["properties"].items():
             assert prop.get("description"), f"{t.name}.{name} has no description"
-    props = {n: t.inputSchema["properties"] for n, t in tools.items()}
+    props = {n: t.input_schema["properties"] for n, t in tools.items()}
     assert props["memory_add"]["scope"]["description"] != props["memory_search"]["scope"]["description"]
     assert "write scope" in props["memory_add"]["scope"]["description"]
     assert "evd_" in props["evidence_get"]["id"]["description"]
@@ -400,9 +400,9 @@ def test_schemas_describe_every_input_and_name_the_id_kind(store, seeded):
                       ("memory_relate", "src"), ("memory_relate", "dst")):
         assert "mem_" in props[tool][arg]["description"] and "evd_" not in props[tool][arg]["description"], tool
     assert "evd_" not in props["memory_get"]["id"]["description"]
-    assert "since" not in tools["timeline"].inputSchema.get("required", [])
+    assert "since" not in tools["timeline"].input_schema.get("required", [])
     assert props["timeline"]["since"]["description"]
-    assert not tl.isError and json.loads(text(tl))["evidence_rows"] == 2  # default: the last 24 hours
+    assert not tl.is_error and json.loads(text(tl))["evidence_rows"] == 2  # default: the last 24 hours
 
 
 def test_server_reports_miradors_version():
@@ -423,4 +423,4 @@ def test_server_reports_miradors_version():
             tg.cancel_scope.cancel()
         return result
 
-    assert anyio.run(initialize).serverInfo.version == version("mirador")
+    assert anyio.run(initialize).server_info.version == version("mirador")

@@ -99,7 +99,7 @@ def test_mcp_memory_add_and_update_redact_and_say_so(store, mirador_home):
         return added, again, upd
 
     added, again, upd = call(store, WORK, steps)
-    assert not upd.isError
+    assert not upd.is_error
     assert "vault" in added["hint"] and "[REDACTED:aws_key]" in added["created"]["text"]
     assert again["created"] is None and again["existing"]["id"] == added["created"]["id"]  # a retry adds nothing
     got = store.get(added["created"]["id"])

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 
 import anyio
 import pytest
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from memory.config import Config, ReinforcementConfig
 from memory.errors import InputError
@@ -17,7 +16,7 @@ from memory.mcp.server import build_server
 from memory.retrieval.recall import recall
 from memory.retrieval.search import search_memories
 from memory.store import filters as F
-from tests.memory.mcp_support import free_port, http_session, start_server, stop_server
+from tests.memory.mcp_support import connected, free_port, http_session, start_server, stop_server
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 ALPHA = "The staging server for project Alpha is alpha-stg-1 in the Frankfurt region."
@@ -125,14 +124,14 @@ def test_memory_reinforce_over_http_with_a_real_client_session(tmp_path):
     finally:
         stop_server(proc)
     assert "memory_reinforce" in names
-    assert not ok.isError
+    assert not ok.is_error
     got = json.loads(ok.content[0].text)
     assert sorted(r["id"] for r in got["reinforced"]) == sorted([ids["work"], ids["acme"]])
     assert got["actor"] == "mcp:assistant"
     mixed_doc = json.loads(mixed.content[0].text)
     assert [r["id"] for r in mixed_doc["reinforced"]] == [ids["work"]]
     assert [n["id"] for n in mixed_doc["not_found"]] == [ids["personal"]]
-    assert refused.isError and ids["personal"] in refused.content[0].text
+    assert refused.is_error and ids["personal"] in refused.content[0].text
     assert "passport" not in refused.content[0].text + mixed.content[0].text  # no content of what it may not see
     store = Store(home)  # the server wrote; read what it left
     usage = usage_rows(store, ids.values())
@@ -155,7 +154,7 @@ def test_a_read_only_token_cannot_reinforce_and_changes_nothing(tmp_path):
         return await client.call_tool("memory_reinforce", {"ids": [ids["work"]]})
 
     read_only = _call(store, reader, steps)
-    assert read_only.isError and "read-only" in read_only.content[0].text
+    assert read_only.is_error and "read-only" in read_only.content[0].text
     assert not usage_rows(store, ids.values())  # no use recorded, so ranking is unchanged
     assert not _audit(store, "reinforce")
 
@@ -173,7 +172,7 @@ def _call(store, principal, steps):
     server = build_server(lambda: store, principal)
 
     async def main():
-        async with create_connected_server_and_client_session(server) as client:
+        async with connected(server) as client:
             return await steps(client)
 
     return anyio.run(main)

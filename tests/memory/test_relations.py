@@ -22,7 +22,7 @@ DECISION = "We decided to use Postgres for the billing service because it suppor
 
 
 def data(result) -> dict:
-    assert not result.isError, result.content[0].text
+    assert not result.is_error, result.content[0].text
     return json.loads(result.content[0].text)
 
 
@@ -78,7 +78,7 @@ def test_because_sentence_yields_edge_chain_shows_it_and_forgetting_either_end_r
             await c.call_tool("memory_chain", {"id": gone["id"]})
 
     chain_now, missing = call(store, WORK, after_delete)
-    assert chain_now["hops"] == [] and missing.isError and "no memory with id" in missing.content[0].text
+    assert chain_now["hops"] == [] and missing.is_error and "no memory with id" in missing.content[0].text
     # The deleted id survives in no file of the relations table (old versions and transactions too).
     rel_dir = mirador_home / "lancedb" / "relations.lance"
     assert rel_dir.is_dir() and files_containing(rel_dir, gone["id"]) == []
@@ -214,8 +214,8 @@ def test_another_scopes_memory_is_never_returned_or_linked(store):
     assert [r["other"]["id"] for r in related["relations"]] == [b]
     assert [h["to"] for h in chain["hops"]] == [b] and p not in json.dumps(chain)
     assert p not in json.dumps(related)
-    assert other.isError and "is visible to this client" in other.content[0].text
-    assert relate.isError and narrow.isError
+    assert other.is_error and "is visible to this client" in other.content[0].text
+    assert relate.is_error and narrow.is_error
     assert len(edges(store)) == before  # the refused relate wrote nothing
 
 
@@ -273,9 +273,9 @@ def test_mcp_relate_writes_with_the_clients_name_and_only_from_its_write_scope(s
 
     made, bad = call(store, WORK, steps)
     assert made["relation"]["origin"] == "mcp:tester" and made["relation"]["provenance"] == [ev["id"]]
-    assert bad.isError
+    assert bad.is_error
     ro = call(store, reader, lambda c: c.call_tool("memory_relate", {"src": b, "relation": "BECAUSE", "dst": a}))
-    assert ro.isError and "read-only" in ro.content[0].text
+    assert ro.is_error and "read-only" in ro.content[0].text
     assert [(e["src"], e["dst"]) for e in edges(store)] == [(a, b)]
     audit = [x for x in store.rows("audit", None, store.audit.schema.names) if x["entity_kind"] == "relation"]
     assert [x["actor"] for x in audit] == ["mcp:tester"]

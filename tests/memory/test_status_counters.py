@@ -21,7 +21,7 @@ BOTH = make_principal("both", ["work", "personal"], "work")
 def status(store, principal) -> dict:
     async def steps(c):
         r = await c.call_tool("status", {})
-        assert not r.isError, r.content[0].text
+        assert not r.is_error, r.content[0].text
         return json.loads(r.content[0].text)
 
     return call(store, principal, steps)
