@@ -8,6 +8,7 @@ import plistlib
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def launch_agent(command: list[str]) -> bytes:
                            "ProcessType": "Interactive"})
 
 
-def is_enabled(platform: str | None = None, winreg=None) -> bool:
+def is_enabled(platform: str | None = None, winreg: Any = None) -> bool:
     """True if Mirador is set to start at login (winreg: a winreg-like module; None = the real one)."""
     plat = _platform(platform)
     if plat == "linux":
@@ -73,7 +74,7 @@ def is_enabled(platform: str | None = None, winreg=None) -> bool:
     return RunKey(winreg).get() is not None
 
 
-def set_enabled(on: bool, command: list[str] | None = None, platform: str | None = None, winreg=None) -> None:
+def set_enabled(on: bool, command: list[str] | None = None, platform: str | None = None, winreg: Any = None) -> None:
     """Turn starting at login on or off (idempotent); winreg as in is_enabled."""
     plat = _platform(platform)
     command = command or default_command()
@@ -108,7 +109,7 @@ class RunKey:
 
     NAME = "Mirador"
 
-    def __init__(self, reg=None) -> None:
+    def __init__(self, reg: Any = None) -> None:  # a winreg-like module
         if reg is None:
             import winreg as reg  # Windows only
         self.reg = reg

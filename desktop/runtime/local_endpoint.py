@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from http.server import BaseHTTPRequestHandler
+
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -168,14 +170,14 @@ def start_endpoint(store: Store, home: Path | None = None) -> LocalEndpoint | No
         return None
 
 
-def _request_handler(ep: LocalEndpoint):
+def _request_handler(ep: LocalEndpoint) -> type[BaseHTTPRequestHandler]:
     import hmac
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
     class RequestHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format, *args):  # request lines only (never headers), and only at debug
+        def log_message(self, format: str, *args: Any) -> None:  # request lines only (never headers), and only at debug
             log.debug("cli endpoint: " + format, *args)
 
         def _answer(self, status: int, doc: dict) -> None:

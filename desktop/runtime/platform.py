@@ -30,7 +30,7 @@ def can_grab_screen() -> bool:
     return _desktop_os() or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def has_microphone(device=None) -> bool:
+def has_microphone(device: int | str | None = None) -> bool:
     """True when the input device (None: the default one) records 16 kHz mono, as voice capture needs."""
     try:
         import sounddevice as sd

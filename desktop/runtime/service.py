@@ -17,12 +17,14 @@ from desktop.runtime.local_endpoint import start_endpoint
 from desktop.runtime.services import NoCaptureSource, capture_sources, open_capture
 
 if TYPE_CHECKING:
+    from desktop.runtime.ports import CaptureAdapter
+    from memory.consolidation.scheduler import MiradorScheduler
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
 
 
-def start_capture(store: Store):
+def start_capture(store: Store) -> CaptureAdapter | None:
     """Start capture as configured (desktop/runtime/services.py puts it together, as for the tray app).
 
     Returns the running capture (a desktop.runtime.ports.CaptureAdapter), or None with the reason printed.
@@ -81,7 +83,7 @@ def run_service(once: bool = False, interval: float = 600.0) -> int:
             cap.stop()
 
 
-def start_jobs(store: Store):
+def start_jobs(store: Store) -> MiradorScheduler | None:
     """Start the scheduler (extraction, dream, retention, index optimisation); None if it cannot run."""
     try:
         from memory.consolidation.scheduler import start_scheduler

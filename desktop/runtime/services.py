@@ -11,16 +11,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from desktop.runtime.live_config import Applied, restart_needed
 from desktop.runtime.platform import can_grab_screen, has_microphone
 from desktop.runtime.ports import CaptureAdapter
 
 if TYPE_CHECKING:
+    from memory.config import CaptureConfig, Config
     from memory.store.core import Store
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +33,7 @@ class NoCaptureSource(Exception):
     """Neither the screen nor a microphone can be captured on this machine."""
 
 
-def capture_sources(capture_config) -> tuple[bool, bool]:
+def capture_sources(capture_config: CaptureConfig) -> tuple[bool, bool]:
     """(screen, audio): each on when configured and this machine can provide it."""
     c = capture_config
     return c.screen and can_grab_screen(), c.audio and has_microphone(c.input_device)
@@ -81,7 +85,7 @@ class Services:
         svc.endpoint = start_endpoint(svc.store)  # the CLI's door to this warm store (local_endpoint.py)
         return svc
 
-    def apply_config(self, config) -> Applied:
+    def apply_config(self, config: Config) -> Applied:
         """Use a saved config now where the parts allow it (worker thread); says what waits for a restart."""
         old, self.store.config = self.store.config, config  # extraction, dream, recall read it on every use
         out = Applied(restart=restart_needed(old, config))
@@ -140,7 +144,7 @@ def _run_bounded(steps: list[tuple[str, Any]]) -> dict[str, float]:
     times: dict[str, float] = {}
     details: dict[str, Any] = {}
 
-    def run(name, fn):
+    def run(name: str, fn: Callable[[], Any]) -> None:
         start = time.monotonic()
         try:
             details[name] = fn()
@@ -166,7 +170,7 @@ def _run_bounded(steps: list[tuple[str, Any]]) -> dict[str, float]:
     return times
 
 
-def _stop_mcp(mcp, timeout: float) -> None:
+def _stop_mcp(mcp: Any, timeout: float) -> None:  # a memory.mcp.server handle (started in a thread)
     # uvicorn otherwise waits for every open connection to close, and an MCP client's event
     # stream stays open until the client hangs up.
     server = getattr(mcp, "server", None)
@@ -175,7 +179,7 @@ def _stop_mcp(mcp, timeout: float) -> None:
     mcp.stop()
 
 
-def _try(svc: Services, what: str, fn):
+def _try(svc: Services, what: str, fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except ImportError as e:
@@ -186,9 +190,9 @@ def _try(svc: Services, what: str, fn):
     return None
 
 
-def _build_capture(svc: Services):
+def _build_capture(svc: Services) -> CaptureAdapter | None:
     # Built even when capture.enabled is off, so the tray's "Start capture" can start it later.
-    def build():
+    def build() -> CaptureAdapter | None:
         try:
             adapter = open_capture(svc.store)
         except NoCaptureSource:
