@@ -93,7 +93,7 @@ def screen(raw: bytes | str, expect: Callable[[str, str], str | None]) -> Refusa
         return None
     size = len(raw)
     if size > MAX_MESSAGE_BYTES:
-        return _error(413, None, INVALID_REQUEST, f"the message is {size:,} bytes; at most {MAX_MESSAGE_BYTES:,} "
+        return _error(413, _oversized_id(raw), INVALID_REQUEST, f"the message is {size:,} bytes; at most {MAX_MESSAGE_BYTES:,} "
                       "are read: send less per call (split a long text over several evidence_add calls)")
     if isinstance(raw, bytes):
         try:
@@ -103,6 +103,26 @@ def screen(raw: bytes | str, expect: Callable[[str, str], str | None]) -> Refusa
                           "send the JSON-RPC message encoded as UTF-8")
     found = _scan(raw)
     return None if found.problem is None else _refuse(found, expect)
+
+
+# A top-level "id" as the last member of a message: where the Python SDK's client puts it.
+_ID_LAST = re.compile(r'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")\s*}\s*$')
+ID_SCAN_BYTES = 64 * 1024
+
+
+def _oversized_id(raw: bytes | str) -> str | int | None:
+    """The id of a message too large to read whole, from its first 64 KiB or its last member: over stdio a reply
+    without it matches no request, and the client would wait for its timeout."""
+    text = raw if isinstance(raw, str) else raw[:ID_SCAN_BYTES].decode("utf-8", "ignore") + "\n" + \
+        raw[-256:].decode("utf-8", "ignore")
+    head = _scan(text[:ID_SCAN_BYTES]).id
+    if head is not None:
+        return head
+    last = _ID_LAST.search(text[-256:])
+    if last is None:
+        return None
+    value: str | int = json.loads(last.group(1))
+    return value
 
 
 def message_id(text: str) -> str | int | None:

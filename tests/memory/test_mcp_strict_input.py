@@ -330,9 +330,14 @@ def test_stdio_answers_a_line_it_cannot_read(served):
         _, garbage = raw.send('{"jsonrpc":"2.0","id":50,"method":', 50)
         _, deep = raw.send('{"jsonrpc":"2.0","id":51,"method":"ping","params":{"_meta":' + "[" * DEEP + "]" * DEEP
                            + "}}", 51)
+        # too large to read whole: still answered with its id (the SDK's client puts the id last), so the client
+        # hears of it at once rather than at its timeout
+        huge = json.dumps({"text": "x" * MAX_MESSAGE_BYTES})
+        _, too_big = raw.send(tool_call(53, "evidence_add", huge, id_last=True), 53)
         _, after = raw.send(tool_call(52, "status", "{}"), 52)
     assert garbage["error"]["code"] == -32700 and "not JSON" in garbage["error"]["message"]
     assert "nested deeper than 64 levels" in deep["error"]["message"]
+    assert too_big["id"] == 53 and "send less per call" in too_big["error"]["message"]
     assert after["result"]["isError"] is False
 
 
@@ -363,6 +368,15 @@ def test_screen_names_where_and_keeps_the_id():
     assert "an integer from 1 to 50" in r.reply["result"]["content"][0]["text"]
     assert screen(b"\xff", expect).status == 400
     assert screen(" " * (MAX_MESSAGE_BYTES + 1), expect).status == 413
+    huge = json.dumps({"text": "x" * MAX_MESSAGE_BYTES})
+    for id_ in (9, '"req-10"'):
+        for id_last in (False, True):
+            for raw in (tool_call(id_, "evidence_add", huge, id_last), tool_call(id_, "evidence_add", huge, id_last).encode()):
+                r = screen(raw, expect)
+                assert r is not None and r.status == 413 and r.reply["id"] == json.loads(str(id_)), (id_, id_last)
+    nested_id_last = '{"jsonrpc":"2.0","method":"tools/call","params":{"arguments":{"text":"' + "x" * MAX_MESSAGE_BYTES \
+        + '","id":5}}}'
+    assert screen(nested_id_last, expect).reply["id"] is None  # an id inside the arguments is not the message's
 
 
 def test_a_refused_argument_of_a_2026_request_says_its_result_type():
