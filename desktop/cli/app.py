@@ -9,11 +9,17 @@ imported only once the display check has passed.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
 
 log = logging.getLogger(__name__)
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `app` and `service` to the `mirador` parser."""
     cmd("app", cmd_app, "start the tray app (capture, review, settings, MCP server); headless service without a display")
     sp = cmd("service", cmd_service, "run the headless service (maintenance on a schedule) until stopped")
@@ -21,7 +27,7 @@ def register(cmd, as_json, scope) -> None:
     sp.add_argument("--interval", type=float, default=600.0, help="seconds between maintenance passes")
 
 
-def cmd_app(a) -> int:
+def cmd_app(a: argparse.Namespace) -> int:
     """Run the tray app until Quit; the headless service when there is no display."""
     from desktop.cli.via_service import install
     from desktop.runtime.platform import can_show_windows
@@ -38,7 +44,7 @@ def cmd_app(a) -> int:
     return run_app()
 
 
-def cmd_service(a) -> int:
+def cmd_service(a: argparse.Namespace) -> int:
     """Run the headless service until stopped (or one pass with --once)."""
     from desktop.cli.via_service import install
     from desktop.runtime.service import run_service

@@ -8,14 +8,20 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
 from memory.errors import InputError
 
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+
 log = logging.getLogger(__name__)
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the capture commands to the `mirador` parser."""
     sp = cmd("capture", cmd_capture, "run screen and voice capture in the foreground until Ctrl+C (or --duration)")
     sp.add_argument("--duration", type=float, help="stop after this many seconds")
@@ -31,7 +37,7 @@ def register(cmd, as_json, scope) -> None:
     as_json(sp)
 
 
-def cmd_capture(a) -> int:
+def cmd_capture(a: argparse.Namespace) -> int:
     """Run capture headless until the duration ends, the WAV is done, or SIGINT/SIGTERM (which flush the writer)."""
     from capture.runner import Capture, open_store_for_capture
 
@@ -88,7 +94,7 @@ def _ago(ts: float | None) -> str:
     return f"{when} (in {_span(-secs)})" if secs < -1 else f"{when} ({_span(max(0.0, secs))} ago)"
 
 
-def cmd_status(a) -> int:
+def cmd_status(a: argparse.Namespace) -> int:
     """Print what the capture process last reported; exit code 2 when it is stalled."""
     from capture.health import read_health
     from memory.config import data_dir
@@ -160,7 +166,7 @@ def _sharing_line(r: dict) -> str:
     return f"shared scope {r['scope']}: {r.get('headline') or 'offline'}{waiting} — {r.get('last_error')}"
 
 
-def cmd_pause(a) -> int:
+def cmd_pause(a: argparse.Namespace) -> int:
     """Ask running capture to pause (for --minutes, or until `mirador resume`)."""
     from capture.runner import set_pause
     from memory.config import data_dir
@@ -173,7 +179,7 @@ def cmd_pause(a) -> int:
     return 0
 
 
-def cmd_resume(a) -> int:
+def cmd_resume(a: argparse.Namespace) -> int:
     """Ask running capture to resume."""
     from capture.runner import set_pause
     from memory.config import data_dir

@@ -7,17 +7,41 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from memory.errors import MiradorError, with_hint
 
 if TYPE_CHECKING:
+    import argparse
+
+    from memory.errors import StorageError
     from memory.store.core import Store
 
 log = logging.getLogger("mirador")
 _bound = threading.local()
+
+# What main.py hands each command module's register(cmd, as_json, scope).
+Handler = Callable[["argparse.Namespace"], int]
+
+
+class AddCommand(Protocol):
+    """cmd(name, handler, help): a new subcommand's parser (handler None: a command that only has actions)."""
+
+    def __call__(self, name: str, fn: Handler | None, help_: str) -> argparse.ArgumentParser: ...
+
+
+class AddJson(Protocol):
+    """as_json(sp): the --json flag."""
+
+    def __call__(self, sp: argparse.ArgumentParser) -> None: ...
+
+
+class AddScope(Protocol):
+    """scope(sp, many=True): --scope, repeatable unless many is False."""
+
+    def __call__(self, sp: argparse.ArgumentParser, many: bool = True) -> None: ...
 
 
 def open_store() -> Store:
@@ -33,7 +57,7 @@ def open_store() -> Store:
 
 
 @contextmanager
-def bound_store(store: Store):
+def bound_store(store: Store) -> Iterator[Store]:
     """Make open_store() return `store` in this thread for the duration of the block."""
     _bound.store = store
     try:
@@ -47,7 +71,7 @@ def read_text(text: str) -> str:
     return sys.stdin.read().rstrip("\n") if text == "-" else text
 
 
-def run_command(args, first: Callable | None = None) -> int:
+def run_command(args: argparse.Namespace, first: Callable[[argparse.Namespace], int | None] | None = None) -> int:
     """Run a parsed command (args.func) and turn its errors into one line on stderr and an exit code.
 
     first: tried before args.func; its exit code, or None to run args.func (the CLI passes the running
@@ -91,7 +115,7 @@ def run_command(args, first: Callable | None = None) -> int:
         return 1
 
 
-def _disk_fault(e: BaseException):
+def _disk_fault(e: BaseException) -> StorageError | None:
     """The StorageError that words e, when e is a full, read-only or failing disk (memory/store/io_faults.py)."""
     from memory.config import data_dir
     from memory.store.io_faults import storage_error

@@ -8,20 +8,29 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
 
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+    from memory.errors import StorageError
+
 OK, WARN, FAIL = "ok", "WARN", "FAIL"
+Check = tuple[str, str, str | None]  # (OK | WARN | FAIL, what was found, how to fix it or None)
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `doctor` to the `mirador` parser."""
     sp = cmd("doctor", cmd_doctor,
              "check data dir and its free disk space, models, tesseract, screen and audio, and say how to fix each")
     as_json(sp)
 
 
-def cmd_doctor(a) -> int:
+def cmd_doctor(a: argparse.Namespace) -> int:
     """Print each check (or JSON); exit 1 when any check failed."""
     checks = run_checks()
     if a.json:
@@ -36,7 +45,7 @@ def _fix(debian: str, mac: str, windows: str) -> str:
     return {"Linux": debian, "Darwin": mac, "Windows": windows}.get(platform.system(), debian)
 
 
-def _check(name: str, fn) -> dict:
+def _check(name: str, fn: Callable[[], Check]) -> dict:
     try:
         status, detail, fix = fn()
     except Exception as e:  # a check must report, never crash the doctor
@@ -48,7 +57,7 @@ def _check(name: str, fn) -> dict:
     return {"name": name, "status": status, "detail": detail, "fix": fix}
 
 
-def _disk_fault(e: Exception):
+def _disk_fault(e: Exception) -> StorageError | None:
     from memory.config import data_dir
     from memory.store.io_faults import storage_error
 
@@ -58,7 +67,7 @@ def _disk_fault(e: Exception):
 SHOWN_PATHS = 3  # loose paths named in the report; the rest are counted
 
 
-def check_data_dir():
+def check_data_dir() -> Check:
     from memory.config import data_dir
     from memory.store.permissions import DIR_MODE, loose_paths, tighten, user_name
 
@@ -83,7 +92,7 @@ def check_data_dir():
                   "fixed now, they are owner-only (folders 0700, files 0600)", None)
 
 
-def check_disk():
+def check_disk() -> Check:
     # Compaction and index rebuilds write a table's new files before they delete the old ones, so a store that
     # fits may still fail to write; at 0 bytes free every write fails (memory/store/io_faults.py says so then).
     import os
@@ -125,7 +134,7 @@ def _first(paths: list[str], home: Path) -> str:
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
 
-def check_config():
+def check_config() -> Check:
     from memory.config import config_path, load_config
 
     load_config()
@@ -133,7 +142,7 @@ def check_config():
     return OK, f"{path} " + ("is valid" if path.exists() else "not present (defaults in use)"), None
 
 
-def check_embedder():
+def check_embedder() -> Check:
     from memory.config import data_dir, load_config
     from memory.store.core import configured_embedder, earlier_tuning, embedder_record
     from memory.store.reembed import target_embedder, why_reembed
@@ -160,7 +169,7 @@ def check_embedder():
     return OK, msg, None
 
 
-def check_reranker():
+def check_reranker() -> Check:
     from memory.config import load_config
     from memory.errors import ConfigError
     from memory.retrieval import rerank
@@ -185,7 +194,7 @@ def check_reranker():
     return OK, f"{path}: {len(model.meta.get('trained_on', []))} training conversations{note}", None
 
 
-def check_store():
+def check_store() -> Check:
     from memory.store.core import Store
     from memory.store.seal_migration import complete, plain_rows
 
@@ -199,7 +208,7 @@ def check_store():
     return OK, counts + ", sealed at rest", None
 
 
-def check_llm():
+def check_llm() -> Check:
     from memory.config import load_config
     from models import locate
 
@@ -231,7 +240,7 @@ def check_llm():
     return OK, "llama.cpp ready; bundled Gemma 3 270M available", None
 
 
-def check_tesseract():
+def check_tesseract() -> Check:
     exe = shutil.which("tesseract")
     fix = _fix("sudo apt-get install tesseract-ocr", "brew install tesseract", "winget install UB-Mannheim.TesseractOCR")
     if not exe:
@@ -244,7 +253,7 @@ def check_tesseract():
 DESKTOPS_DOC = "what each desktop needs: docs/capture-and-privacy.md, “Which desktops work”"
 
 
-def check_screen():
+def check_screen() -> Check:
     """What reads the screen and the focused window in this session, and what is missing (capture/grab.py)."""
     from capture.grab import GrabUnavailable, open_grabber
     from capture.wayland.session import detect
@@ -279,7 +288,7 @@ def check_screen():
         probe.close()
 
 
-def check_audio():
+def check_audio() -> Check:
     fix = _fix("sudo apt-get install libportaudio2", "brew install portaudio", "reinstall Mirador (PortAudio ships with it)")
     try:
         import sounddevice as sd
@@ -293,7 +302,7 @@ def check_audio():
     return OK, f"{len(inputs)} input device(s); default: {inputs[0]['name']}", None
 
 
-def check_keyring():
+def check_keyring() -> Check:
     from memory.config import data_dir
     from memory.store.keys import LEGACY_KEY_FILE, DataKeys, os_keyring
 

@@ -4,13 +4,19 @@ captured rows (and the memories drawn from them) to another scope (memory/store/
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from desktop.cli.common import open_store, read_text
 from desktop.cli.output import emit_json
 from memory.errors import InputError
 
+if TYPE_CHECKING:
+    import argparse
 
-def register(cmd, as_json, scope) -> None:
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+
+
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `evidence` and its actions to the `mirador` parser."""
     sp = cmd("evidence", None, "work with evidence rows")
     esub = sp.add_subparsers(metavar="ACTION")
@@ -47,12 +53,12 @@ def register(cmd, as_json, scope) -> None:
     sp.set_defaults(func=cmd_evidence)
 
 
-def cmd_evidence(a) -> int:
+def cmd_evidence(a: argparse.Namespace) -> int:
     """`mirador evidence` alone: say which actions there are."""
     raise InputError("`mirador evidence` needs an action: add or rescope")
 
 
-def cmd_evidence_add(a) -> int:
+def cmd_evidence_add(a: argparse.Namespace) -> int:
     """Add one evidence row; print its id, or the row with --json."""
     from memory.store.rows import parse_time
 
@@ -76,7 +82,7 @@ def cmd_evidence_add(a) -> int:
     return 0
 
 
-def cmd_evidence_rescope(a) -> int:
+def cmd_evidence_rescope(a: argparse.Namespace) -> int:
     """Move the selected evidence rows to --to (or to what the scope rules say), after a dry run."""
     from capture.scope_rules import ScopeRules, matches, plan_by_rules
     from memory.scopes import validate_scope

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from desktop.cli.common import open_store
 
+if TYPE_CHECKING:
+    import argparse
 
-def register(cmd, as_json, scope) -> None:
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+
+
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `export` to the `mirador` parser."""
     sp = cmd("export", cmd_export, "export memories as JSONL")
     sp.add_argument("--out", help="file to write (default stdout)")
@@ -16,7 +22,7 @@ def register(cmd, as_json, scope) -> None:
     sp.add_argument("--include-secrets", action="store_true", help="include decrypted vault values")
 
 
-def cmd_export(a) -> int:
+def cmd_export(a: argparse.Namespace) -> int:
     """Write the export to --out (a count on stderr) or to stdout."""
     from memory.integrations.transfer import write_export
 

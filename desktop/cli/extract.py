@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
 
+if TYPE_CHECKING:
+    import argparse
 
-def cmd_extract(a) -> int:
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+    from memory.consolidation.dream import DreamPlan
+
+
+def cmd_extract(a: argparse.Namespace) -> int:
     """Extract memories from pending evidence (or all evidence with --all) and report what happened."""
     from memory.consolidation.extraction import make_extractor, run_extraction
 
@@ -34,7 +42,7 @@ def cmd_extract(a) -> int:
     return 0
 
 
-def _print_plan(plan) -> None:
+def _print_plan(plan: DreamPlan) -> None:
     mode = "dry run — nothing written" if plan.dry_run else f"{plan.applied} applied, {plan.proposed} proposed"
     print(f"dream pass since {plan.since or 'the beginning'}: {plan.changed} changed memories; {mode}")
     if not plan.steps:
@@ -46,7 +54,7 @@ def _print_plan(plan) -> None:
         print(f"  {s.action:<7} {s.kind:<11} {what}{extra}  ({s.reason}){text}")
 
 
-def cmd_dream(a) -> int:
+def cmd_dream(a: argparse.Namespace) -> int:
     """Run a dream pass (or --dry-run to only print the plan); --proposals / --accept / --dismiss review them."""
     from memory.consolidation.dream import decide_proposal, list_proposals, run_dream
 
@@ -72,7 +80,7 @@ def cmd_dream(a) -> int:
     return 0
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `extract` and `dream` to the mirador parser."""
     sp = cmd("extract", cmd_extract, "turn new evidence into memories now (--all: all evidence, e.g. after a model change)")
     sp.add_argument("--all", action="store_true", help="re-run over every evidence row, not only new ones")

@@ -13,6 +13,9 @@ from desktop.cli.output import emit_json
 from memory.errors import InputError
 
 if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
     from memory.config import Config
 
 log = logging.getLogger(__name__)
@@ -20,7 +23,7 @@ log = logging.getLogger(__name__)
 LOG_BYTES = 256_000
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `hooks` (install, uninstall, status) and `hook` (the commands Claude Code runs)."""
     sp = cmd("hooks", None, "assistant hooks: inject recall into Claude Code prompts, reinforce what replies used")
     sp.set_defaults(func=lambda a: (_ for _ in ()).throw(
@@ -53,7 +56,7 @@ def register(cmd, as_json, scope) -> None:
         ep.add_argument("--home", help="data dir (default $MIRADOR_HOME or the platform's)")
 
 
-def _where(sp) -> None:
+def _where(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--settings", help="settings file (default ~/.claude/settings.json)")
     sp.add_argument("--project", action="store_true", help="use ./.claude/settings.json (this project only)")
 
@@ -64,13 +67,13 @@ def _home() -> Path:
     return data_dir()
 
 
-def _settings(a) -> Path:
+def _settings(a: argparse.Namespace) -> Path:
     from memory.integrations.hooks_install import settings_path
 
     return Path(a.settings).expanduser() if a.settings else settings_path(project=a.project)
 
 
-def _update_config(a) -> Config:
+def _update_config(a: argparse.Namespace) -> Config:
     from memory.config import load_config, save_config
 
     cfg = load_config(_home())
@@ -86,7 +89,7 @@ def _update_config(a) -> Config:
     return cfg
 
 
-def cmd_install(a) -> int:
+def cmd_install(a: argparse.Namespace) -> int:
     """Install the hooks (saving --scope/--budget to config.toml first) and issue the hook's token."""
     from memory.integrations.hooks_install import install
 
@@ -112,7 +115,7 @@ def cmd_install(a) -> int:
     return 0
 
 
-def cmd_uninstall(a) -> int:
+def cmd_uninstall(a: argparse.Namespace) -> int:
     """Remove the hooks; revoke the hook's token once no settings file has them."""
     from memory.integrations.hooks_http import revoke_token
     from memory.integrations.hooks_install import installed_anywhere, uninstall
@@ -129,7 +132,7 @@ def cmd_uninstall(a) -> int:
     return 0
 
 
-def cmd_status(a) -> int:
+def cmd_status(a: argparse.Namespace) -> int:
     """Where the hooks are installed and what they may inject."""
     from memory.config import load_config
     from memory.integrations.hooks_install import settings_path, status
@@ -171,7 +174,7 @@ def _file_log(home: Path) -> None:
     logging.getLogger("memory").setLevel(logging.INFO)
 
 
-def cmd_hook(a) -> int:
+def cmd_hook(a: argparse.Namespace) -> int:
     """Run one hook within [hooks] timeout_seconds; print only what Claude Code should read; exit 0 always."""
     from memory.integrations import hooks
     home = Path(a.home).expanduser() if a.home else _home()

@@ -6,13 +6,18 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
 from memory.errors import InputError
 
 if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+    from memory.integrations.importers import ImportOptions
+    from memory.integrations.importers.base import ImportReport
     from memory.store.core import Store
 
 _IMPORTER_FLAGS = ("me", "text_field", "time_field", "speaker_field", "id_field", "all_branches", "chunk_chars",
@@ -22,12 +27,12 @@ _IMPORTER_FLAGS = ("me", "text_field", "time_field", "speaker_field", "id_field"
 class ProgressBar:
     """A one-line bar on stderr, redrawn at most every 0.2 s: bytes read, rows imported, rows skipped."""
 
-    def __init__(self, stream=None, every: float = 0.2) -> None:
+    def __init__(self, stream: TextIO | None = None, every: float = 0.2) -> None:
         self.stream, self.every, self.last, self.start = stream or sys.stderr, every, 0.0, time.monotonic()
         self.drawn = False
         self.state: tuple[Any, int, int] | None = None  # (ImportReport, bytes read, bytes in all), once called
 
-    def __call__(self, report, done: int, total: int) -> None:
+    def __call__(self, report: ImportReport, done: int, total: int) -> None:
         self.state = (report, done, total)
         now = time.monotonic()
         if now - self.last >= self.every:
@@ -58,7 +63,7 @@ def _size(n: int) -> str:
     return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
 
 
-def _options(a):
+def _options(a: argparse.Namespace) -> ImportOptions:
     from pydantic import ValidationError
 
     from memory.integrations.importers import ImportOptions
@@ -72,7 +77,7 @@ def _options(a):
         raise InputError(f"--{str(err['loc'][0]).replace('_', '-')}: {err['msg']}") from None
 
 
-def _import_mirador(a, detected: bool) -> int:
+def _import_mirador(a: argparse.Namespace, detected: bool) -> int:
     from memory.integrations.transfer import import_jsonl
 
     given = [f"--{k.replace('_', '-')}" for k in _IMPORTER_FLAGS if getattr(a, k) not in (None, False)]
@@ -113,7 +118,7 @@ def _extract(store: Store, rules: bool) -> dict:
     return total
 
 
-def _print_report(r) -> None:
+def _print_report(r: ImportReport) -> None:
     took = f"{r.seconds:.1f}s, {r.rows_per_second:,.0f} rows/s"
     print(f"imported {r.imported:,} row(s) from {r.path} ({r.format} → scope {r.scope}; {r.read:,} items read; {took})")
     if r.skipped:
@@ -131,7 +136,7 @@ def _print_report(r) -> None:
         print("the next extraction pass turns these into memories (or run `mirador extract` now)")
 
 
-def cmd_import(a) -> int:
+def cmd_import(a: argparse.Namespace) -> int:
     """Import a file or folder; --format picks the importer, else it is detected (memory/integrations/importers/detect.py)."""
     from capture.redact import Redactor
     from memory.integrations.importers import ImportBroken, detect_format, make_importer, run_import
@@ -169,7 +174,7 @@ def cmd_import(a) -> int:
 FORMATS = ("chatgpt", "claude", "notes", "jsonl", "mirador")
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `import` to the mirador parser."""
     sp = cmd("import", cmd_import, "import a Mirador JSONL export (all-or-nothing), or your history: a ChatGPT or "
              "Claude export, a notes folder, a JSONL file")

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+    from memory.store.keys import DataKeys
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the lock commands to the `mirador` parser."""
     cmd("lock", cmd_lock, "drop the data key from every Mirador process of this data dir until `mirador unlock`")
     sp = cmd("unlock", cmd_unlock, "take the data key back (OS keyring, or the passphrase) and lift the lock")
@@ -13,7 +20,7 @@ def register(cmd, as_json, scope) -> None:
                     help="read the passphrase from stdin instead of asking in the terminal")
 
 
-def _keys():
+def _keys() -> DataKeys:
     from memory.config import data_dir, load_config
     from memory.store.keys import DataKeys
 
@@ -21,7 +28,7 @@ def _keys():
     return DataKeys(home, load_config(home).vault.key_store)
 
 
-def cmd_lock(a) -> int:
+def cmd_lock(a: argparse.Namespace) -> int:
     """Write the lock marker; processes drop their key the next time they ask for it."""
     keys = _keys()
     keys.lock()
@@ -30,7 +37,7 @@ def cmd_lock(a) -> int:
     return 0
 
 
-def cmd_unlock(a) -> int:
+def cmd_unlock(a: argparse.Namespace) -> int:
     """Check that the key opens, then remove the marker; seal what an older version left in the clear."""
     from memory.store.core import Store
     from memory.store.seal_migration import complete, seal_existing

@@ -15,6 +15,11 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from desktop.cli.common import Handler
 
 log = logging.getLogger("mirador")
 
@@ -57,11 +62,12 @@ def _version() -> str:
 class _VersionAction(argparse.Action):
     """argparse's "version" action, reading the version only when asked (importlib.metadata is slow to load)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                 help="show program's version number and exit"):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, default: Any = argparse.SUPPRESS,
+                 help: str = "show program's version number and exit") -> None:
         super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
         parser._print_message(f"mirador {_version()}\n", sys.stdout)
         parser.exit()
 
@@ -73,19 +79,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="log progress and show tracebacks")
     sub = p.add_subparsers(metavar="COMMAND")
 
-    def cmd(name, fn, help_):
+    def cmd(name: str, fn: Handler | None, help_: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_, description=help_)
         sp.set_defaults(func=fn, _command=name)
         sp.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS)
         return sp
 
-    def scope(sp, many=True):
+    def scope(sp: argparse.ArgumentParser, many: bool = True) -> None:
         if many:
             sp.add_argument("--scope", action="append", help="scope key, e.g. work or work/acme (repeatable)")
         else:
             sp.add_argument("--scope", help="scope key, e.g. work or work/acme")
 
-    def as_json(sp):
+    def as_json(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--json", action="store_true", help="print one JSON document")
 
     for name in COMMAND_MODULES:
@@ -224,7 +230,7 @@ def _dispatch(argv: list[str] | None) -> int:
             DataKeys.lenders.append(borrow_key)
     from desktop.cli.common import run_command
 
-    def first(a):  # commands a running service can answer go there first (desktop/cli/via_service.py)
+    def first(a: argparse.Namespace) -> int | None:  # commands a running service can answer go there first (desktop/cli/via_service.py)
         from desktop.cli.via_service import try_service
 
         return try_service(a)

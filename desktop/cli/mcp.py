@@ -7,16 +7,22 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from desktop.cli.output import emit_json
 from memory.errors import InputError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
 
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = "MIRADOR_MCP_TOKEN"
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the MCP commands to the `mirador` parser."""
     sp = cmd("serve", cmd_serve, "serve MCP over HTTP at http://127.0.0.1:PORT/mcp until stopped (needs a token)")
     sp.add_argument("--port", type=int, help="port on 127.0.0.1 (default: [mcp] port in config.toml, 8765)")
@@ -91,7 +97,7 @@ def no_store_message(home: Path) -> str:
             "or pass --create to start an empty one")
 
 
-def _port(a) -> int:
+def _port(a: argparse.Namespace) -> int:
     from memory.config import load_config
 
     port = a.port or load_config(_home()).mcp.port
@@ -100,7 +106,7 @@ def _port(a) -> int:
     return port
 
 
-def cmd_serve(a) -> int:
+def cmd_serve(a: argparse.Namespace) -> int:
     from memory.config import load_config
     from memory.mcp.auth import TokenStore
     from memory.mcp.server import HttpServer
@@ -130,11 +136,11 @@ def cmd_serve(a) -> int:
     return 0
 
 
-def _stopped(*_) -> None:
+def _stopped(*_: object) -> None:
     raise SystemExit(0)
 
 
-def cmd_mcp_stdio(a) -> int:
+def cmd_mcp_stdio(a: argparse.Namespace) -> int:
     from memory.mcp.auth import TokenStore, make_principal
     from memory.mcp.server import run_stdio
 
@@ -162,7 +168,7 @@ def cmd_mcp_stdio(a) -> int:
     return 0
 
 
-def cmd_token_add(a) -> int:
+def cmd_token_add(a: argparse.Namespace) -> int:
     from memory.mcp.auth import TokenStore
 
     token, rec = TokenStore(_home()).add(a.name, a.read, a.write, a.allow_vault)
@@ -176,7 +182,7 @@ def cmd_token_add(a) -> int:
     return 0
 
 
-def cmd_token_list(a) -> int:
+def cmd_token_list(a: argparse.Namespace) -> int:
     from memory.mcp.auth import TokenStore
 
     rows = [r.public() for r in TokenStore(_home()).list()]
@@ -191,7 +197,7 @@ def cmd_token_list(a) -> int:
     return 0
 
 
-def cmd_token_revoke(a) -> int:
+def cmd_token_revoke(a: argparse.Namespace) -> int:
     from memory.mcp.auth import TokenStore
 
     rec = TokenStore(_home()).revoke(a.name)
@@ -199,7 +205,7 @@ def cmd_token_revoke(a) -> int:
     return 0
 
 
-def cmd_config(a) -> int:
+def cmd_config(a: argparse.Namespace) -> int:
     from memory.mcp.clients import cli_line, config_file, merge_into, snippet
 
     home = _home()
@@ -235,7 +241,7 @@ def cmd_config(a) -> int:
     return 0
 
 
-def _client_token(a, path: Path) -> str:
+def _client_token(a: argparse.Namespace, path: Path) -> str:
     """The client's own token (named after it): the one its config file already carries if still valid and
     the grants asked for (if any) are its grants; otherwise a new one, replacing an older one of that name."""
     from memory.mcp.auth import TokenStore, make_principal

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from desktop.cli.common import open_store, read_text
 from desktop.cli.output import emit_json, print_hits, print_record, print_rows
 from memory.errors import InputError
 
 if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
     from memory.store.core import Store
 
 TYPES = "episodic, semantic, procedural, resource, core, vault"
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the row commands to the `mirador` parser."""
     sp = cmd("add", cmd_add, "add a memory ('-' reads the text from stdin)")
     sp.add_argument("text")
@@ -97,7 +100,7 @@ def _details(raw: str | None) -> dict | None:
         raise InputError(f"--details is {e}") from None
 
 
-def cmd_add(a) -> int:
+def cmd_add(a: argparse.Namespace) -> int:
     """Add one memory (or vault entry); print its id, or the row with --json."""
     from memory.types import MemoryType, parse_type
 
@@ -123,7 +126,7 @@ def cmd_add(a) -> int:
     return 0
 
 
-def _add_once(store: Store, text: str, key: str, **kw) -> dict:
+def _add_once(store: Store, text: str, key: str, **kw: Any) -> dict:
     """add with --idempotency-key: the memory an earlier call with the key stored, else a new one under the key."""
     from memory.store.idempotency import add_once
     from memory.store.specs import MemorySpec
@@ -135,7 +138,7 @@ def _add_once(store: Store, text: str, key: str, **kw) -> dict:
     return row
 
 
-def cmd_search(a) -> int:
+def cmd_search(a: argparse.Namespace) -> int:
     """Hybrid search over memories, or over evidence with --evidence; best first."""
     from memory.retrieval.search import search_evidence, search_memories
     from memory.store.rows import parse_time
@@ -158,7 +161,7 @@ def cmd_search(a) -> int:
     return 0
 
 
-def cmd_show(a) -> int:
+def cmd_show(a: argparse.Namespace) -> int:
     """Every field of one row; --reveal decrypts a vault value."""
     store = open_store()
     row = store.get(a.id)
@@ -168,7 +171,7 @@ def cmd_show(a) -> int:
     return 0
 
 
-def cmd_edit(a) -> int:
+def cmd_edit(a: argparse.Namespace) -> int:
     """Change a memory's fields or status, or a vault entry's label and value; evidence is never edited."""
     from memory.store.rows import kind_of
 
@@ -193,7 +196,7 @@ def cmd_edit(a) -> int:
     return 0
 
 
-def cmd_delete(a) -> int:
+def cmd_delete(a: argparse.Namespace) -> int:
     """Erase rows by id, or in bulk by scope/app/time (with --yes)."""
     from memory.store.erasure import forget, forget_where, plan_forget_where
     from memory.store.rows import parse_time
@@ -230,7 +233,7 @@ def cmd_delete(a) -> int:
     return 0
 
 
-def cmd_list(a) -> int:
+def cmd_list(a: argparse.Namespace) -> int:
     """Memories newest first (or evidence / vault labels), a page at a time."""
     kind = "evidence" if a.evidence else "vault" if a.vault else "memory"
     store = open_store()

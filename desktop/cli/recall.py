@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json
 
+if TYPE_CHECKING:
+    import argparse
 
-def cmd_recall(a) -> int:
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+
+
+def cmd_recall(a: argparse.Namespace) -> int:
     """Print the recall block (or the whole result as JSON with --json)."""
     from memory.retrieval.recall import recall
 
@@ -21,7 +28,7 @@ def cmd_recall(a) -> int:
     return 0
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the `recall` subcommand."""
     sp = cmd("recall", cmd_recall, "memories and evidence for a question, packed into a token budget")
     sp.add_argument("query")

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json
 from memory.errors import NotFoundError
 
+if TYPE_CHECKING:
+    import argparse
 
-def cmd_reinforce(a) -> int:
+    from desktop.cli.common import AddCommand, AddJson, AddScope
+
+
+def cmd_reinforce(a: argparse.Namespace) -> int:
     """Reinforce (or with --show, only report) the given memories; unknown ids fail the command."""
     from memory.graph.reinforcement import reinforce, usage_of
 
@@ -35,7 +42,7 @@ def cmd_reinforce(a) -> int:
     return 0
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the `reinforce` subcommand."""
     sp = cmd("reinforce", cmd_reinforce, "record that memories were used: their salience rises, then decays "
              "without use")

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, short
+
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
 
 REL_HELP = "BECAUSE, TRIGGERED, CONTRADICTS, UPDATES, RESOLVES or MENTIONS (read as 'SRC REL DST')"
 
 
-def cmd_relate(a) -> int:
+def cmd_relate(a: argparse.Namespace) -> int:
     """Add the edge SRC REL DST (idempotent)."""
     from memory.graph.relations import add_relation
 
@@ -22,7 +29,7 @@ def cmd_relate(a) -> int:
     return 0
 
 
-def cmd_related(a) -> int:
+def cmd_related(a: argparse.Namespace) -> int:
     """List a memory's relations."""
     from memory.graph.relations import related
 
@@ -39,7 +46,7 @@ def cmd_related(a) -> int:
     return 0
 
 
-def cmd_chain(a) -> int:
+def cmd_chain(a: argparse.Namespace) -> int:
     """Follow causes or consequences of a memory."""
     from memory.graph.relations import chain
 
@@ -58,7 +65,7 @@ def cmd_chain(a) -> int:
     return 0
 
 
-def cmd_unrelate(a) -> int:
+def cmd_unrelate(a: argparse.Namespace) -> int:
     """Remove an edge by id, or by SRC REL DST."""
     from memory.errors import InputError
     from memory.graph.relations import remove_relation
@@ -77,7 +84,7 @@ def cmd_unrelate(a) -> int:
     return 0
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the relation subcommands."""
     sp = cmd("relate", cmd_relate, "relate two memories: SRC REL DST, e.g. mem_a BECAUSE mem_b")
     sp.add_argument("src")

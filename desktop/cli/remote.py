@@ -12,13 +12,17 @@ from desktop.cli.output import emit_json
 from memory.errors import InputError, NotFoundError
 
 if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
     from memory.config import Config, RemoteBinding
     from memory.store.core import Store
 
 SECRET_ENV = "MIRADOR_REMOTE_SECRET"
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add `remote` and its actions."""
     sp = cmd("remote", None, "shared scopes: bind a scope to an S3-compatible store (SeaweedFS, MinIO, AWS S3)")
     sp.set_defaults(func=lambda a: (_ for _ in ()).throw(
@@ -70,13 +74,13 @@ def register(cmd, as_json, scope) -> None:
     as_json(mp)
 
 
-def _home():
+def _home() -> Path:
     from memory.config import data_dir
 
     return data_dir()
 
 
-def _secret(a) -> str:
+def _secret(a: argparse.Namespace) -> str:
     if a.secret_stdin:
         secret = sys.stdin.readline().strip()
     elif os.environ.get(SECRET_ENV):
@@ -99,7 +103,7 @@ def _binding(cfg: Config, name: str) -> RemoteBinding:
     raise NotFoundError(f"no remote binding named {name!r} (bindings: {known}) — see `mirador remote list`")
 
 
-def cmd_add(a) -> int:
+def cmd_add(a: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from memory.config import Config, RemoteBinding, load_config, save_config
@@ -174,7 +178,7 @@ def _health(store: Store, probe: bool) -> list[dict]:
     return rows
 
 
-def cmd_list(a) -> int:
+def cmd_list(a: argparse.Namespace) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
@@ -192,7 +196,7 @@ def cmd_list(a) -> int:
     return 0
 
 
-def cmd_test(a) -> int:
+def cmd_test(a: argparse.Namespace) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
@@ -224,7 +228,7 @@ def cmd_test(a) -> int:
                     f"{flushed['pending']} still queued" + later)
 
 
-def cmd_maintain(a) -> int:
+def cmd_maintain(a: argparse.Namespace) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
@@ -252,7 +256,7 @@ def cmd_maintain(a) -> int:
     return 1 if failed else 0
 
 
-def cmd_push(a) -> int:
+def cmd_push(a: argparse.Namespace) -> int:
     from desktop.cli.common import open_store
 
     store = open_store()
@@ -274,7 +278,7 @@ def cmd_push(a) -> int:
                    + (f"; {pending} wait in the outbox until {b.url} answers" if pending else ""))
 
 
-def cmd_remove(a) -> int:
+def cmd_remove(a: argparse.Namespace) -> int:
     from memory.config import load_config, save_config
     from memory.store.remote import delete_credentials
 
@@ -293,13 +297,13 @@ def cmd_remove(a) -> int:
                                     f"(the data in {b.url} was not touched)")
 
 
-def _drop_queued(home, name: str) -> None:
+def _drop_queued(home: Path, name: str) -> None:
     from memory.store.remote import drop_queued
 
     drop_queued(home, name)
 
 
-def _report(a, doc: dict, text: str) -> int:
+def _report(a: argparse.Namespace, doc: dict, text: str) -> int:
     if a.json:
         emit_json(doc)
     else:

@@ -8,19 +8,25 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from desktop.cli.output import emit_json
 
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
     from memory.store.core import Store
+
+T = TypeVar("T")
 
 FACT = "The Mirador self-test parrot is named Captain Lighthouse and eats sunflower seeds."
 QUERY = "what is the name of the self-test parrot?"
 
 
 @contextmanager
-def _temp_home():
+def _temp_home() -> Iterator[Path]:
     """A fresh MIRADOR_HOME for the test; the person's own data dir is never opened."""
     old = os.environ.get("MIRADOR_HOME")
     with tempfile.TemporaryDirectory(prefix="mirador-selftest-") as tmp:
@@ -38,7 +44,7 @@ class Skipped(Exception):
     """A step whose optional part is not installed: recorded as ok, with the reason."""
 
 
-def _step(report: dict, name: str, fn):
+def _step(report: dict, name: str, fn: Callable[[], T]) -> T | None:
     """Run one step, recording ok/error and its duration; return its value (None on failure)."""
     t0 = time.perf_counter()
     try:
@@ -125,14 +131,14 @@ def run_selftest(models: bool = False) -> dict:
     return report
 
 
-def cmd_selftest(a) -> int:
+def cmd_selftest(a: argparse.Namespace) -> int:
     """Print the JSON report; exit 1 if any step failed."""
     report = run_selftest(models=a.models)
     emit_json(report)
     return 0 if report["ok"] else 1
 
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the `selftest` subcommand (always prints JSON)."""
     sp = cmd("selftest", cmd_selftest, "add, search and recall a memory in a temp data dir; print JSON")
     sp.add_argument("--models", action="store_true", help="also load the LLM (llama.cpp) and speech (whisper) models")

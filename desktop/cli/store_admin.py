@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from desktop.cli.common import open_store
 from desktop.cli.output import emit_json, print_record
+
+if TYPE_CHECKING:
+    import argparse
+
+    from desktop.cli.common import AddCommand, AddJson, AddScope
 
 # What Mirador cannot do through S3: the object store frees deleted bytes on its own schedule (docs/sharing.md).
 STORE_KEEPS = ("the object store may keep deleted bytes on its disks until it reclaims them; SeaweedFS: "
                "`volume.vacuum -garbageThreshold 0.0001` in `weed shell` — see docs/sharing.md")
 
-def register(cmd, as_json, scope) -> None:
+def register(cmd: AddCommand, as_json: AddJson, scope: AddScope) -> None:
     """Add the store upkeep commands to the `mirador` parser."""
     cmd("purge", cmd_purge, "remove deleted data from old versions and indexes now")
     cmd("optimize", cmd_optimize, "compact tables and update indexes now (also runs after write batches)")
@@ -26,7 +32,7 @@ def register(cmd, as_json, scope) -> None:
     as_json(sp)
 
 
-def cmd_purge(a) -> int:
+def cmd_purge(a: argparse.Namespace) -> int:
     """Drop deleted rows and edited-away text from every table version, index and shared bucket."""
     from memory.store.erasure import purge, purge_shared
 
@@ -52,14 +58,14 @@ def cmd_purge(a) -> int:
     return 1 if failed else 0
 
 
-def cmd_optimize(a) -> int:
+def cmd_optimize(a: argparse.Namespace) -> int:
     """Compact fragments and bring indexes up to date."""
     open_store().optimize()
     print("optimized: fragments compacted, indexes brought up to date")
     return 0
 
 
-def cmd_reembed(a) -> int:
+def cmd_reembed(a: argparse.Namespace) -> int:
     """Re-embed every row with the embedder a new store would get; resumable after Ctrl+C."""
     from memory.store.core import embedder_record
     from memory.store.reembed import reembed, target_embedder, why_reembed
@@ -102,7 +108,7 @@ def cmd_reembed(a) -> int:
     return 0
 
 
-def cmd_stats(a) -> int:
+def cmd_stats(a: argparse.Namespace) -> int:
     """Row counts and sizes."""
     s = open_store().stats()
     emit_json(s) if a.json else print_record(s)

@@ -23,9 +23,12 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Iterable, Iterator
+
     from memory.store.core import Store
 
 log = logging.getLogger(__name__)
@@ -135,17 +138,17 @@ class _ThreadStream:
     """Stands in for sys.stdout/sys.stderr: writes of a thread running a CLI request go to its buffer,
     everything else to the real stream (other threads of the service keep printing as before)."""
 
-    def __init__(self, real, attr: str) -> None:
+    def __init__(self, real: TextIO, attr: str) -> None:
         self._real = real
         self._attr = attr
 
-    def _target(self):
+    def _target(self) -> TextIO:
         return getattr(_captured, self._attr, None) or self._real
 
     def write(self, s: str) -> int:
         return self._target().write(s)
 
-    def writelines(self, lines) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         self._target().writelines(lines)
 
     def flush(self) -> None:
@@ -154,7 +157,7 @@ class _ThreadStream:
     def isatty(self) -> bool:
         return False if getattr(_captured, self._attr, None) is not None else self._real.isatty()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
 
 
@@ -170,7 +173,7 @@ def _install_streams() -> None:
 
 
 @contextmanager
-def _capture(out: io.StringIO, err: io.StringIO):
+def _capture(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
     _install_streams()
     _captured.out, _captured.err = out, err
     try:
