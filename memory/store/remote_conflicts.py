@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -48,6 +48,10 @@ from memory.store.remote_io import fresh
 from memory.store.remote_io import now as _now
 from memory.store.remote_io import retry as _retry
 from memory.store.rows import PREFIX
+
+if TYPE_CHECKING:
+    from memory.store.remote_outbox import Outbox
+    from memory.store.remote_shared import Shared
 
 ROUNDS = 8  # settle-and-commit tries per batch before it waits for the next flush
 CONFLICT = "conflict"  # the edit log's actor of a kept (superseded) version; the proposal's kind
@@ -151,7 +155,7 @@ class EditCommit:
     """Settles and commits the queued puts of one flush to one shared store; then `finish` logs who wrote
     which version, writes the audit rows and tells the people whose edit was kept as an earlier version."""
 
-    def __init__(self, remotes: Any, shared: Any) -> None:
+    def __init__(self, remotes: Outbox, shared: Shared) -> None:
         self.remotes, self.shared = remotes, shared
         self.me = {"device": remotes.device, "person": remotes.person}
         self.done: list[Outcome] = []
@@ -248,7 +252,7 @@ class EditCommit:
             propose_conflicts(self.remotes, self.shared)
 
 
-def propose_conflicts(remotes: Any, shared: Any) -> int:
+def propose_conflicts(remotes: Outbox, shared: Shared) -> int:
     """Turn the bucket's kept versions of this device's people's edits into Review proposals here (kind
     `conflict`: accept makes the kept edit current again, dismiss keeps the winner), once each; audited.
     Returns how many were new."""

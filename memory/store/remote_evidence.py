@@ -27,7 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -36,6 +36,12 @@ from memory.store import tables as T
 from memory.store.remote_dedup import dedupe_table, select_rows
 from memory.store.remote_evidence_erase import erase_here, purge_outbox
 from memory.store.remote_io import fresh
+
+if TYPE_CHECKING:
+    import threading
+
+    from memory.store.remote import Remotes
+    from memory.store.remote_shared import Shared
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,7 @@ def shareable(row: dict[str, Any]) -> dict[str, Any]:
 class EvidenceMirror:
     """The evidence half of `Remotes`: which bindings share evidence, their outbox, flush and reads."""
 
-    def __init__(self, remotes: Any) -> None:
+    def __init__(self, remotes: Remotes) -> None:
         self.remotes = remotes
         self.store = remotes.store
         self._outbox: Any = None
@@ -80,12 +86,12 @@ class EvidenceMirror:
     def active(self) -> bool:
         return any(s.binding.evidence for s in self.remotes.shared.values())
 
-    def binding_for(self, scope: str) -> Any:
+    def binding_for(self, scope: str) -> Shared | None:
         """The shared store that keeps a copy of evidence of this scope, or None (it stays here only)."""
         s = self.remotes.binding_for(scope) if scope else None
         return s if s is not None and s.binding.evidence else None
 
-    def reading(self, scopes: Iterable[str] | None) -> list[Any]:
+    def reading(self, scopes: Iterable[str] | None) -> list[Shared]:
         return [s for s in self.remotes.reading(scopes) if s.binding.evidence]
 
     def schema(self) -> pa.Schema:
@@ -209,7 +215,7 @@ class EvidenceMirror:
 
     # ---- sending --------------------------------------------------------------------------
 
-    def flush(self, name: str, shared: Any) -> tuple[int, list[dict[str, Any]], bool]:
+    def flush(self, name: str, shared: Shared) -> tuple[int, list[dict[str, Any]], bool]:
         """Send this binding's queued evidence ops, oldest first, in batches. Returns (sent, dropped, deleted);
         raises when the store does not answer (the batch stays queued)."""
         from memory.store.remote_io import FLUSH_BATCH
@@ -233,7 +239,7 @@ class EvidenceMirror:
             shared._purge(bucket_table(shared, self.schema()))
         return sent, dropped, deleted
 
-    def _apply(self, shared: Any, table: pa.Table) -> tuple[list[dict[str, Any]], bool]:
+    def _apply(self, shared: Shared, table: pa.Table) -> tuple[list[dict[str, Any]], bool]:
         from memory.store.remote_io import delete_ids, ids_where, retry
 
         ops = table["outbox_op"].to_pylist()
@@ -300,7 +306,7 @@ class EvidenceMirror:
         cols = list(dict.fromkeys(["id", *cols]))
         return self._each(stores, lambda s: _query(s, self.schema(), {"where": where, "limit": limit}, cols))
 
-    def _each(self, stores: list[Any], fn: Callable[[Any], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _each(self, stores: list[Shared], fn: Callable[[Shared], list[dict[str, Any]]]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for s in stores:
             try:
@@ -311,7 +317,7 @@ class EvidenceMirror:
                 log.warning("shared evidence of %s not searched: %s", s.binding.scope, s.last_error)
         return out
 
-    def maintain(self, shared: Any, stop: Any = None) -> dict[str, Any] | None:
+    def maintain(self, shared: Shared, stop: threading.Event | None = None) -> dict[str, Any] | None:
         """Indexes and compaction of the bucket's evidence table (with the memories', by the lease holder)."""
         from memory.store.indexes import ensure_vector_index, optimize_table
         from memory.store.remote_io import RemoteCommits, retry
@@ -346,7 +352,7 @@ def fresh_table(t: Any) -> Any:
     return fresh(t)
 
 
-def bucket_table(shared: Any, schema: pa.Schema, create: bool = True) -> Any:
+def bucket_table(shared: Shared, schema: pa.Schema, create: bool = True) -> Any:
     """The bucket's evidence table of a binding (kept on the Shared, reset with its connection)."""
     from memory.store.remote_io import retry
 
@@ -371,7 +377,7 @@ def ensure_text_index(t: Any) -> None:
         retry(lambda: ensure_fts(t, "search_text"))
 
 
-def _query(shared: Any, schema: pa.Schema, leg: dict[str, Any], cols: list[str]) -> list[dict[str, Any]]:
+def _query(shared: Shared, schema: pa.Schema, leg: dict[str, Any], cols: list[str]) -> list[dict[str, Any]]:
     try:
         t = fresh_table(bucket_table(shared, schema, create=False))
     except (ValueError, FileNotFoundError):  # no device has shared evidence of this scope yet
