@@ -27,7 +27,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -36,12 +36,7 @@ from memory.store import tables as T
 from memory.store.remote_dedup import dedupe_table, select_rows
 from memory.store.remote_evidence_erase import erase_here, purge_outbox
 from memory.store.remote_io import fresh
-
-if TYPE_CHECKING:
-    import threading
-
-    from memory.store.remote import Remotes
-    from memory.store.remote_shared import Shared
+from memory.store.remote_shared import Shared
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +70,7 @@ def shareable(row: dict[str, Any]) -> dict[str, Any]:
 class EvidenceMirror:
     """The evidence half of `Remotes`: which bindings share evidence, their outbox, flush and reads."""
 
-    def __init__(self, remotes: Remotes) -> None:
+    def __init__(self, remotes: Any) -> None:
         self.remotes = remotes
         self.store = remotes.store
         self._outbox: Any = None
@@ -317,7 +312,7 @@ class EvidenceMirror:
                 log.warning("shared evidence of %s not searched: %s", s.binding.scope, s.last_error)
         return out
 
-    def maintain(self, shared: Shared, stop: threading.Event | None = None) -> dict[str, Any] | None:
+    def maintain(self, shared: Shared, stop: Any = None) -> dict[str, Any] | None:
         """Indexes and compaction of the bucket's evidence table (with the memories', by the lease holder)."""
         from memory.store.indexes import ensure_vector_index, optimize_table
         from memory.store.remote_io import RemoteCommits, retry
