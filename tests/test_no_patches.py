@@ -7,7 +7,9 @@ An AST scan of every module of ours (tests aside: pytest's monkeypatch undoes it
   or of anything imported from one: `sdk_module.attr = …`, `SdkClass.method = …`, `sdk_dict["key"] = …`;
 - setattr() or delattr() on such a name;
 - an import from a third-party package's private module (`pydantic._internal…`);
-- a subclass of a third-party class that overrides one of that class's private `_methods`.
+- a subclass of a third-party class that overrides one of that class's private `_methods`;
+- an assignment to a dunder of any object but self/cls (`module.__getattr__ = …`, `obj.__class__ = …`): a module
+  the import system made for a package, or any other object, gets its hooks from a class body of ours instead.
 The standard library is not in scope: the process state it documents (sys.stdout, sys.modules, os.environ)
 is there to be set. Nor is a setting a package documents as set this way (SETTINGS, each with its source).
 """
@@ -82,6 +84,11 @@ class _Scan(ast.NodeVisitor):
         if isinstance(target, ast.Tuple | ast.List):
             for t in target.elts:
                 self._target(t, verb)
+        elif isinstance(target, ast.Attribute) and target.attr.startswith("__") and target.attr.endswith("__") \
+                and _root(target) not in ("self", "cls"):
+            # `module.__getattr__ = …`, `obj.__class__ = …`: an object's own hooks rewritten from outside, whatever
+            # the object (a module the import system made for a package, a stand-in); a class says them in its body
+            self._flag(target, f"{verb} {ast.unparse(target)}, a hook of an object not defined here")
         elif isinstance(target, ast.Attribute | ast.Subscript) and _root(target) in self.foreign \
                 and ast.unparse(target) not in SETTINGS:
             self._flag(target, f"{verb} {ast.unparse(target)}, inside the third-party {_root(target)}")
@@ -166,6 +173,9 @@ def test_no_module_of_ours_patches_a_third_party_package():
     "import overrides\nsetattr(overrides, 'override', print)",
     "import overrides\ndel overrides.override",
     "from mcp.server.lowlevel import Server\nclass S(Server):\n    async def _handle_discover(self, *a):\n        pass",
+    "import importlib.util\nm = importlib.util.module_from_spec(spec)\nm.__getattr__ = lambda a: None",
+    "import types\nstub = types.ModuleType('av')\nstub.__getattr__ = print",
+    "import sys\nsys.modules['x'].__class__ = object",
 ])
 def test_the_scan_finds_each_kind_of_patch(source):
     assert scan(source)

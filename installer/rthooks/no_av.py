@@ -9,19 +9,20 @@ import sys
 import types
 
 
-def _missing(name):
-    if name.startswith("_"):
-        # probes of a module's dunders (inspect, PySide's import hook: hasattr(av, "__wrapped__")) expect
-        # AttributeError; an ImportError there would break `import faster_whisper` itself
-        raise AttributeError(name)
-    raise ImportError(f"av.{name}: decoding audio files needs PyAV, which the Mirador installer leaves out "
-                      "(Mirador transcribes the audio it records itself); run Mirador from a pip install for it")
+class _NoAV(types.ModuleType):
+    """The stand-in `av`: any attribute read says what is missing."""
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            # probes of a module's dunders (inspect, PySide's import hook: hasattr(av, "__wrapped__")) expect
+            # AttributeError; an ImportError there would break `import faster_whisper` itself
+            raise AttributeError(name)
+        raise ImportError(f"av.{name}: decoding audio files needs PyAV, which the Mirador installer leaves out "
+                          "(Mirador transcribes the audio it records itself); run Mirador from a pip install for it")
 
 
 if "av" not in sys.modules:
     try:
         import av  # noqa: F401  (a build that ships it after all)
     except ImportError:
-        stub = types.ModuleType("av")
-        stub.__getattr__ = _missing
-        sys.modules["av"] = stub
+        sys.modules["av"] = _NoAV("av")
