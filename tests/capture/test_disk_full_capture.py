@@ -59,7 +59,7 @@ def test_writer_holds_every_row_on_a_full_disk_and_resumes_by_itself(store, home
         assert h.held == w.held and h.held.startswith(HELD + str(home)) and "MIRADOR_HOME" in h.held
         time.sleep(1.0)  # ten retry periods: still one error, not one per attempt
         assert w.pending == 20 and h.errors == 1 and ".rs:" not in h.recent_errors[-1]
-        assert store.evidence.count_rows() == 1
+        assert store.count("evidence", local=True) == 1
 
         os.remove(filler)
         wait_for(lambda: w.held is None and w.pending == 0)
@@ -98,7 +98,7 @@ def test_capture_pauses_with_the_reason_in_status_and_tray_then_resumes(store, h
         assert main(["status"]) == 0
     finally:
         cap.stop()
-    assert store.evidence.count_rows() == 2
+    assert store.count("evidence", local=True) == 2
 
 
 def test_screen_capture_on_a_full_disk_keeps_the_text_and_holds(store, home, display, ocr):

@@ -46,7 +46,7 @@ def test_sigkill_mid_batch_then_restart_leaves_a_readable_store(display, mirador
     written = health(mirador_home)["evidence_written"]
 
     store = Store(mirador_home)
-    count = store.evidence.count_rows()
+    count = store.count("evidence", local=True)
     # Everything committed survived; the open batch (at most flush_rows rows) was lost, nothing else.
     assert count >= written
     assert all(r["text"] for r in store.list("evidence", limit=1000))
@@ -68,4 +68,4 @@ def test_sigkill_mid_batch_then_restart_leaves_a_readable_store(display, mirador
             proc.kill()
     h = health(mirador_home)
     assert h["state"] == "stopped" and h["evidence_pending"] == 0 and h["errors"] == 0
-    assert Store(mirador_home).evidence.count_rows() >= count + h["evidence_written"]
+    assert Store(mirador_home).count("evidence", local=True) >= count + h["evidence_written"]

@@ -37,7 +37,7 @@ def extract(store) -> int:
     from memory.consolidation.scheduler import job_extract
 
     job_extract(store)
-    return store.memories.count_rows()
+    return store.count("memory", local=True)
 
 
 def run(store, ocr, cycles: int = 3) -> dict:

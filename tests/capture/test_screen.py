@@ -151,7 +151,7 @@ def test_locked_capture_grabs_nothing_until_unlocked(capture, store, display, mi
     text = sentence()
     display.window("while locked", text)
     assert capture.run_cycles(3) == ["paused"] * 3
-    assert store.evidence.count_rows() == 0
+    assert store.count("evidence", local=True) == 0
     assert frame_files(mirador_home) == set()
     assert capture.health.snapshot()["state"] == "locked" and capture.health.snapshot()["frames_grabbed"] == 0
     store.keys.unlock()

@@ -22,9 +22,9 @@ def test_writer_batches_and_commits_on_flush(store):
     w = EvidenceWriter(store, h, flush_seconds=60, flush_rows=2)
     for i in range(5):
         w.submit(EvidenceSpec(text=f"row {i}", source="screen"))
-    assert w.pending == 5 and store.evidence.count_rows() == 0
+    assert w.pending == 5 and store.count("evidence", local=True) == 0
     assert w.flush() == 5
-    assert store.evidence.count_rows() == 5 and h.write_batches == 3 and h.evidence_pending == 0
+    assert store.count("evidence", local=True) == 5 and h.write_batches == 3 and h.evidence_pending == 0
 
 
 def test_writer_keeps_rows_when_the_store_fails(store):
@@ -48,7 +48,7 @@ def test_writer_thread_flushes_on_stop(store):
     w.start()
     w.submit(EvidenceSpec(text="flushed at stop", source="screen"))
     w.stop()
-    assert store.evidence.count_rows() == 1 and not w.is_alive()
+    assert store.count("evidence", local=True) == 1 and not w.is_alive()
 
 
 def test_stall_flag():

@@ -154,4 +154,4 @@ def test_revealed_vault_value_hides_again_and_a_multi_delete_of_rows_gone_elsewh
     wait_idle(qtbot, jobs)
     assert errors == [] and "no row" not in browser.statusBar().currentMessage()
     assert "Erased 2 memories; 1 had already been erased elsewhere" in browser.statusBar().currentMessage()
-    assert store.memories.count_rows() == 0 and store.reveal(entry["id"]) == "hunter2-quokka"
+    assert store.count("memory", local=True) == 0 and store.reveal(entry["id"]) == "hunter2-quokka"

@@ -68,7 +68,7 @@ def test_search_select_edit_save(qtbot, jobs, store, mirador_home):
     row = store.get(target["id"])
     assert row["user_edited"] is True and row["confidence"] == 0.9 and row["provenance"] == [ev["id"]]
     assert browser.model.row_at(browser.model.index_of(target["id"]))["text"] == row["text"]  # shown in place
-    audits = [a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == target["id"]]
+    audits = [a for a in store.rows("audit") if a["entity_id"] == target["id"]]
     assert [(a["actor"], a["action"]) for a in audits] == [("person", "create"), ("person", "update")]
     assert "PostgreSQL 17" in json.loads(audits[-1]["after"])["text"]
 
@@ -106,7 +106,7 @@ def test_delete_from_browser_erases(qtbot, jobs, store, mirador_home, monkeypatc
     qtbot.mouseClick(browser.delete_btn, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: browser.model.total == 1, timeout=60_000)
     wait_idle(qtbot, jobs)
-    assert store.memories.count_rows() == 1 and store.get(keep["id"])["text"] == "Unrelated fact about coffee"
+    assert store.count("memory", local=True) == 1 and store.get(keep["id"])["text"] == "Unrelated fact about coffee"
 
 
 def test_timeline_groups_by_day_and_app_and_deletes_last_hour_and_app(qtbot, jobs, store, mirador_home, monkeypatch):

@@ -52,7 +52,7 @@ def test_vault_entry_listed_hidden_until_reveal_and_deleted(qtbot, jobs, store, 
     text = browser.detail.toPlainText()
     assert LABEL in text and "hidden" in text and SECRET not in text
     assert SECRET not in browser.detail.toHtml()
-    reveals = lambda: [a for a in store.rows("audit", None, store.audit.schema.names) if a["action"] == "reveal"]  # noqa: E731
+    reveals = lambda: [a for a in store.rows("audit") if a["action"] == "reveal"]  # noqa: E731
     assert reveals() == [], "selecting an entry must not decrypt it"
 
     qtbot.mouseClick(browser.reveal_btn, Qt.MouseButton.LeftButton)
@@ -72,7 +72,7 @@ def test_vault_entry_listed_hidden_until_reveal_and_deleted(qtbot, jobs, store, 
     wait_idle(qtbot, jobs)
     with pytest.raises(NotFoundError):
         store.get(entry["id"])
-    assert store.vault.count_rows() == 0
+    assert store.count("vault", local=True) == 0
     assert store.get(note["id"])["text"] == "Staging runs on db-stg-2"
     assert files_containing(mirador_home, LABEL) == [], "the label is erased from disk too"
 

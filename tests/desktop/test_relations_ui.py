@@ -36,7 +36,7 @@ def test_detail_lists_relations_and_remove_deletes_one_from_the_store(qtbot, job
     shown = browser.detail.toPlainText()
     assert "Linked memories — 1" in shown and "Hosted CI minutes" not in shown and "Triggered by" in shown
     assert store.get(reason)["status"] == "active" and browser.detail.row["id"] == decision
-    audit = [a for a in store.rows("audit", None, store.audit.schema.names)
+    audit = [a for a in store.rows("audit")
              if a["entity_kind"] == "relation" and a["action"] == "delete"]
     assert [(a["entity_id"], a["actor"]) for a in audit] == [(because["id"], "person")]
 

@@ -57,7 +57,7 @@ def test_approve_reject_and_rejected_never_reappear(qtbot, jobs, store):
     wait_idle(qtbot, jobs)
     row = store.get(c3["id"])
     assert row["status"] == "active" and row["user_edited"] and row["text"].endswith("for the ledger")
-    actions = [(a["actor"], a["action"]) for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == c3["id"]]
+    actions = [(a["actor"], a["action"]) for a in store.rows("audit") if a["entity_id"] == c3["id"]]
     assert actions[-2:] == [("person", "update"), ("person", "status")]
 
     # a fresh queue (as after a restart) shows none of them; rejected ones are never back
@@ -134,4 +134,4 @@ def test_edit_and_approve_picks_a_scope_in_use_or_a_new_name_normalised(qtbot, j
     wait_idle(qtbot, jobs)
     row = store.get(c["id"])
     assert row["scope"] == "home/garden-shed" and row["status"] == "active"
-    assert store.memories.count_rows(F.equals("scope", "Home / Garden Shed")) == 0, "never stored as typed"
+    assert store.count("memory", F.equals("scope", "Home / Garden Shed"), local=True) == 0, "never stored as typed"

@@ -123,8 +123,8 @@ def test_mcp_adds_retried_with_their_keys_are_stored_once(small, home, disk):
         assert body["created"]["id"] == keyed_id(kinds[i], WORK.actor, keys[i])
         assert body.get("replayed", False) == (i in ok)
     n_evd, n_mem = kinds.count("evidence"), kinds.count("memory")
-    assert small.evidence.count_rows() == n_evd and len(set(evidence_ids(small))) == n_evd
-    assert small.memories.count_rows() == n_mem  # no duplicate memory either
+    assert small.count("evidence", local=True) == n_evd and len(set(evidence_ids(small))) == n_evd
+    assert small.count("memory", local=True) == n_mem  # no duplicate memory either
 
 
 def test_a_key_names_one_write(small):
@@ -136,7 +136,7 @@ def test_a_key_names_one_write(small):
 
     a, b, c2 = call(small, WORK, steps)
     assert not a.is_error and b.is_error and "was used for a different evidence" in b.content[0].text
-    assert not c2.is_error and small.evidence.count_rows() == 2
+    assert not c2.is_error and small.count("evidence", local=True) == 2
     from memory.store.erasure import forget
 
     forget(small, [json.loads(a.content[0].text)["created"]["id"]])
@@ -151,7 +151,7 @@ def test_a_key_names_one_write(small):
     small.update_memory(made.id, scope="personal")
     with pytest.raises(InputError, match="moved out of your scopes"):
         T.memory_add(small, WORK, "The deploy key lives in the safe", idempotency_key="m-1")
-    assert small.memories.count_rows() == 1
+    assert small.count("memory", local=True) == 1
 
 
 def test_a_commit_that_went_through_before_its_error_is_reported_ok(small):
@@ -258,7 +258,7 @@ def test_a_read_only_disk_is_said_plainly_and_writes_resume_when_writable(small,
     finally:
         remount(disk, "rw")
     small.add_evidence("after")
-    assert small.evidence.count_rows() == 2
+    assert small.count("evidence", local=True) == 2
 
 
 def test_optimize_and_purge_work_again_once_there_is_room(small, home, disk):
@@ -275,13 +275,13 @@ def test_optimize_and_purge_work_again_once_there_is_room(small, home, disk):
     assert _unreferenced_new_indexes(small, before) == {}  # a failed pass leaves no partial index behind
     os.remove(filler)
     report = small.optimize()
-    assert report["evidence"]["compacted"] > 0 and small.evidence.count_rows() == 300
+    assert report["evidence"]["compacted"] > 0 and small.count("evidence", local=True) == 300
 
     # Full to the last byte: purge drops the old versions first (deleting only), which frees what it needs.
     fill(disk, 0)
     assert free(disk) < 4096
     assert purge(small) is True
-    assert free(disk) > 0 and small.evidence.count_rows() == 300
+    assert free(disk) > 0 and small.count("evidence", local=True) == 300
 
 
 def test_disk_faults_are_worded_and_other_errors_left_alone(tmp_path):

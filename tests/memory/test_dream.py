@@ -40,7 +40,7 @@ def seed(store) -> dict:
 
 
 def versions(store) -> dict[str, int]:
-    return {n: store.db.open_table(n).version for n in store.db.table_names()}
+    return {n: v for n, (_, v) in store.tables_state().items()}
 
 
 def files(home) -> dict[str, tuple[int, int]]:
@@ -163,7 +163,7 @@ def test_accepting_a_proposal_hides_the_target_and_only_a_person_may(store):
     assert hidden["status"] == "superseded" and hidden["superseded_by"] == s["newer"]["id"] and hidden["valid_to"]
     assert store.get(s["newer"]["id"])["status"] == "active"
     assert all(p["id"] != prop["id"] for p in list_proposals(store))
-    assert store.db.open_table(T.PROPOSALS).count_rows(F.equals("status", "accepted")) == 1
+    assert store.count(T.PROPOSALS, F.equals("status", "accepted"), local=True) == 1
 
 
 def test_batched_neighbours_equal_one_query_each(store):

@@ -31,14 +31,14 @@ def test_deleted_memory_leaves_no_bytes_behind(store, mirador_home):
         store.get(row["id"])
     assert not [h for h in search_memories(store, "zanzibar quokka ledger migration") if h.id == row["id"]]
     assert store.get(keep["id"])["text"] == "Unrelated fact about coffee"
-    stone = store.tombstones.to_arrow().to_pylist()
+    stone = store.rows("tombstones", local=True)
     assert [s["id"] for s in stone] == [row["id"]] and len(stone[0]["fingerprint"]) == 64
     # who and when stay in the audit log, the content does not
-    actions = [a["action"] for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == row["id"]]
+    actions = [a["action"] for a in store.rows("audit") if a["entity_id"] == row["id"]]
     assert actions == ["create", "update", "delete"]
     # reopening the store does not bring anything back
     again = Store(mirador_home)
-    assert again.memories.count_rows() == 1
+    assert again.count("memory", local=True) == 1
 
 
 def test_deleted_evidence_and_its_frame_are_gone(store, mirador_home):
@@ -109,7 +109,7 @@ def test_a_row_forgotten_from_a_large_fragment_leaves_no_deleted_row_on_disk(sto
     forget(store, [rows[123]["id"]])
     assert deletion_files() == []  # no fragment holds a deleted row: both are physically gone
     assert files_containing(mirador_home, "zanzibar-quokka-7731") == []
-    assert store.memories.count_rows() == 399
+    assert store.count("memory", local=True) == 399
     assert [h.text for h in search_memories(store, "routine fact 7 weekly report", limit=1)] == \
         ["Routine fact 7 about the weekly report."]
 
@@ -147,11 +147,11 @@ def test_last_hour_delete_keeps_hand_written_memories_and_the_vault(store, mirad
     ev = store.add_evidence(f"terminal shows {PHRASE}", source="screen", app="xterm")
     derived = store.add_memory(f"The {PHRASE} is planned", provenance=[ev["id"]], origin="extractor",
                                status="candidate")
-    before = store.memories.count_rows()
+    before = store.count("memory", local=True)
 
     plan = plan_forget_where(store, since=_last_hour())
     assert plan.counts() == {"evidence": 1, "frames": 0, "memories": 1, "review": 0, "vault": 0}
-    assert store.memories.count_rows() == before, "a plan changes nothing"
+    assert store.count("memory", local=True) == before, "a plan changes nothing"
     assert "1 memory derived only from them" in plan.describe()
     assert "vault entries are kept" in plan.describe()
 
@@ -215,7 +215,7 @@ def test_memory_resting_on_other_evidence_loses_the_deleted_source_and_goes_to_r
     assert kept["status"] == "candidate" and kept["provenance"] == [b["id"]]
     with pytest.raises(NotFoundError):
         store.get(stale["id"])
-    audit = [x for x in store.rows("audit", None, store.audit.schema.names) if x["entity_id"] == both["id"]]
+    audit = [x for x in store.rows("audit") if x["entity_id"] == both["id"]]
     assert audit[-1]["actor"] == "mcp:claude" and a["id"] not in audit[-1]["after"]
     assert store.get(b["id"])["text"] == b["text"]
     assert files_containing(mirador_home, "moves to 9:30") == []

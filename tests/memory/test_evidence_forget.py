@@ -27,8 +27,7 @@ def _tool(store, principal, name: str, args: dict):
 
 
 def _snapshot(store) -> dict:
-    return {n: (store.db.open_table(n).count_rows(), store.db.open_table(n).version)
-            for n in sorted(store.db.table_names())}
+    return store.tables_state()
 
 
 @pytest.fixture
@@ -71,7 +70,7 @@ def test_mcp_evidence_forget_plans_first_then_erases_on_confirm(store, mirador_h
     assert store.reveal(slack_day["vault"]) == "pw-otter"
     assert store.get(slack_day["pslack"])["app"] == "Slack"
     assert files_containing(mirador_home, "moves to Friday") == []
-    actors = {a["actor"] for a in store.rows("audit", None, store.audit.schema.names) if a["action"] == "delete"}
+    actors = {a["actor"] for a in store.rows("audit") if a["action"] == "delete"}
     assert actors == {"mcp:writer"}
 
 
@@ -131,7 +130,7 @@ def test_edited_memory_whose_only_evidence_is_erased_goes_to_review(store, mirad
     assert store.get(pinned["id"])["provenance"] == [] and store.get(pinned["id"])["pinned"]
     with pytest.raises(NotFoundError):
         store.get(plain["id"])
-    audit = [a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_id"] == edited["id"]]
+    audit = [a for a in store.rows("audit") if a["entity_id"] == edited["id"]]
     assert audit[-1]["action"] == "update" and audit[-1]["actor"] == "person"
     assert ev["id"] not in (audit[-1]["after"] or "")
     assert files_containing(mirador_home, "is on Monday") == [], "the evidence itself is gone"

@@ -134,9 +134,9 @@ def test_chatgpt_import_keeps_the_thread_skips_with_reasons_and_twice_adds_nothi
     assert json.loads(r0["meta"])["conversation_id"] == "conv0"
     assert "an abandoned edit" not in {r["text"] for r in rows.values()}
 
-    before = store.evidence.count_rows()
+    before = store.count("evidence", local=True)
     again = do_import(store, "chatgpt", path, me="Ana")
-    assert again.imported == 0 and store.evidence.count_rows() == before
+    assert again.imported == 0 and store.count("evidence", local=True) == before
     assert again.skipped_by_reason["already imported"] == 9
 
     every = do_import(store, "chatgpt", path, all_branches=True)
@@ -159,7 +159,7 @@ def test_claude_import_and_twice_adds_nothing(store, tmp_path, wrapped):
     assert rows["o1"]["text"] == "Plain text field only"
     again = do_import(store, "claude", path)
     assert again.imported == 0 and again.skipped_by_reason["already imported"] == 3
-    assert store.evidence.count_rows() == 3
+    assert store.count("evidence", local=True) == 3
 
 
 def test_notes_folder_chunks_by_heading_skips_with_reasons_and_twice_adds_nothing(store, tmp_path):
@@ -194,7 +194,7 @@ def test_notes_folder_chunks_by_heading_skips_with_reasons_and_twice_adds_nothin
     assert {r["app"] for r in rows} == {"notes"} and first.imported == len(rows) == 4  # 3 sections + todo.txt
 
     again = do_import(store, "notes", root, max_file_bytes=2000, chunk_chars=200)
-    assert again.imported == 0 and store.evidence.count_rows() == 4
+    assert again.imported == 0 and store.count("evidence", local=True) == 4
     # An edited note brings in only its changed chunk.
     (root / "todo.txt").write_text("buy milk\n\ncall Sam today\n")
     assert do_import(store, "notes", root, max_file_bytes=2000, chunk_chars=200).imported == 1
@@ -225,7 +225,7 @@ def test_generic_jsonl_fields_and_twice_adds_nothing(store, tmp_path):
     assert rows["Ship it Friday"]["captured_at"] == datetime(2024, 1, 2, 3, 4, 5)
     assert json.loads(rows["Ship it Friday"]["meta"])["fields"] == {"channel": "team"}  # text, time, speaker: columns
     again = do_import(store, "jsonl", path, **opts)
-    assert again.imported == 0 and store.evidence.count_rows() == 3
+    assert again.imported == 0 and store.count("evidence", local=True) == 3
 
 
 # ---- broken files --------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def test_truncated_chatgpt_export_reports_where_and_keeps_what_came_before(store
     assert e.location["conversation"] == 4 and e.location["complete_conversations"] == 3 and e.location["truncated"]
     assert "conversation #4" in str(e) and "run the same command again" in str(e)
     assert e.report.imported == 6 and e.report.broken_at == e.location and e.report.error
-    assert store.evidence.count_rows() == 6  # conversations 1-3 kept
+    assert store.count("evidence", local=True) == 6  # conversations 1-3 kept
     # The repaired file brings in the rest and nothing twice.
     path.write_text(full)
     rest = do_import(store, "chatgpt", path)
@@ -262,7 +262,7 @@ def test_corrupt_jsonl_names_the_line_and_keeps_the_lines_before(store, tmp_path
     with pytest.raises(ImportBroken) as exc:
         do_import(store, "jsonl", path)
     assert exc.value.location["truncated"] and "ends mid-line" in str(exc.value)
-    assert store.evidence.count_rows() == 2
+    assert store.count("evidence", local=True) == 2
 
 
 def test_chat_export_is_streamed_not_loaded_whole(tmp_path):

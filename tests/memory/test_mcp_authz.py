@@ -151,18 +151,18 @@ def test_read_write_token_changes_its_own_scope(store, seeded):
     for name, r in out.items():
         assert not r.is_error, f"{name}: {r.content[0].text}"
     assert store.get(seeded["a"])["text"] == "The billing service retries webhooks five times"
-    assert store.memories.count_rows(F.id_is(seeded['c'])) == 0
+    assert store.count("memory", F.id_is(seeded['c']), local=True) == 0
     assert [r["text"] for r in store.rows("memory", F.equals("scope", "work"), ["text"])].count(
         "Billing alerts go to #billing-oncall") == 1
     actors = {r["actor"] for r in store.rows("audit", F.starts_with("actor", "mcp:"), ["actor"])}
     assert actors == {"mcp:writer"}
-    assert store.evidence.count_rows(F.id_is(seeded['evd'])) == 0  # evidence_forget app=kitty
-    assert store.evidence.count_rows(F.id_is(seeded['pev'])) == 1
+    assert store.count("evidence", F.id_is(seeded['evd']), local=True) == 0  # evidence_forget app=kitty
+    assert store.count("evidence", F.id_is(seeded['pev']), local=True) == 1
     added = store.rows("evidence", F.equals("source", "mcp"), ["text", "scope"])
     assert added == [{"text": "billing deploy key [REDACTED:aws_key]", "scope": "work"}]
-    assert store.relations.count_rows(F.id_is(seeded['rel'])) == 0
-    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "personal"))) == 1  # only its own scope
-    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "work"))) == 0
+    assert store.count("relations", F.id_is(seeded['rel']), local=True) == 0
+    assert store.count("evidence", F.and_(F.is_null("extracted_at"), F.equals("scope", "personal")), local=True) == 1  # only its own scope
+    assert store.count("evidence", F.and_(F.is_null("extracted_at"), F.equals("scope", "work")), local=True) == 0
 
 
 @pytest.mark.parametrize("who", ["none", "read_only", "read_write", "other"])

@@ -62,7 +62,7 @@ def test_evidence_add_redacts_secrets_before_they_reach_the_store(store):
     assert len(rows) == 1
     assert AWS_KEY not in json.dumps(rows) and "hunter2hunter2" not in json.dumps(rows)
     assert "[REDACTED:aws_key]" in rows[0]["text"] and rows[0]["source"] == "mcp" and rows[0]["redactions"] == 2
-    assert AWS_KEY not in json.dumps(store.rows("audit", None, store.audit.schema.names), default=str)
+    assert AWS_KEY not in json.dumps(store.rows("audit"), default=str)
     audit = store.rows("audit", F.equals("entity_kind", "evidence"), ["actor", "action"])
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
 
@@ -80,7 +80,7 @@ def test_evidence_add_scopes_defaults_and_refusals(store):
     assert outside.is_error and "may write only to scope 'work'" in text(outside)
     assert future.is_error and "future" in text(future)
     assert blank.is_error and "text is empty" in text(blank)
-    assert store.evidence.count_rows() == 2
+    assert store.count("evidence", local=True) == 2
     found = data(run(store, WORK, ("evidence_search", {"query": "kickoff notes"}))[0])
     assert found["results"][0]["id"] == data(below)["created"]["id"]
 
@@ -154,7 +154,7 @@ def test_relation_remove_removes_the_edge_and_audits_it(store):
         ("memory_forget", {"ids": [edge["id"]]}))
     out = data(removed)
     assert out["removed"]["id"] == edge["id"] and out["removed"]["relation"] == "BECAUSE"
-    assert store.relations.count_rows() == 0 and store.memories.count_rows() == 2
+    assert store.count("relations", local=True) == 0 and store.count("memory", local=True) == 2
     assert again.is_error and "no relation" in text(again) and "memory_related" in text(again)
     assert memory_id.is_error and "not a relation id" in text(memory_id)
     assert forget_rel.is_error and "relation_remove" in text(forget_rel)
@@ -171,7 +171,7 @@ def test_relation_remove_needs_write_on_the_src_scope(store):
     edge = add_relation(store, a, "BECAUSE", b, actor="person")
     refused, = run(store, acme, ("relation_remove", {"id": edge["id"]}))
     assert refused.is_error and "src is in scope 'work/acme'" in text(refused)
-    assert store.relations.count_rows() == 1
+    assert store.count("relations", local=True) == 1
 
 
 # ---- consolidate -------------------------------------------------------------------------------------------
@@ -187,12 +187,12 @@ def test_consolidate_dry_run_plans_and_writes_nothing_even_for_readers(rules_onl
     store = rules_only
     store.add_evidence("I prefer dark mode in every editor", app="kitty", scope="work")
     store.add_evidence("personal note about a trip", app="notes", scope="personal")
-    versions = {n: store.db.open_table(n).version for n in store.db.table_names()}
+    versions = {n: v for n, (_, v) in store.tables_state().items()}
     res, = run(store, READER, ("consolidate", {}))
     out = data(res)
     assert out["dry_run"] is True and out["pending_evidence"] == 1 and out["scopes"] == ["work"]
     assert res.structured_content["dry_run"] is True
-    assert {n: store.db.open_table(n).version for n in store.db.table_names()} == versions
+    assert {n: v for n, (_, v) in store.tables_state().items()} == versions
 
 
 def test_consolidate_runs_extraction_in_the_write_scope_only(rules_only):
@@ -207,9 +207,9 @@ def test_consolidate_runs_extraction_in_the_write_scope_only(rules_only):
     one, two = data(first), data(second)
     assert one["extraction"]["evidence"] == 2 and one["pending_evidence"] == 1 and "call consolidate again" in one["hint"]
     assert two["extraction"]["evidence"] == 1 and two["pending_evidence"] == 0
-    assert store.evidence.count_rows(F.and_(F.is_null("extracted_at"), F.equals("scope", "personal"))) == 1
-    assert store.memories.count_rows(F.equals("scope", "personal")) == 0
-    assert store.memories.count_rows(F.equals("scope", "work")) >= 1
+    assert store.count("evidence", F.and_(F.is_null("extracted_at"), F.equals("scope", "personal")), local=True) == 1
+    assert store.count("memory", F.equals("scope", "personal"), local=True) == 0
+    assert store.count("memory", F.equals("scope", "work"), local=True) >= 1
     audit = store.rows("audit", F.equals("action", "consolidate"), ["actor", "scope"])
     assert audit == [{"actor": "mcp:tester", "scope": "work"}] * 2
 
@@ -219,4 +219,4 @@ def test_consolidate_run_is_refused_for_a_read_only_token(rules_only):
     store.add_evidence("The wiki is https://wiki.example.com", app="kitty", scope="work")
     res, = run(store, READER, ("consolidate", {"dry_run": False}))
     assert res.is_error and "read-only" in text(res)
-    assert store.evidence.count_rows(F.is_null("extracted_at")) == 1
+    assert store.count("evidence", F.is_null("extracted_at"), local=True) == 1

@@ -82,7 +82,7 @@ def test_keyed_retries_answer_with_replayed_and_the_first_row(store):
         assert again.structured_content["replayed"] is True and "idempotency_key" in again.structured_content["hint"]
         assert again.structured_content["created"]["id"] == first.structured_content["created"]["id"]
         assert json.loads(again.content[0].text) == again.structured_content
-    assert store.memories.count_rows() == 1 and store.evidence.count_rows() == 1
+    assert store.count("memory", local=True) == 1 and store.count("evidence", local=True) == 1
     # The same through the bodies: the model, with replayed set only on the retry.
     direct = T.memory_add(store, WORK, "Lunch is at noon", idempotency_key="m-1")
     assert isinstance(direct, R.MemoryAdded) and direct.replayed is True

@@ -138,6 +138,6 @@ def test_stdio_server_and_app_process_write_concurrently_without_loss(mirador_ho
     store = Store(mirador_home)
     texts = {r["text"] for r in store.rows("memory", None, ["text"])}
     assert texts == {f"app memory number {i}" for i in range(N_EACH)} | {f"stdio memory number {i}" for i in range(N_EACH)}
-    assert store.evidence.count_rows() == 5 * len(range(0, N_EACH, 5))
+    assert store.count("evidence", local=True) == 5 * len(range(0, N_EACH, 5))
     creates = store.rows("audit", F.and_(F.equals("action", "create"), F.equals("entity_kind", "memory")), ["actor"])
     assert sorted(r["actor"] for r in creates) == ["mcp:stdio"] * N_EACH + ["person"] * N_EACH

@@ -201,7 +201,7 @@ def test_every_boolean_and_number_argument_takes_only_its_json_type(served, tran
             assert "send an integer from" in text, text
     assert not ok.is_error  # the session is still good after 60-odd refusals
     assert snapshot(store) == before, "a refused call changed a table"
-    assert store.evidence.count_rows(F.id_is(served['ids']['slack'])) == 1  # "yes" did not erase it
+    assert store.count("evidence", F.id_is(served['ids']['slack']), local=True) == 1  # "yes" did not erase it
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])
@@ -259,7 +259,7 @@ def test_confirm_yes_erases_nothing(served, transport):
         assert "argument 'confirm' is wrong" in text and "send true or false" in text, (value, text)
         assert '"dry_run": false' not in json.dumps(reply)  # no erasure ran
     assert snapshot(store) == before
-    assert store.evidence.count_rows(F.id_is(served['ids']['slack'])) == 1
+    assert store.count("evidence", F.id_is(served['ids']['slack']), local=True) == 1
 
 
 @pytest.mark.parametrize("transport", ["http", "stdio"])

@@ -132,7 +132,7 @@ def test_add_is_scoped_audited_and_bounded(store, seeded):
     assert audit == [{"actor": "mcp:tester", "action": "create"}]
     assert other.is_error and "only to scope 'work'" in text(other)
     assert vault.is_error and long.is_error and "10000" in text(long)
-    assert store.memories.count_rows(F.equals("scope", "personal")) == 1  # nothing leaked into personal
+    assert store.count("memory", F.equals("scope", "personal"), local=True) == 1  # nothing leaked into personal
 
 
 def test_read_only_client_cannot_write(store, seeded):
@@ -184,8 +184,8 @@ def test_forget_checks_every_id_then_erases(store, seeded):
     partial, ok, again, vault, too_many = call(store, WORK, steps)
     assert partial.is_error and "nothing was deleted" in text(partial)
     assert ok["deleted"] == 1 and again.is_error
-    assert store.is_tombstoned(store.tombstones.to_arrow().to_pylist()[0]["fingerprint"])
-    assert vault.is_error and store.vault.count_rows() == 1
+    assert store.is_tombstoned(store.rows("tombstones", local=True)[0]["fingerprint"])
+    assert vault.is_error and store.count("vault", local=True) == 1
     assert too_many.is_error
 
 

@@ -20,7 +20,7 @@ from memory.store.reads import Leg, Reader, _event_loop
 
 
 def _addresses(store, where):
-    rows = store.reader.run(Leg(store.memories.name, where, ("id",), 100, row_ids=True))[0]
+    rows = store.reader.run(Leg("memories", where, ("id",), 100, row_ids=True))[0]
     return {r["id"]: r["_rowid"] for r in rows}
 
 

@@ -34,14 +34,14 @@ def _untuned_store(home) -> Store:
     return Store(home)  # as after an upgrade: the store keeps its untuned embedder
 
 
-def _vectors(store: Store, table) -> dict[str, np.ndarray]:
-    rows = store.scan(table.name, None, ["id", "vector"]).to_pylist()
+def _vectors(store: Store, table: str) -> dict[str, np.ndarray]:
+    rows = store.scan(table, None, ["id", "vector"]).to_pylist()
     return {r["id"]: np.asarray(r["vector"]) for r in rows}
 
 
-def _columns(store: Store, table) -> dict[str, dict]:
-    cols = [c for c in table.schema.names if c != "vector"]
-    return {r["id"]: r for r in store.scan(table.name, None, cols).to_pylist()}
+def _columns(store: Store, table: str) -> dict[str, dict]:
+    cols = [c for c in store.columns(table) if c != "vector"]
+    return {r["id"]: r for r in store.scan(table, None, cols).to_pylist()}
 
 
 def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
@@ -50,7 +50,7 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
     store = _untuned_store(mirador_home)
     maintain(store, force_vector=True)  # indexed as a large store is (LanceDB's merge differs then)
     assert store.embedder.tuning is None
-    before = {t: (_vectors(store, getattr(store, t)), _columns(store, getattr(store, t))) for t in ("memories", "evidence")}
+    before = {t: (_vectors(store, t), _columns(store, t)) for t in ("memories", "evidence")}
     seen = []
     report = R.reembed(store, progress=lambda *a: seen.append(a), settle=0)
 
@@ -62,20 +62,20 @@ def test_reembed_moves_every_vector_and_nothing_else(mirador_home):
     made = json.loads((mirador_home / "embedder.json").read_text())
     assert made == {"tuned": True, "weights": target.model_dir.name, "embedder": target.name}
     # the side table goes with the pass, files and all
-    assert "reembed_staging" not in store.db.table_names()
+    assert not store.has_table("reembed_staging")
     assert not list((mirador_home / "lancedb").glob("reembed_staging*"))
     assert R.why_reembed(made, target) is None
 
     for t in ("memories", "evidence"):
-        vecs, cols = _vectors(store, getattr(store, t)), _columns(store, getattr(store, t))
+        vecs, cols = _vectors(store, t), _columns(store, t)
         assert cols == before[t][1]  # text, search_text, status, times...: untouched, no row added or lost
         assert all(not np.allclose(vecs[i], before[t][0][i]) for i in vecs)
     # each vector is what ingest would embed now
-    ev = _columns(store, store.evidence)
+    ev = _columns(store, "evidence")
     from memory.store.context import own_text
 
     some = next(iter(ev.values()))
-    assert np.allclose(_vectors(store, store.evidence)[some["id"]], target.embed([own_text(some)])[0], atol=1e-5)
+    assert np.allclose(_vectors(store, "evidence")[some["id"]], target.embed([own_text(some)])[0], atol=1e-5)
 
     assert search_evidence(store, "release date Friday", limit=1)[0].text == TEXTS[0]
     assert search_memories(store, "ledger database", scopes=["work"])[0].text == "Ledger service uses PostgreSQL 16"
@@ -110,7 +110,7 @@ def test_a_forgotten_row_stays_gone_and_an_edit_made_meanwhile_is_kept(mirador_h
     report = R.reembed(store, settle=0)
     monkeypatch.undo()
     assert report["evidence"] == 3 and report["memories"] == 2 and report["skipped"] == 0
-    assert gone not in _columns(store, store.evidence)
+    assert gone not in _columns(store, "evidence")
     edited = store.get(mem["id"])
     assert edited["text"] == "Ledger service moved to PostgreSQL 17"
     row = store.rows("memory", F.id_is(mem['id']), ["search_text", "vector"], limit=1)[0]
@@ -125,7 +125,7 @@ def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_u
     store = _untuned_store(mirador_home)
     other = Store(mirador_home)  # e.g. the MCP server's process, opened before the re-embed
     old = other.embedder
-    before = {t: _vectors(store, getattr(store, t)) for t in ("memories", "evidence")}
+    before = {t: _vectors(store, t) for t in ("memories", "evidence")}
     monkeypatch.setattr(store_mod, "RECORD_CHECK_S", 0.0)
     target = R.target_embedder(store.config.models)
 
@@ -140,7 +140,7 @@ def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_u
     # nothing switched: both stores search the old vectors with the old model, as well as before
     assert other.embedder is old and store.embedder is old
     for t, vecs in before.items():
-        now = _vectors(store, getattr(store, t))
+        now = _vectors(store, t)
         assert all(np.array_equal(now[i], vecs[i]) for i in vecs)
     assert search_evidence(other, "release date Friday", limit=1)[0].text == TEXTS[0]
     assert "not switched over" in R.why_reembed(made, target)
@@ -162,8 +162,8 @@ def test_a_stopped_pass_leaves_searches_as_they_were_and_the_next_run_picks_it_u
         "tuned": True, "weights": target.model_dir.name, "embedder": target.name}
     from memory.store.context import own_text
 
-    vecs = _vectors(store, store.evidence)
-    for row in _columns(store, store.evidence).values():
+    vecs = _vectors(store, "evidence")
+    for row in _columns(store, "evidence").values():
         assert np.allclose(vecs[row["id"]], target.embed([own_text(row)])[0], atol=1e-5), row["text"]
     assert search_evidence(store, "when is the standup", limit=1)[0].id == late
 
@@ -214,7 +214,7 @@ def test_forgetting_a_row_drops_its_staged_vector_for_good(mirador_home):
 
     report = R.reembed(store, settle=0)
     assert report["evidence"] == 3 and report["reused"] == 5
-    assert gone not in _columns(store, store.evidence)
+    assert gone not in _columns(store, "evidence")
 
 
 def test_cli_reembed_reports_and_doctor_stops_asking(mirador_home, capsys):
@@ -277,5 +277,5 @@ def test_a_forget_racing_the_end_of_a_pass_is_not_an_error(mirador_home, monkeyp
     monkeypatch.setattr(store.db, "open_table", finished_meanwhile)
     assert forget(store, [gone])["deleted"] == 1
     monkeypatch.undo()
-    assert "reembed_staging" not in store.db.table_names()
-    assert gone not in _columns(store, store.evidence)
+    assert not store.has_table("reembed_staging")
+    assert gone not in _columns(store, "evidence")

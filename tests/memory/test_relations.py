@@ -83,7 +83,7 @@ def test_because_sentence_yields_edge_chain_shows_it_and_forgetting_either_end_r
     rel_dir = mirador_home / "lancedb" / "relations.lance"
     assert rel_dir.is_dir() and files_containing(rel_dir, gone["id"]) == []
     # The audit keeps who/when of the edge but no longer names its ends.
-    rel_audit = sorted((a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_kind"] == "relation"),
+    rel_audit = sorted((a for a in store.rows("audit") if a["entity_kind"] == "relation"),
                        key=lambda a: a["at"])
     assert [a["action"] for a in rel_audit] == ["create", "delete"]
     assert not any(gone["id"] in (a["before"] or "") + (a["after"] or "") for a in rel_audit)
@@ -244,7 +244,7 @@ def test_add_is_idempotent_validated_and_audited(store):
     assert first["created"] and not again["created"] and not more["created"]
     assert len(edges(store)) == 1 and edges(store)[0]["provenance"] == [ev["id"]]
     assert edges(store)[0]["confidence"] == 1.0  # the higher confidence stays
-    actions = [x["action"] for x in sorted(store.rows("audit", None, store.audit.schema.names), key=lambda x: x["at"])
+    actions = [x["action"] for x in sorted(store.rows("audit"), key=lambda x: x["at"])
                if x["entity_kind"] == "relation"]
     assert actions == ["create", "update"]  # adding the same edge unchanged writes nothing
     for bad in (lambda: R.add_relation(store, a, "CAUSES", b), lambda: R.add_relation(store, a, "BECAUSE", ev["id"]),
@@ -277,7 +277,7 @@ def test_mcp_relate_writes_with_the_clients_name_and_only_from_its_write_scope(s
     ro = call(store, reader, lambda c: c.call_tool("memory_relate", {"src": b, "relation": "BECAUSE", "dst": a}))
     assert ro.is_error and "read-only" in ro.content[0].text
     assert [(e["src"], e["dst"]) for e in edges(store)] == [(a, b)]
-    audit = [x for x in store.rows("audit", None, store.audit.schema.names) if x["entity_kind"] == "relation"]
+    audit = [x for x in store.rows("audit") if x["entity_kind"] == "relation"]
     assert [x["actor"] for x in audit] == ["mcp:tester"]
 
 

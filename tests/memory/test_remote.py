@@ -91,8 +91,8 @@ def test_two_homes_share_one_scope_and_nothing_else(homes, seaweed, prefix):
         assert not seaweed.holding(text, prefix), text
     # ...and the shared memory is not in the local memories table of either home.
     for s in (a, b):
-        assert s.memories.count_rows(F.id_is(shared['id'])) == 0
-    assert b.memories.count_rows(F.id_is(b_private['id'])) == 1
+        assert s.count("memory", F.id_is(shared['id']), local=True) == 0
+    assert b.count("memory", F.id_is(b_private['id']), local=True) == 1
 
     # An edit on B is what A reads.
     b.update_memory(shared["id"], text="The acme deploy freeze starts on Friday at noon")
@@ -265,7 +265,7 @@ def test_no_binding_no_remote_work(store):
 def OUTBOX_ABSENT(store) -> bool:  # noqa: N802 - reads as a claim
     from memory.store.remote import OUTBOX
 
-    return OUTBOX not in store.db.table_names()
+    return not store.has_table(OUTBOX)
 
 
 def test_a_window_delete_erases_a_shared_memory_instead_of_calling_it_gone(homes):
@@ -331,7 +331,7 @@ def test_tombstones_are_shared_so_no_device_recreates_a_forgotten_memory(tmp_pat
     real_stones = shared_a.stones
     shared_a.stones = lambda where=None: reads.append(where) or real_stones(where)
     assert a.remotes.pull(shared_a) == 0
-    assert a.tombstones.count_rows(F.id_is(m['id'])) == 1
+    assert a.count("tombstones", F.id_is(m['id']), local=True) == 1
     assert reads == []
     forget(b, [mine["id"]])  # a new tombstone: the next pull reads them again and takes it
     assert a.remotes.pull(shared_a) == 1 and reads == [None]

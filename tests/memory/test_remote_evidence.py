@@ -147,7 +147,7 @@ def test_shared_evidence_is_found_elsewhere_and_forgotten_everywhere(sharing, se
     assert ev["id"] not in [h.id for h in search_evidence(b, "kestrelwing migration", scopes=None)]
     # A pulls the tombstone: its original goes too, frame included, audited as from another device.
     a.remotes.flush()
-    assert a.evidence.count_rows(F.id_is(ev['id'])) == 0
+    assert a.count("evidence", F.id_is(ev['id']), local=True) == 0
     assert not frame.exists()
     with pytest.raises(NotFoundError):
         a.get(ev["id"])
@@ -179,7 +179,7 @@ def test_a_range_forget_on_another_device_is_a_forget_everywhere(sharing, seawee
     assert done["by_kind"]["evidence"] == 1
     assert not seaweed.holding("heronmoth budget", prefix)
     a.remotes.flush()
-    assert a.evidence.count_rows(F.id_is(old['id'])) == 0
+    assert a.count("evidence", F.id_is(old['id']), local=True) == 0
     assert a.get(new["id"])["text"] == new["text"] and b.get(new["id"])["text"] == new["text"]
     # A forgets its own row: gone from the bucket at once.
     forget(a, [new["id"]])

@@ -47,7 +47,7 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     # An edit of a memory made before the binding goes to the bucket and leaves no local copy behind.
     a.update_memory(edited["id"], text="The acme sprint review moved to Wednesdays")
     assert a.get(edited["id"])["text"] == "The acme sprint review moved to Wednesdays"
-    assert a.memories.count_rows(F.id_is(edited['id'])) == 0
+    assert a.count("memory", F.id_is(edited['id']), local=True) == 0
     assert seaweed.holding("moved to Wednesdays", prefix)
 
     # push without --yes says what it would send and sends nothing.
@@ -69,4 +69,4 @@ def test_memories_made_before_the_binding_move_on_edit_and_on_push(tmp_path, sea
     assert not seaweed.holding("gym locker", prefix)
     a2 = Store(home)
     assert a2.get(mine["id"])["text"] == mine["text"]
-    assert a2.memories.count_rows(F.equals("scope", "work/acme")) == 0
+    assert a2.count("memory", F.equals("scope", "work/acme"), local=True) == 0

@@ -56,7 +56,7 @@ def test_a_relation_between_shared_memories_is_shared_and_removed_everywhere(hom
     assert edge["created"] and a.remotes.pending() == {"team": 0}
     # In the bucket, not in either home's local relations table.
     assert [r["id"] for r in shared_edges(a)] == [edge["id"]]
-    assert a.relations.count_rows() == 0 and b.relations.count_rows() == 0
+    assert a.count("relations", local=True) == 0 and b.count("relations", local=True) == 0
     assert seaweed.holding(edge["id"], prefix)
     # Adding it again changes nothing (one row per edge id, however often it is sent).
     assert not R.add_relation(a, decision, "BECAUSE", reason)["created"]
@@ -131,7 +131,7 @@ def test_a_relation_with_a_personal_end_never_reaches_the_bucket(homes, seaweed,
     back = R.add_relation(a, mine, "MENTIONS", shared)
     inside = R.add_relation(a, shared, "MENTIONS", other)
     # Kept on A, in its local table; only the edge between two shared memories is in the bucket.
-    assert {r["id"] for r in a.relations.to_arrow().to_pylist()} == {out["id"], back["id"]}
+    assert {r["id"] for r in a.rows("relations", None, ["id"], local=True)} == {out["id"], back["id"]}
     assert [r["id"] for r in shared_edges(a)] == [inside["id"]]
     for text in (mine, out["id"], back["id"]):
         assert not seaweed.holding(text, prefix), text
@@ -141,11 +141,11 @@ def test_a_relation_with_a_personal_end_never_reaches_the_bucket(homes, seaweed,
     # A memory moving out of the shared scope takes its shared edges home; moving back shares them again.
     a.update_memory(other, scope="personal")
     assert shared_edges(a) == [] and not seaweed.holding(inside["id"], prefix)
-    assert a.relations.count_rows(F.id_is(inside['id'])) == 1
+    assert a.count("relations", F.id_is(inside['id']), local=True) == 1
     assert {e["id"] for e in R.related(a, shared)} == {out["id"], back["id"], inside["id"]}
     a.update_memory(other, scope=SHARED)
     assert [r["id"] for r in shared_edges(a)] == [inside["id"]]
-    assert a.relations.count_rows(F.id_is(inside['id'])) == 0
+    assert a.count("relations", F.id_is(inside['id']), local=True) == 0
     assert [e["id"] for e in R.related(b, shared)] == [inside["id"]]
 
 
@@ -209,10 +209,10 @@ def test_a_local_relation_to_a_shared_memory_goes_when_another_device_forgets_it
     shared = a.add_memory(text, scope=SHARED)["id"]
     mine = a.add_memory("Renew my own vpn token before the trip", scope="personal")["id"]
     edge = R.add_relation(a, mine, "BECAUSE", shared)
-    assert a.relations.count_rows(F.id_is(edge['id'])) == 1 and not seaweed.holding(edge["id"], prefix)
+    assert a.count("relations", F.id_is(edge['id']), local=True) == 1 and not seaweed.holding(edge["id"], prefix)
     forget(b, [shared])
     assert a.remotes.flush()["errors"] == {}
-    assert a.relations.count_rows() == 0 and R.related(a, mine) == []
+    assert a.count("relations", local=True) == 0 and R.related(a, mine) == []
     assert not files_containing(a.home / "lancedb" / "relations.lance", shared)
     assert not files_containing(a.home / "lancedb" / "audit.lance", text)
     assert a.get(mine)["id"] == mine

@@ -31,9 +31,9 @@ def truth(store, scopes: list[str]) -> dict:
     """What a scan says: the counts and newest time status must report."""
     ewhere = store.where("evidence", scopes=scopes)
     times = [r["captured_at"] for r in store.rows("evidence", ewhere, ["captured_at"])]
-    return {"visible": {"memories": store.memories.count_rows(store.where("memory", scopes=scopes)),
+    return {"visible": {"memories": store.count("memory", store.where("memory", scopes=scopes), local=True),
                         "evidence": len(times),
-                        "vault_entries": store.vault.count_rows(store.where("vault", scopes=scopes))},
+                        "vault_entries": store.count("vault", store.where("vault", scopes=scopes), local=True)},
             "last_evidence_at": iso(max(times)) if times else None}
 
 

@@ -21,7 +21,7 @@ TYPED = [
 
 
 def _audit(store, entity_id):
-    return [r for r in store.rows("audit", None, store.audit.schema.names) if r["entity_id"] == entity_id]
+    return [r for r in store.rows("audit") if r["entity_id"] == entity_id]
 
 
 @pytest.mark.parametrize("mtype,text,details", TYPED)
@@ -42,7 +42,7 @@ def test_typed_fields_are_validated(store):
         store.add_memory("x", type="semantic", details={"colour": "red"})
     with pytest.raises(InputError, match="unknown memory type"):
         store.add_memory("x", type="gossip")
-    assert store.memories.count_rows() == 0
+    assert store.count("memory", local=True) == 0
 
 
 def test_empty_and_oversized_text_are_refused(store):
@@ -52,7 +52,7 @@ def test_empty_and_oversized_text_are_refused(store):
         store.add_memory("x" * (MAX_MEMORY_CHARS + 1))
     with pytest.raises(InputError, match="source"):
         store.add_evidence("hello", source="telepathy")
-    assert store.memories.count_rows() == 0 and store.evidence.count_rows() == 0
+    assert store.count("memory", local=True) == 0 and store.count("evidence", local=True) == 0
 
 
 def test_edit_marks_user_edited_and_audits_before_after(store):
@@ -101,11 +101,11 @@ def test_unknown_id_is_a_clear_error(store):
 
 
 def test_evidence_batch_is_one_commit_and_one_audit_row(store):
-    before = store.evidence.version
+    before = store.version("evidence")
     rows = store.add_evidence_batch([EvidenceSpec(text=f"line {i}", source="screen", app="term") for i in range(50)])
-    assert len(rows) == 50 and store.evidence.count_rows() == 50
-    assert store.evidence.version == before + 1
-    ev_audit = [a for a in store.rows("audit", None, store.audit.schema.names) if a["entity_kind"] == "evidence"]
+    assert len(rows) == 50 and store.count("evidence", local=True) == 50
+    assert store.version("evidence") == before + 1
+    ev_audit = [a for a in store.rows("audit") if a["entity_kind"] == "evidence"]
     assert len(ev_audit) == 1 and len(json.loads(ev_audit[0]["after"])["ids"]) == 50
 
 
@@ -118,7 +118,7 @@ def test_migrations_are_recorded_and_not_reapplied(mirador_home):
     s1.add_memory("survives reopening")
     s2 = Store(mirador_home)
     assert s2.migrations_applied == []
-    assert s2.memories.count_rows() == 1
+    assert s2.count("memory", local=True) == 1
 
 
 def test_rows_added_after_index_build_are_found(store):
@@ -259,11 +259,11 @@ def test_maintenance_stops_between_commits_and_the_next_pass_finishes(store):
     from memory.store.indexes import maintain
 
     _add_screens(store, 30, 0)
-    versions = {t.name: t.version for t in (store.memories, store.evidence, store.vault)}
+    versions = {n: store.version(n) for n in ("memories", "evidence", "vault")}
     stopped = threading.Event()
     stopped.set()
     assert maintain(store, stop=stopped) == {"stopped": "before memories"}
-    assert {t.name: t.version for t in (store.memories, store.evidence, store.vault)} == versions  # no commit
+    assert {n: store.version(n) for n in ("memories", "evidence", "vault")} == versions  # no commit
     assert job_optimize(store, stopped) == "stopped before memories"
 
     report = maintain(store, stop=StopAfter(8))  # memories: 6 steps; evidence: its start and vector index

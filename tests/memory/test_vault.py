@@ -32,7 +32,7 @@ def test_label_is_searchable_value_is_not(store):
 
 
 def test_vault_has_no_vector_and_label_only_index(store):
-    names = store.vault.schema.names
+    names = store.columns("vault")
     assert "vector" not in names
     indexed = {c for ix in store.vault.list_indices() for c in ix.columns}
     assert indexed == {"fts_terms"}  # the label's keyed terms (memory/store/sealer.py); never the value
@@ -59,7 +59,7 @@ def test_label_search_runs_only_where_the_vault_has_entries(store, monkeypatch):
     asked = []
     run = store.reader.run
     monkeypatch.setattr(store.reader, "run", lambda *legs: asked.extend(legs) or run(*legs))
-    vault_legs = lambda: [leg for leg in asked if leg.table == store.vault.name]  # noqa: E731
+    vault_legs = lambda: [leg for leg in asked if leg.table == "vault"]  # noqa: E731
     assert search_memories(store, "staging database password", scopes=["work"]) == []
     assert vault_legs() == []  # an empty vault is not searched
     row = store.add_memory("Staging database password", type="vault", value=SECRET, scope="work/acme")
