@@ -1,7 +1,8 @@
-"""Hierarchical scope keys (`work`, `work/acme`, `personal`) and the filters that enforce them.
+"""Hierarchical scope keys (`work`, `work/acme`, `personal`): what a valid key is, and which keys a scope covers.
 
-A search in `work` sees `work` and everything under `work/`, never `personal` or `workshop`.
-The filter is a SQL predicate that goes inside the LanceDB query (principle 5).
+A search in `work` sees `work` and everything under `work/`, never `personal` or `workshop`. The SQL predicate
+that enforces it inside the LanceDB query (principle 5) is memory/store/filters.py's scope_filter, with every
+other filter; in_scopes here is its Python twin for a single known row.
 """
 
 from __future__ import annotations
@@ -26,37 +27,8 @@ def validate_scope(scope: str) -> str:
     return s
 
 
-def sql_literal(value: object) -> str:
-    """Quote a string (an id, a scope, any plain value) for a LanceDB SQL predicate: the one quoting
-    helper every filter uses."""
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def sql_list(values: Iterable[object]) -> str:
-    """A parenthesised, quoted list for `IN`: "('a', 'b')"."""
-    return "(" + ", ".join(sql_literal(v) for v in values) + ")"
-
-
-def scope_filter(scopes: Iterable[str] | None, column: str = "scope") -> str | None:
-    """SQL predicate matching the given scopes and their descendants; None means every scope."""
-    if scopes is None:
-        return None
-    scopes = [validate_scope(s) for s in scopes]
-    if not scopes:
-        return "false"
-    parts = []
-    for s in scopes:
-        # Descendants of s are exactly the keys in the half-open range ['s/', 's0'): '0' is the byte
-        # after '/', and comparison is bytewise. A range is served by the scope index, where
-        # starts_with() forced a scan of every row and doubled search latency at 100k rows; LIKE
-        # would also be wrong, since '_' is a LIKE wildcard.
-        lo, hi = sql_literal(s + "/"), sql_literal(s + "0")
-        parts.append(f"({column} = {sql_literal(s)} OR ({column} >= {lo} AND {column} < {hi}))")
-    return "(" + " OR ".join(parts) + ")"
-
-
 def in_scopes(scope: str, scopes: Iterable[str] | None) -> bool:
-    """Python twin of scope_filter, for checking a single known row (e.g. before a write)."""
+    """Python twin of memory/store/filters.py scope_filter, for checking a single known row (e.g. before a write)."""
     if scopes is None:
         return True
     return any(scope == s or scope.startswith(s + "/") for s in scopes)

@@ -137,7 +137,7 @@ def test_no_sql_predicate_on_a_sealed_column():
 
 # ---- filters and table handles (issue 42): one module builds every filter; nothing outside the store holds a table
 
-FILTER_HOME = {ROOT / "memory" / "store" / "filters.py", ROOT / "memory" / "scopes.py"}
+FILTER_HOME = {ROOT / "memory" / "store" / "filters.py"}
 # The quoting and predicate helpers only memory/store/filters.py may call.
 QUOTING = {"sql_literal", "sql_list", "sql_id_list", "ts_literal", "scope_filter"}
 # A SQL predicate in a string (constant parts of an f-string, `{}` where a value goes; a concatenation read as one
@@ -172,10 +172,10 @@ FILTER_ALLOWED = {
         "the helpers' output, spelled out",
     ("tests/memory/test_filters.py", '''assert F.starts_with("actor", "mcp:") == "actor LIKE 'mcp:%'"'''):
         "the helpers' output, spelled out",
-    ("tests/memory/test_scopes.py", "from memory.scopes import in_scopes, scope_filter, validate_scope"):
-        "tests memory/scopes.py's scope predicate itself",
+    ("tests/memory/test_scopes.py", "from memory.store.filters import scope_filter"):
+        "tests filters.scope_filter, the scope predicate, itself",
     ("tests/memory/test_scopes.py", """assert "scope >= 'work/' AND scope < 'work0'" in f and "scope = 'work'" in f"""):
-        "tests memory/scopes.py's scope predicate itself",
+        "tests filters.scope_filter, the scope predicate, itself",
     ("tests/memory/test_redaction_formats.py", '"sort_key = \'created_at_2024_01\'",'): "text to redact, not a filter",
     ("tests/memory/test_redaction_formats.py", '"    userid = passwd = acct = \'\'",'): "text to redact, not a filter",
     ("tests/memory/test_redaction_formats.py", '"assert password != \'\'",'): "text to redact, not a filter",

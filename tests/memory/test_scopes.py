@@ -6,7 +6,8 @@ import pytest
 
 from memory.errors import InputError, NotFoundError
 from memory.retrieval.search import search_evidence, search_memories, search_vault
-from memory.scopes import in_scopes, scope_filter, validate_scope
+from memory.scopes import in_scopes, validate_scope
+from memory.store.filters import scope_filter
 
 
 @pytest.fixture
