@@ -24,8 +24,7 @@ def cmd_extract(a: argparse.Namespace) -> int:
     try:
         report = run_extraction(store, all_evidence=a.all, extractor=extractor, limit=a.limit)
     finally:
-        if (close := getattr(extractor.llm, "close", None)) is not None:  # one-shot command: stop the worker process
-            close()
+        extractor.close()  # one-shot command: stop the model's worker process
     if a.json:
         emit_json(report.to_dict())
         return 0

@@ -113,8 +113,7 @@ def _extract(store: Store, rules: bool) -> dict:
             for k in total:
                 total[k] += getattr(r, k)
     finally:
-        if (close := getattr(extractor.llm, "close", None)) is not None:  # one-shot command: stop the worker process
-            close()
+        extractor.close()  # one-shot command: stop the model's worker process
     return total
 
 

@@ -81,6 +81,13 @@ class Extractor:
         info = getattr(self.llm, "info", None)
         return getattr(info, "name", None)
 
+    def close(self) -> None:
+        """Stop the model's worker process when a one-shot command is done with it (models.llm.LLM has close();
+        the scheduler's stop-aware wrapper has none: its owner closes the model it wraps)."""
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            close()
+
     def drafts(self, items: list[dict]) -> tuple[list[Draft], str]:
         """(drafts, engine used) for one batch."""
         if self.statements is not None:

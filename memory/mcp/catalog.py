@@ -42,9 +42,10 @@ class ToolSpec:
 
 
 def returns(fn: Callable[..., object]) -> object:
-    """What fn's return annotation names (written as a string under `from __future__ import annotations`)."""
+    """What fn's return annotation names: a string under `from __future__ import annotations`, a model's bare
+    name, looked up where fn is defined (not evaluated: its other annotations name types only mypy imports)."""
     annotation = inspect.signature(fn).return_annotation
-    return eval(annotation, fn.__globals__) if isinstance(annotation, str) else annotation
+    return fn.__globals__.get(annotation) if isinstance(annotation, str) else annotation
 
 
 def _tool(name: str, hints: ToolAnnotations, result: type[BaseModel], description: str,
