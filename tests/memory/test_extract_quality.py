@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from datetime import datetime
 
 import pytest
 
 from bench.extract_quality import (
     DATA,
     FIELDS,
+    HELD_OUT,
     SOURCES,
     SPLITS,
     TYPES,
@@ -22,7 +24,7 @@ from bench.extract_quality import (
 )
 
 ALL = load_items("all")  # train and dev
-HELDOUT = load_items("heldout")
+HELDOUT = load_items("heldout") + load_items("heldout2")
 
 
 # ---- scoring ---------------------------------------------------------------------------------
@@ -108,7 +110,7 @@ def test_set_has_the_size_and_fields_the_issue_asks_for():
         assert set(it) == set(FIELDS), it["id"]
         assert it["split"] in SPLITS and it["source"] in SOURCES, it["id"]
         assert it["text"].strip() and isinstance(it["window"], str) and isinstance(it["app"], str)
-        assert it["captured_at"][:4] == "2026" and "+" in it["captured_at"], it["id"]
+        assert datetime.fromisoformat(it["captured_at"]).utcoffset() is not None, it["id"]
         for f in it["facts"]:
             assert f["keys"] and f["types"] and set(f["types"]) <= set(TYPES), it["id"]
 
@@ -122,7 +124,7 @@ def test_every_key_occurs_in_its_items_text():
 
 def test_noise_is_over_a_third_and_only_noise_has_no_facts():
     noise = [it for it in ALL if not it["facts"]]
-    assert 0.3 <= len(noise) / len(ALL) <= 0.45  # raised for issue 44: noise of every kind, not a fifth
+    assert 0.3 <= len(noise) / len(ALL) <= 0.5  # raised for issue 44: noise of every kind, not a fifth
     assert all(it["kind"].startswith("noise_") for it in noise)
     assert all(it["facts"] for it in ALL if not it["kind"].startswith("noise_"))
 
@@ -136,24 +138,28 @@ def test_every_source_and_app_kind_is_covered_in_both_splits():
         assert any(not it["facts"] for it in ALL if it["split"] == split)
 
 
-def test_the_heldout_split_lives_in_its_own_file_and_never_in_train_dev_or_all():
-    """Held-out evidence was written before the noise signs and weights it measures (issue 44); nothing that
-    trains or tunes may read it, so it is in heldout.jsonl only and load_items("all") leaves it out."""
-    assert len([it for it in HELDOUT if not it["facts"]]) >= 3 * 42  # three times noise.jsonl before issue 44
-    assert len([it for it in HELDOUT if it["facts"]]) >= 40  # facts that look like noise, so a filter is caught eating them
+def test_the_heldout_splits_live_in_their_own_files_and_never_in_train_dev_or_all():
+    """Held-out evidence was written before the noise signs and weights it measures (issue 44; heldout2 by
+    another author, later); nothing that trains or tunes may read it, so each split is in its own file only
+    and load_items("all") leaves them out."""
+    first = load_items("heldout")
+    assert len([it for it in first if not it["facts"]]) >= 3 * 42  # three times noise.jsonl before issue 44
+    assert len([it for it in first if it["facts"]]) >= 40  # facts that look like noise, so a filter is caught eating them
+    assert {it["split"] for it in load_items("heldout2")} == {"heldout2"}
     heldout_ids = {it["id"] for it in HELDOUT}
     for split in ("train", "dev", "all"):
         assert not heldout_ids & {it["id"] for it in load_items(split)}, split
     for path in sorted(DATA.glob("*.jsonl")):
         splits = {json.loads(line)["split"] for line in path.read_text(encoding="utf-8").splitlines()}
-        assert (splits == {"heldout"}) == (path.name == "heldout.jsonl"), path.name
+        for held in HELD_OUT:
+            assert (splits == {held}) == (path.name == f"{held}.jsonl"), path.name
     with pytest.raises(ValueError):
         load_items("test")
 
 
 def test_splits_are_about_70_30_stratified_by_kind_and_deterministic():
     by_kind = defaultdict(list)
-    for path in sorted(p for p in DATA.glob("*.jsonl") if p.name != "heldout.jsonl"):
+    for path in sorted(p for p in DATA.glob("*.jsonl") if p.stem not in HELD_OUT):
         for line in path.read_text(encoding="utf-8").splitlines():
             it = json.loads(line)
             by_kind[it["kind"]].append(it)
