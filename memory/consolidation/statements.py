@@ -53,6 +53,7 @@ class Segment:
     is_field: bool = False  # "Key: value" or a short fragment of a record
     question: bool = False
     raw: str = ""  # the line it stands on, as captured (runs of spaces kept: they are the layout of a menu or table)
+    spoken: bool = False  # a transcript's sentence: its "line" is a whole turn or recording, not a line on a screen
     features: dict = field(default_factory=dict)
 
     @property
@@ -142,7 +143,7 @@ def segment_row(text: str, source: str, row: int = 0, max_chars: int = 4000) -> 
             if not t or not any(c.isalnum() for c in t):
                 continue
             out.append(Segment(t, row, i, speaker=speaker, title=title, is_field=bool(_FIELD.match(s)) or len(
-                _WORD.findall(t)) <= 4, question=t.rstrip().endswith("?"), raw=ln))
+                _WORD.findall(t)) <= 4, question=t.rstrip().endswith("?"), raw=ln, spoken=spoken))
     return out
 
 
@@ -158,7 +159,9 @@ def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
 
     - A record (a row with a title) gives one memory: its title and every kept line of it.
     - A chat message gives one memory: its author and its kept lines.
-    - Prose gives one memory per kept sentence; an answer takes its question along.
+    - Prose gives one memory per run of kept adjacent lines of a screen, note or import (the sentences of
+      one written line say one thing: "we go with Parcelwise, not FastBox. 0,38 € per label"; a value
+      stands under its label), per kept sentence of a transcript; an answer takes its question along.
     """
     groups: list[list[int]] = []
     open_by_key: dict[tuple, int] = {}
@@ -169,19 +172,29 @@ def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
             key: tuple = ("title", s.row, s.title)
         elif s.speaker and not _is_transcript(segments, s.row):
             key = ("author", s.row, s.speaker, _message_start(segments, i))
+        elif not s.spoken:
+            key = ("line", s.row, s.line)
         else:
             key = ("sentence", i)
         if key in open_by_key:
             groups[open_by_key[key]].append(i)
             continue
+        if key[0] == "line" and groups and _adjacent_line(segments[groups[-1][-1]], s):
+            groups[-1].append(i)  # the next line of a kept passage: a value under its label
+            open_by_key[key] = len(groups) - 1
+            continue
         members = [i]
         prev = i - 1
-        if key[0] == "sentence" and prev >= 0 and segments[prev].row == s.row and segments[prev].question \
+        if key[0] in ("sentence", "line") and prev >= 0 and segments[prev].row == s.row and segments[prev].question \
                 and not s.question and segments[prev].speaker != s.speaker:
             members.insert(0, prev)  # "what about the search fix?" — "that's in, it merged yesterday."
         open_by_key[key] = len(groups)
         groups.append(members)
     return groups
+
+
+def _adjacent_line(prev: Segment, s: Segment) -> bool:
+    return prev.row == s.row and not prev.spoken and not prev.title and not prev.speaker and s.line - prev.line == 1
 
 
 def _is_transcript(segments: list[Segment], row: int) -> bool:

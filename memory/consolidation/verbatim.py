@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 RULE_THRESHOLD = 0.5  # keep score a statement needs when the rules alone judge it
 MAX_CHARS = 600  # a record longer than this is cut at a statement boundary
 RECORD_LINES = 8  # a record or message of at most this many lines is kept whole once one of its lines is
+NEIGHBOUR_WORDS = 12  # a line this short next to a kept line of a screen or note goes with it
 
 
 class StatementEngine:
@@ -92,7 +93,8 @@ class StatementEngine:
 
 def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> list[bool]:
     """A record worth keeping is kept whole: its other field lines ("Assignee: ...") go with the kept one,
-    as do the other lines of a kept chat message (they share one memory, so this adds detail, not memories)."""
+    as do the other lines of a kept chat message and the other sentences of a kept written line (they share
+    one memory, so this adds detail, not memories)."""
     out = list(keep)
     blocks: dict[tuple, list[int]] = {}
     for i, s in enumerate(segs):
@@ -100,10 +102,24 @@ def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> 
             blocks.setdefault(("title", s.title), []).append(i)
         elif s.speaker:
             blocks.setdefault(("speaker", s.speaker), []).append(i)
+        elif not s.spoken:
+            blocks.setdefault(("line", s.line), []).append(i)
     for members in blocks.values():
         if any(keep[i] for i in members) and len(members) <= RECORD_LINES:
             for i in members:
                 out[i] = out[i] or not vetoed[i]
+    # On a screen a value stands under or beside its label ("Check-in  Fri 2 Apr" under the hotel's address):
+    # a kept written line takes a short neighbouring line along, into the same memory (compose joins them).
+    prose = [not s.spoken and not s.title and not s.speaker for s in segs]
+    words: dict[int, int] = {}
+    for s, p in zip(segs, prose, strict=True):
+        if p:
+            words[s.line] = words.get(s.line, 0) + s.words
+    kept_lines = {segs[i].line for i in range(len(segs)) if keep[i] and prose[i]}
+    for i, s in enumerate(segs):
+        if prose[i] and not out[i] and not vetoed[i] and words.get(s.line, 99) <= NEIGHBOUR_WORDS \
+                and (s.line - 1 in kept_lines or s.line + 1 in kept_lines):
+            out[i] = True
     return out
 
 

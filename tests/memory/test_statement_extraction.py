@@ -191,6 +191,27 @@ def test_statements_carry_the_author_title_and_question_they_need():
         "Dev: What about the search fix? Lucia: That's in, it merged yesterday."]
 
 
+
+def test_a_written_line_and_its_short_neighbour_make_one_memory_a_transcript_does_not():
+    """A decision and its price on one line of an email, an address above its check-in date: one fact a
+    person reads as one, so one memory (whole_records keeps the neighbour, compose joins the run)."""
+    from memory.consolidation.verbatim import whole_records
+
+    mail = segment_row("From  Joanna  11/03/2027\nOK, to close this: we go with Parcelwise, not FastBox. "
+                       "0,38 € per label vs 0,52 €.\n> On 10/03 Marek wrote: quotes attached", "screen")
+    keep = whole_records(mail, ["Parcelwise" in s.text for s in mail], [False] * len(mail))
+    got = [render(mail, g) for g in compose(mail, keep)]
+    assert any(holds(t, ["Parcelwise", "0,38 €"]) for t in got), got
+    hotel = segment_row("Confirmation number: 4471.209.358   PIN code: 0916\nHotel Kade — Weesperzijde 112, Amsterdam\n"
+                        "Check-in  Fri 2 Apr 2027 (from 15:00)\n" + "Countries Regions Cities Districts " * 4,
+                        "screen")
+    keep = whole_records(hotel, ["Weesperzijde" in s.text for s in hotel], [False] * len(hotel))
+    got = [render(hotel, g) for g in compose(hotel, keep)]
+    assert len(got) == 1 and holds(got[0], ["4471.209.358", "Weesperzijde 112", "2 Apr 2027"]), got
+    assert "Districts" not in got[0]  # a long line beside it is not a label's value: it stays out
+    talk = segment_row("the gym renews on the 5th. and the car goes in for service on Monday.", "audio")
+    assert len(compose(talk, [True] * len(talk))) == 2  # spoken sentences stay one memory each
+
 def test_fillers_are_cleaned_from_spoken_statements():
     segs = segment_row("so, uh, the the gym membership renews on the 5th, um, 39.90 a month.", "audio")
     assert [s.text for s in segs] == ["The gym membership renews on the 5th, 39.90 a month."]
