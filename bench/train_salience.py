@@ -14,7 +14,8 @@ keeps it).
 Cross-validation over items (5 folds) picks the regularisation and the keep threshold, measured end to
 end through statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`)
 on the held-out folds: the fewest memories from noise items among the thresholds that keep fact recall at
-RECALL_FLOOR or more, then the best typed recall. Chrome is the vetoes' job (chrome.py, by shape); the
+RECALL_FLOOR or more (where none does, within RECALL_SLACK of the best recall reached), then the best typed
+recall. Chrome is the vetoes' job (chrome.py, by shape); the
 threshold only trims what is left, within the recall a person needs.
 Prints one JSON object with the CV figures (the honest estimate; report it beside dev); --out writes
 the weights.
