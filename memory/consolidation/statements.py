@@ -38,6 +38,10 @@ _LEAD = re.compile(r"(?i)^(?:(?:so|okay|ok|well|right|alright|and|yeah|oh)\b[,.]
 _REPEAT = re.compile(r"(?i)\b(\w+)(?:[,]?\s+\1\b)+")
 _SPACES = re.compile(r"[ \t]+")
 _WORD = re.compile(r"[A-Za-zÀ-ÿ][\w'’-]*")
+# A written line this short is a label or a value ("Check-in  Fri 2 Apr 2027"): it joins the kept line beside it.
+# Two longer lines each say something of their own and stay two memories.
+NEIGHBOUR_WORDS = 12
+RUN_CHARS = 300  # joined lines stop here: a long list of facts is not one memory cut short at its end
 
 
 @dataclass
@@ -159,12 +163,16 @@ def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
 
     - A record (a row with a title) gives one memory: its title and every kept line of it.
     - A chat message gives one memory: its author and its kept lines.
-    - Prose gives one memory per run of kept adjacent lines of a screen, note or import (the sentences of
-      one written line say one thing: "we go with Parcelwise, not FastBox. 0,38 € per label"; a value
-      stands under its label), per kept sentence of a transcript; an answer takes its question along.
+    - Prose gives one memory per kept line of a screen, note or import (its sentences say one thing: "we
+      go with Parcelwise, not FastBox. 0,38 € per label"), joined by the next line when either of the two
+      is short (a value under its label), up to RUN_CHARS (a long list stays several memories); one per kept sentence of a transcript; an answer takes its
+      question along.
     """
     groups: list[list[int]] = []
     open_by_key: dict[tuple, int] = {}
+    words: dict[tuple[int, int], int] = {}  # words of each written line
+    for s in segments:
+        words[(s.row, s.line)] = words.get((s.row, s.line), 0) + s.words
     for i, (s, k) in enumerate(zip(segments, keep, strict=True)):
         if not k:
             continue
@@ -179,8 +187,11 @@ def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
         if key in open_by_key:
             groups[open_by_key[key]].append(i)
             continue
-        if key[0] == "line" and groups and _adjacent_line(segments[groups[-1][-1]], s):
-            groups[-1].append(i)  # the next line of a kept passage: a value under its label
+        prev_seg = segments[groups[-1][-1]] if groups else None
+        if key[0] == "line" and prev_seg is not None and _adjacent_line(prev_seg, s) \
+                and min(words[(s.row, prev_seg.line)], words[(s.row, s.line)]) <= NEIGHBOUR_WORDS \
+                and sum(len(segments[j].text) for j in groups[-1]) + len(s.text) <= RUN_CHARS:
+            groups[-1].append(i)  # a label and its value on the next line
             open_by_key[key] = len(groups) - 1
             continue
         members = [i]

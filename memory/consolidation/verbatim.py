@@ -18,7 +18,7 @@ import numpy.typing as npt
 from memory.consolidation.chrome import row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
 from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
-from memory.consolidation.statements import Segment, compose, render, segment_row
+from memory.consolidation.statements import NEIGHBOUR_WORDS, Segment, compose, render, segment_row
 from memory.types import MemoryType, build_details
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 RULE_THRESHOLD = 0.5  # keep score a statement needs when the rules alone judge it
 MAX_CHARS = 600  # a record longer than this is cut at a statement boundary
 RECORD_LINES = 8  # a record or message of at most this many lines is kept whole once one of its lines is
-NEIGHBOUR_WORDS = 12  # a line this short next to a kept line of a screen or note goes with it
 
 
 class StatementEngine:
@@ -112,12 +111,11 @@ def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> 
     # a kept written line takes a short neighbouring line along, into the same memory (compose joins them).
     prose = [not s.spoken and not s.title and not s.speaker for s in segs]
     words: dict[int, int] = {}
-    for s, p in zip(segs, prose, strict=True):
-        if p:
-            words[s.line] = words.get(s.line, 0) + s.words
+    for s in segs:
+        words[s.line] = words.get(s.line, 0) + s.words
     kept_lines = {segs[i].line for i in range(len(segs)) if keep[i] and prose[i]}
     for i, s in enumerate(segs):
-        if prose[i] and not out[i] and not vetoed[i] and words.get(s.line, 99) <= NEIGHBOUR_WORDS \
+        if prose[i] and not out[i] and not vetoed[i] and words[s.line] <= NEIGHBOUR_WORDS \
                 and (s.line - 1 in kept_lines or s.line + 1 in kept_lines):
             out[i] = True
     return out

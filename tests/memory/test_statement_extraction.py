@@ -209,6 +209,15 @@ def test_a_written_line_and_its_short_neighbour_make_one_memory_a_transcript_doe
     got = [render(hotel, g) for g in compose(hotel, keep)]
     assert len(got) == 1 and holds(got[0], ["4471.209.358", "Weesperzijde 112", "2 Apr 2027"]), got
     assert "Districts" not in got[0]  # a long line beside it is not a label's value: it stays out
+    # A long list of short facts is joined only up to RUN_CHARS: no memory is cut short and loses its end.
+    from memory.consolidation.verbatim import MAX_CHARS
+
+    notes = segment_row("Gym locker codes, as of May:\n" + "\n".join(f"- locker {n} code is {4000 + n}" for n in range(40)),
+                        "manual")
+    keep = whole_records(notes, [True] * len(notes), [False] * len(notes))
+    got = [render(notes, g) for g in compose(notes, keep)]
+    assert all(len(t) <= MAX_CHARS for t in got) and len(got) > 1, got
+    assert all(any(holds(t, [f"locker {n} code is {4000 + n}"]) for t in got) for n in range(40))
     talk = segment_row("the gym renews on the 5th. and the car goes in for service on Monday.", "audio")
     assert len(compose(talk, [True] * len(talk))) == 2  # spoken sentences stay one memory each
 
