@@ -108,11 +108,13 @@ def fit(d: dict, train_items: np.ndarray, c: float):
     idx = np.where(np.isin(d["item"], train_items) & ~d["vetoed"])[0]
     mean = d["feats"][idx].mean(axis=0)
     std = np.maximum(d["feats"][idx].std(axis=0), STD_FLOOR)
-    x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
+    signs = (d["feats"][idx] - mean) / std
+    x = np.hstack([d["vecs"][idx], signs])  # the type models read the embedder's vectors
+    xk = np.hstack([d["kvecs"][idx], signs])  # the keep model: the same, or a per-fold judge's (--judge-cv)
     y = d["keep"][idx]
     w = np.where((y == 1) | d["noise_item"][idx], 1.0, OTHER_WEIGHT)
     w = np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2  # balanced classes
-    keep = LogisticRegression(C=c, max_iter=3000).fit(x, y, sample_weight=w)
+    keep = LogisticRegression(C=c, max_iter=3000).fit(xk, y, sample_weight=w)
     pos = y == 1
     typ = {}
     for t in TYPES:
@@ -124,8 +126,9 @@ def fit(d: dict, train_items: np.ndarray, c: float):
 
 def predict(d: dict, mean, std, keep, typ, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Keep scores (0 where a noise sign vetoes) and types for these statements."""
-    x = np.hstack([d["vecs"][idx], (d["feats"][idx] - mean) / std])
-    scores = keep.predict_proba(x)[:, 1] * ~d["vetoed"][idx]
+    signs = (d["feats"][idx] - mean) / std
+    x = np.hstack([d["vecs"][idx], signs])
+    scores = keep.predict_proba(np.hstack([d["kvecs"][idx], signs]))[:, 1] * ~d["vetoed"][idx]
     names = list(typ)
     logits = np.stack([typ[t].decision_function(x) for t in names], axis=1)
     return scores, np.asarray([names[j] for j in logits.argmax(axis=1)], dtype=object)
@@ -157,16 +160,25 @@ def evaluate(items: list[dict], d: dict, idx_items, scores: np.ndarray, types: n
             "memories_per_fact": mems / max(facts, 1)}
 
 
+def fold_assignment(n: int, folds: int) -> np.ndarray:
+    """The fold of each of n items (bench/train_judge.py trains its per-fold judges on the same folds)."""
+    fold_of = np.arange(n) % folds
+    np.random.default_rng(7).shuffle(fold_of)
+    return fold_of
+
+
 def cross_validate(items: list[dict], d: dict, folds: int, c: float):
     """Keep scores and types of every statement, each from the fold that did not see its item."""
-    fold_of = np.arange(len(items)) % folds
-    np.random.default_rng(7).shuffle(fold_of)
+    fold_of = fold_assignment(len(items), folds)
     scores = np.zeros(len(d["keep"]))
     types = np.empty(len(d["keep"]), dtype=object)
     for k in range(folds):
         test = np.isin(d["item"], np.where(fold_of == k)[0])
-        mean, std, keep, typ = fit(d, np.where(fold_of != k)[0], c)
-        scores[test], types[test] = predict(d, mean, std, keep, typ, np.where(test)[0])
+        # With per-fold judges (bench/train_judge.py --cv), fold k's keep model reads the vectors of the judge
+        # trained without fold k's items, so no item is scored by a judge that saw it.
+        dk = {**d, "kvecs": d["judge_cv"][k]} if "judge_cv" in d else d
+        mean, std, keep, typ = fit(dk, np.where(fold_of != k)[0], c)
+        scores[test], types[test] = predict(dk, mean, std, keep, typ, np.where(test)[0])
     return scores, types
 
 
@@ -174,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="write the fitted weights here")
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--judge-cv", type=Path,
+                    help="experiment: the keep model of each fold reads that fold's statement judge's vectors "
+                         "(bench/train_judge.py --cv) instead of the embedder's; CV figures only, nothing is written")
     args = ap.parse_args(argv)
+    if args.judge_cv and args.out:
+        ap.error("--judge-cv measures the judge experiment; the shipped weights read the embedder's vectors (no --out)")
     import tempfile
 
     from memory.store.core import Store
@@ -184,6 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         emb = Store(Path(home)).embedder  # what a new store embeds with, so what extraction will see
     items = load_items("train")
     d = dataset(items, emb)
+    d["kvecs"] = d["vecs"]
+    if args.judge_cv:
+        with np.load(args.judge_cv) as z:
+            if int(z["statements"]) != len(d["keep"]) or list(z["fold_of"]) != list(fold_assignment(len(items), args.folds)):
+                raise SystemExit(f"error: {args.judge_cv} was made on other statements or folds; make it again "
+                                 "with bench/train_judge.py --cv")
+            d["judge_cv"] = z["vecs"].astype(np.float32)
     every = list(range(len(items)))
     best = None
     report = {}
@@ -206,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"bench": "train_salience", "statements": len(d["keep"]), "positives": int(d["keep"].sum()),
            "items": len(items), "noise_items": sum(not it["facts"] for it in items), "C": c,
            "threshold": pick["threshold"], "cv": report, "cv_pick": pick,
-           "cv_confusion": confusion_table(confusion), "seconds": round(time.monotonic() - t0, 1)}
+           "cv_confusion": confusion_table(confusion),
+           "judge_cv": str(args.judge_cv) if args.judge_cv else None, "seconds": round(time.monotonic() - t0, 1)}
     if args.out:
         spec = {"about": "Statement salience and memory type for memory/consolidation/salience.py; fitted by "
                          "bench/train_salience.py on the train split of bench/data/extraction/ (Mirador's own set).",
