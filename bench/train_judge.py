@@ -43,7 +43,7 @@ os.environ.setdefault("MIRADOR_PASSPHRASE", "a throwaway passphrase for the benc
 CONTEXT_CHARS = 400  # the start of the row the judge reads beside each statement
 MAX_TOKENS = 192  # statement and context together, truncated longest first
 RANK = 8
-ALPHA = 16.0  # the adapters' scale is ALPHA / RANK, as in LoRA
+SCALE = 2.0  # the adapters' update is SCALE * B @ A (LoRA's alpha / rank, alpha = 2 * rank)
 EPOCHS = 2
 BATCH = 16
 LR = 5e-4
@@ -57,7 +57,7 @@ def context_of(row_text: str) -> str:
     return " ".join((row_text or "")[:CONTEXT_CHARS].split())
 
 
-def lora_model(model_dir: Path):
+def lora_model(model_dir: Path, rank: int = RANK):
     """(encoder with adapters, head, {weight name: (A, B) parameters}) on the bundled weights."""
     import torch
     from transformers import AutoModel
@@ -69,8 +69,8 @@ def lora_model(model_dir: Path):
     adapters = {}
     for name, mod in enc.named_modules():
         if isinstance(mod, torch.nn.Linear) and name.startswith("encoder.layer.") and name.split(".", 3)[3] in TARGETS:
-            a = torch.nn.Parameter(torch.randn(RANK, mod.in_features) / math.sqrt(mod.in_features))
-            b = torch.nn.Parameter(torch.zeros(mod.out_features, RANK))
+            a = torch.nn.Parameter(torch.randn(rank, mod.in_features) / math.sqrt(mod.in_features))
+            b = torch.nn.Parameter(torch.zeros(mod.out_features, rank))
             adapters[f"{name}.weight"] = (a, b)
             mod.register_forward_hook(_adapter_hook(a, b))
     head = torch.nn.Linear(enc.config.hidden_size, 1)
@@ -78,10 +78,8 @@ def lora_model(model_dir: Path):
 
 
 def _adapter_hook(a, b):
-    scale = ALPHA / RANK
-
     def hook(mod, inputs, out):
-        return out + scale * (inputs[0] @ a.T @ b.T)
+        return out + SCALE * (inputs[0] @ a.T @ b.T)
     return hook
 
 
@@ -100,23 +98,24 @@ def tokenize(tok, pairs: list[tuple[str, str]]):
                max_length=MAX_TOKENS, return_tensors="pt")
 
 
-def train(model_dir: Path, pairs: list[tuple[str, str]], y: np.ndarray, w: np.ndarray, log=print):
+def train(model_dir: Path, pairs: list[tuple[str, str]], y: np.ndarray, w: np.ndarray, log=print,
+          rank: int = RANK, lr: float = LR, epochs: int = EPOCHS):
     """The adapters trained on these labelled pairs: (encoder with adapters, adapters)."""
     import torch
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(model_dir))
-    enc, head, adapters = lora_model(model_dir)
+    enc, head, adapters = lora_model(model_dir, rank)
     params = [p for ab in adapters.values() for p in ab] + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=LR, weight_decay=0.0)
-    steps = EPOCHS * math.ceil(len(pairs) / BATCH)
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    steps = epochs * math.ceil(len(pairs) / BATCH)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (0.06 * steps)) * max(0.0, 1 - s / steps))
     rng = np.random.default_rng(SEED)
     enc.train()
     step, t0 = 0, time.monotonic()
     # Pairs of like length share a batch (little padding): shuffle, then sort within chunks of 50 batches.
     lengths = np.asarray([len(a) + min(len(b), CONTEXT_CHARS) for a, b in pairs])
-    for _ in range(EPOCHS):
+    for _ in range(epochs):
         order = rng.permutation(len(pairs))
         chunks = [order[k:k + 50 * BATCH] for k in range(0, len(order), 50 * BATCH)]
         batches = [c[np.argsort(lengths[c])][j:j + BATCH] for c in chunks for j in range(0, len(c), BATCH)]
@@ -156,9 +155,7 @@ def examples(items: list[dict], d: dict, which: np.ndarray) -> tuple[np.ndarray,
     fit weighs them: unvetoed; other statements of fact-bearing items count OTHER_WEIGHT; classes balanced)."""
     idx = np.where(np.isin(d["item"], which) & ~d["vetoed"])[0]
     y = d["keep"][idx]
-    w = np.where((y == 1) | d["noise_item"][idx], 1.0, TS.OTHER_WEIGHT)
-    w = np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2
-    return idx, y, w
+    return idx, y, TS.keep_weights(y, d["noise_item"][idx])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=LR)
     ap.add_argument("--epochs", type=int, default=EPOCHS)
     args = ap.parse_args(argv)
-    globals().update(RANK=args.rank, LR=args.lr, EPOCHS=args.epochs, ALPHA=2.0 * args.rank)
+    settings = {"rank": args.rank, "lr": args.lr, "epochs": args.epochs}
     if not args.out and not args.cv:
         ap.error("give --out or --cv")
     import torch
@@ -189,14 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     d = TS.dataset(items, emb)
     pairs = [(s.text, context_of(items[n]["text"])) for s, n in zip(d["segs"], d["item"], strict=True)]
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
-    report: dict = {"bench": "train_judge", "statements": len(pairs), "rank": RANK, "epochs": EPOCHS, "lr": LR}
+    report: dict = {"bench": "train_judge", "statements": len(pairs), **settings}
     if args.cv:
         fold_of = TS.fold_assignment(len(items), args.folds)
         vecs = np.zeros((args.folds, len(pairs), 384), dtype=np.float16)
         for k in range(args.folds):
             idx, y, w = examples(items, d, np.where(fold_of != k)[0])
             log(f"fold {k}: {len(idx)} statements")
-            enc, tok, _ = train(base, [pairs[i] for i in idx], y, w, log)
+            enc, tok, _ = train(base, [pairs[i] for i in idx], y, w, log, **settings)
             vecs[k] = vectors(enc, tok, pairs)
         args.cv.parent.mkdir(parents=True, exist_ok=True)
         np.savez(args.cv, vecs=vecs, fold_of=fold_of, statements=len(pairs))
@@ -204,8 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         idx, y, w = examples(items, d, np.arange(len(items)))
         log(f"all: {len(idx)} statements")
-        _, _, adapters = train(base, [pairs[i] for i in idx], y, w, log)
-        meta = {"base_fingerprint": fingerprint(base / "model.safetensors"), "scale": ALPHA / RANK, "rank": RANK,
+        _, _, adapters = train(base, [pairs[i] for i in idx], y, w, log, **settings)
+        meta = {"base_fingerprint": fingerprint(base / "model.safetensors"), "scale": SCALE, "rank": args.rank,
                 "trained_on": "the train split of bench/data/extraction/ (Mirador's own set), bench/train_judge.py",
                 "what": "statement judge: (statement, start of its evidence row) -> vector for the keep model",
                 "context_chars": CONTEXT_CHARS, "max_tokens": MAX_TOKENS}

@@ -100,6 +100,13 @@ def memories(items: list[dict], d: dict, n: int, keep: list[bool]) -> list[tuple
     return out
 
 
+def keep_weights(y: np.ndarray, noise_item: np.ndarray) -> np.ndarray:
+    """Sample weights of the keep labels: OTHER_WEIGHT for a fact-bearing item's unlabelled statements, then
+    balanced classes."""
+    w = np.where((y == 1) | noise_item, 1.0, OTHER_WEIGHT)
+    return np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2
+
+
 def fit(d: dict, train_items: np.ndarray, c: float):
     """(mean, std, keep model, type models) fitted on these items' statements: keep on every statement no
     noise sign vetoes; one model per type for "is this type acceptable", on the statements that hold a fact."""
@@ -112,8 +119,7 @@ def fit(d: dict, train_items: np.ndarray, c: float):
     x = np.hstack([d["vecs"][idx], signs])  # the type models read the embedder's vectors
     xk = np.hstack([d["kvecs"][idx], signs])  # the keep model: the same, or a per-fold judge's (--judge-cv)
     y = d["keep"][idx]
-    w = np.where((y == 1) | d["noise_item"][idx], 1.0, OTHER_WEIGHT)
-    w = np.where(y == 1, w / w[y == 1].sum(), w / w[y == 0].sum()) * len(y) / 2  # balanced classes
+    w = keep_weights(y, d["noise_item"][idx])
     keep = LogisticRegression(C=c, max_iter=3000).fit(xk, y, sample_weight=w)
     pos = y == 1
     typ = {}

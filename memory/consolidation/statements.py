@@ -158,6 +158,14 @@ def _looks_field_name(name: str) -> bool:
                             "attendees", "location", "when", "where", "time", "phone", "email", "address", "tags"}
 
 
+def line_words(segments: list[Segment]) -> dict[tuple[int, int], int]:
+    """Words of each line, by (row, line): a short one is a label or a value (NEIGHBOUR_WORDS)."""
+    words: dict[tuple[int, int], int] = {}
+    for s in segments:
+        words[(s.row, s.line)] = words.get((s.row, s.line), 0) + s.words
+    return words
+
+
 def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
     """Group the kept segments into memories: lists of segment indices, in reading order.
 
@@ -170,9 +178,7 @@ def compose(segments: list[Segment], keep: list[bool]) -> list[list[int]]:
     """
     groups: list[list[int]] = []
     open_by_key: dict[tuple, int] = {}
-    words: dict[tuple[int, int], int] = {}  # words of each written line
-    for s in segments:
-        words[(s.row, s.line)] = words.get((s.row, s.line), 0) + s.words
+    words = line_words(segments)
     for i, (s, k) in enumerate(zip(segments, keep, strict=True)):
         if not k:
             continue

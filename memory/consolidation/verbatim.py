@@ -18,7 +18,7 @@ import numpy.typing as npt
 from memory.consolidation.chrome import row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
 from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
-from memory.consolidation.statements import NEIGHBOUR_WORDS, Segment, compose, render, segment_row
+from memory.consolidation.statements import NEIGHBOUR_WORDS, Segment, compose, line_words, render, segment_row
 from memory.types import MemoryType, build_details
 
 log = logging.getLogger(__name__)
@@ -110,12 +110,10 @@ def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> 
     # On a screen a value stands under or beside its label ("Check-in  Fri 2 Apr" under the hotel's address):
     # a kept written line takes a short neighbouring line along, into the same memory (compose joins them).
     prose = [not s.spoken and not s.title and not s.speaker for s in segs]
-    words: dict[int, int] = {}
-    for s in segs:
-        words[s.line] = words.get(s.line, 0) + s.words
+    words = line_words(segs)
     kept_lines = {segs[i].line for i in range(len(segs)) if keep[i] and prose[i]}
     for i, s in enumerate(segs):
-        if prose[i] and not out[i] and not vetoed[i] and words[s.line] <= NEIGHBOUR_WORDS \
+        if prose[i] and not out[i] and not vetoed[i] and words[(s.row, s.line)] <= NEIGHBOUR_WORDS \
                 and (s.line - 1 in kept_lines or s.line + 1 in kept_lines):
             out[i] = True
     return out
