@@ -12,7 +12,7 @@ keeps it).
   takes the type of its best-scored body statement.
 
 Cross-validation over items (5 folds) picks the regularisation and the keep threshold, measured end to
-end through statements.compose/render and the bench's own scoring (bench/extract_quality.py's `holds`)
+end through verbatim.memory_groups and statements.render and the bench's own scoring (bench/extract_quality.py's `holds`)
 on the held-out folds: the fewest memories from noise items among the thresholds that keep fact recall at
 RECALL_FLOOR or more (where none does, within RECALL_SLACK of the best recall reached), then the best typed
 recall. Chrome is the vetoes' job (chrome.py, by shape); the
@@ -42,8 +42,8 @@ from extract_quality import holds, load_items, norm  # noqa: E402
 
 from memory.consolidation.chrome import row_signs  # noqa: E402
 from memory.consolidation.salience import FEATURES, TYPES, features, vetoes  # noqa: E402
-from memory.consolidation.statements import compose, render, segment_row  # noqa: E402
-from memory.consolidation.verbatim import whole_records  # noqa: E402
+from memory.consolidation.statements import render, segment_row  # noqa: E402
+from memory.consolidation.verbatim import memory_groups, whole_records  # noqa: E402
 
 # The bench's stores are throwaway: their data key is wrapped by a passphrase, never put in the person's keyring
 # (on a machine without a keyring, as here, that is also the only way to open them without a prompt).
@@ -94,7 +94,7 @@ def memories(items: list[dict], d: dict, n: int, keep: list[bool]) -> list[tuple
     segs = [d["segs"][i] for i in rows]
     kept = whole_records(segs, keep, [bool(d["vetoed"][i]) for i in rows])
     out = []
-    for g in compose(segs, kept):
+    for g in memory_groups(segs, kept):
         body = [int(rows[j]) for j in g if not segs[j].is_title] or [int(rows[j]) for j in g]
         out.append((body, render(segs, g)))
     return out

@@ -24,7 +24,7 @@ from memory.types import MemoryType, build_details
 log = logging.getLogger(__name__)
 
 RULE_THRESHOLD = 0.5  # keep score a statement needs when the rules alone judge it
-MAX_CHARS = 600  # a record longer than this is cut at a statement boundary
+MAX_CHARS = 600  # a record longer than this becomes several memories, each under its title
 RECORD_LINES = 8  # a record or message of at most this many lines is kept whole once one of its lines is
 
 
@@ -79,15 +79,35 @@ class StatementEngine:
             idx = by_row.get(n, [])
             row_segs = [segs[i] for i in idx]
             keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
-            groups = compose(row_segs, keep)
-            for g in groups:
-                text = _cap(render(row_segs, g))
+            for g in memory_groups(row_segs, keep):
+                text = _cap(render(row_segs, g))  # only a single statement longer than MAX_CHARS is cut
                 # The type is the kept body's, not its title's: under `$ curl ...` the output is the fact.
                 body = [j for j in g if not row_segs[j].is_title] or g
                 best = idx[max(body, key=lambda j: scores[idx[j]])]
                 conf = float(np.mean([scores[idx[j]] for j in g if scores[idx[j]] > 0] or [scores[best]]))
                 out.append(_draft(text, types[best], conf, r))
         return out
+
+
+def memory_groups(segs: list[Segment], keep: list[bool]) -> list[list[int]]:
+    """compose's groups, with a record too long for one memory split into several at statement boundaries: each
+    part keeps the record's title and holds up to MAX_CHARS, so no kept line is lost at a cut."""
+    out: list[list[int]] = []
+    for g in compose(segs, keep):
+        if len(render(segs, g)) <= MAX_CHARS:
+            out.append(g)
+            continue
+        titles = [j for j in g if segs[j].is_title]
+        part: list[int] = []
+        for j in g:
+            if segs[j].is_title:
+                continue
+            if part and len(render(segs, sorted(titles + part + [j]))) > MAX_CHARS:
+                out.append(sorted(titles + part))
+                part = []
+            part.append(j)
+        out.append(sorted(titles + part))
+    return out
 
 
 def whole_records(segs: list[Segment], keep: list[bool], vetoed: list[bool]) -> list[bool]:

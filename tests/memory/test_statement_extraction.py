@@ -218,6 +218,16 @@ def test_a_written_line_and_its_short_neighbour_make_one_memory_a_transcript_doe
     got = [render(notes, g) for g in compose(notes, keep)]
     assert all(len(t) <= MAX_CHARS for t in got) and len(got) > 1, got
     assert all(any(holds(t, [f"locker {n} code is {4000 + n}"]) for t in got) for n in range(40))
+    # A record under a title is one memory until it passes MAX_CHARS; then it is several, each under its title,
+    # and no line past the first 600 characters is lost.
+    from memory.consolidation.verbatim import memory_groups
+
+    record = segment_row("# Flat handover, meter readings\n" + "\n".join(
+        f"- meter {n} in room {n % 7} reads {40000 + n} kWh" for n in range(40)), "manual")
+    assert record[0].is_title
+    got = [render(record, g) for g in memory_groups(record, [True] * len(record))]
+    assert len(got) > 1 and all(len(t) <= MAX_CHARS and t.startswith("Flat handover") for t in got), got
+    assert all(any(holds(t, [f"reads {40000 + n} kWh"]) for t in got) for n in range(40)), got
     talk = segment_row("the gym renews on the 5th. and the car goes in for service on Monday.", "audio")
     assert len(compose(talk, [True] * len(talk))) == 2  # spoken sentences stay one memory each
 
