@@ -13,6 +13,8 @@ their provenance (the evidence ids each derives from) and scored against the lab
   absent from the text of the evidence they derive from (invented detail); a capitalised word
   that starts a sentence is not checked, since it may be an ordinary word;
 - memories_per_fact: memories derived from fact-bearing items / expected facts (duplication);
+- typed_ceiling: the typed recall if every memory took the one type acceptable to most of the facts it
+  holds: what a perfect type model would reach with these memories (a memory has one type);
 - type_confusion (per source): for each set of acceptable types, how many facts got which type (an
   acceptable one when any memory holding the fact has one), or "missed";
 - items_per_min: evidence items through the job per minute (model load excluded: the app keeps
@@ -34,7 +36,7 @@ import re
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -118,6 +120,15 @@ def unsupported_terms(memory_text: str, evidence_text: str) -> list[str]:
     return out
 
 
+def best_types(texts: list[str], facts: list[dict]) -> list[str | None]:
+    """Per memory text, the type acceptable to most of the item's facts it holds (None when it holds none)."""
+    out: list[str | None] = []
+    for text in texts:
+        votes = Counter(t for f in facts if holds(text, f["keys"]) for t in f["types"])
+        out.append(max(TYPES, key=lambda t: votes[t]) if votes else None)
+    return out
+
+
 def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> dict:
     """The figures for these items, given the memories (with provenance) and evidence row id → item id."""
     by_item: dict[str, list[dict]] = defaultdict(list)
@@ -128,16 +139,18 @@ def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> 
     noise_ids = {it["id"] for it in items if not it["facts"]}
     fact_ids = {it["id"] for it in items if it["facts"]}
     text_of = {it["id"]: it["text"] for it in items}
-    facts = found = typed = 0
+    facts = found = typed = ceiling = 0
     missed = []
     confusion: dict = defaultdict(lambda: defaultdict(int))
     for it in items:
         mems = by_item.get(it["id"], [])
+        best = best_types([m["text"] for m in mems], it["facts"])
         for f in it["facts"]:
             facts += 1
             hits = [m for m in mems if holds(m["text"], f["keys"])]
             found += bool(hits)
             typed += any(m["type"] in f["types"] for m in hits)
+            ceiling += any(b in f["types"] for m, b in zip(mems, best, strict=True) if holds(m["text"], f["keys"]))
             # acceptable types → the type given (an acceptable one if any memory holding it has one), or "missed"
             given = next((m["type"] for m in hits if m["type"] in f["types"]), hits[0]["type"] if hits else "missed")
             confusion["/".join(sorted(f["types"]))][given] += 1
@@ -156,6 +169,7 @@ def score(items: list[dict], memories: list[dict], ev_id_of: dict[str, str]) -> 
         "items": len(items), "noise_items": len(noise_ids), "facts": facts, "memories": len(mine),
         "fact_recall": round(found / facts, 3) if facts else None,
         "typed_recall": round(typed / facts, 3) if facts else None,
+        "typed_ceiling": round(ceiling / facts, 3) if facts else None,
         "noise_memories": len(from_noise),
         "unsupported_rate": round(len(unsupported) / len(mine), 3) if mine else 0.0,
         "memories_per_fact": round(len(from_facts) / facts, 3) if facts else None,
