@@ -35,6 +35,8 @@ def cmd_extract(a: argparse.Namespace) -> int:
           f"  skipped         {report.skipped}")
     for reason, n in sorted(report.skip_reasons.items()):
         print(f"    {n:>4}  {reason}")
+    if report.noise_rows:
+        print(f"  read as noise   {report.noise_rows} evidence rows (no memory from them; the evidence is kept)")
     if report.llm_failures:
         print(f"  LLM failures    {report.llm_failures} of {report.llm_calls} calls (rules used instead)")
     print(f"  took {report.seconds:.1f}s")

@@ -48,6 +48,7 @@ class ExtractionReport:
     relations: int = 0  # edges written between memories (memory/graph/relations.py)
     skipped: int = 0
     skip_reasons: dict = field(default_factory=dict)
+    noise_rows: int = 0  # evidence rows the statement engine's row gate read as noise throughout: no draft from them
     memory_ids: list[str] = field(default_factory=list)
     seconds: float = 0.0
     model: str | None = None
@@ -80,6 +81,11 @@ class Extractor:
             return f"statements ({self.statements.judged_by})"
         info = getattr(self.llm, "info", None)
         return getattr(info, "name", None)
+
+    @property
+    def noise_rows(self) -> int:
+        """Evidence rows this extractor has read as noise throughout so far (the statement engine's row gate)."""
+        return self.statements.noise_rows if self.statements is not None else 0
 
     def close(self) -> None:
         """Stop the model's worker process when a one-shot command is done with it (models.llm.LLM has close();
@@ -242,6 +248,7 @@ def run_extraction(store: Store, *, all_evidence: bool = False, extractor: Extra
     policy = WritePolicy(store, x, actor=ACTOR)
     engines: Counter = Counter()
     reasons: Counter = Counter()
+    noise_before = extractor.noise_rows
     for batch in batches(rows, x.batch_size, timedelta(minutes=x.batch_window_minutes)):
         drafts, engine = extractor.drafts(batch)
         engines[engine] += 1
@@ -263,8 +270,10 @@ def run_extraction(store: Store, *, all_evidence: bool = False, extractor: Extra
     report.engines, report.skip_reasons = dict(engines), dict(reasons)
     report.llm_calls, report.llm_failures = extractor.llm_calls, extractor.llm_failures
     report.model = extractor.model_name
+    report.noise_rows = extractor.noise_rows - noise_before
     report.seconds = round(time.monotonic() - start, 3)
     log.info("extraction: %d evidence in %d batches → %d active, %d candidates, %d corroborated, %d superseded, "
-             "%d skipped (%.1fs)", report.evidence, report.batches, report.created, report.candidates,
-             report.corroborated, report.superseded, report.skipped, report.seconds)
+             "%d skipped, %d rows read as noise (%.1fs)", report.evidence, report.batches, report.created,
+             report.candidates, report.corroborated, report.superseded, report.skipped, report.noise_rows,
+             report.seconds)
     return report

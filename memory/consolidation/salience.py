@@ -1,13 +1,15 @@
-"""Which statements are worth keeping, and as what type: two small linear models over MiniLM.
+"""Which statements are worth keeping, and as what type: small linear models over MiniLM.
 
 Each statement (memory/consolidation/statements.py) is described by the embedder's vector of its
 text and a few counted signs of a detail a person would want back — a date or time, a number, an
 id, a name, an address, a decision word, "I" or "my" — and of noise: the shape of its line and row
 (chrome.py: token shapes, a predicate or none, cells, repeated rows), cookie words, small talk. What
 chrome.py or `noise_sign` calls chrome beyond doubt is never kept. A logistic model scores "worth
-keeping"; a second one picks the memory type of what is kept. Both were fitted on the training half of Mirador's own labelled set
-(bench/data/extraction/, written for this project) by bench/train_salience.py; the weights are
-plain numbers in data/salience.json, applied here with NumPy.
+keeping"; a second one picks the memory type of what is kept; a third, the row gate, reads the evidence row
+as a whole (its statements' mean vector and how they scored) and drops every statement of a row that is
+noise through and through (the evidence itself stays). All three were fitted on the train split of
+Mirador's own labelled set (bench/data/extraction/, written for this project) by bench/train_salience.py;
+the weights are plain numbers in data/salience.json, applied here with NumPy.
 
 The weights belong to the embedder they were fitted with. With another embedder (a store made
 with other weights) the vectors mean something else, so only the counted signs are used, through
@@ -158,6 +160,33 @@ def features(seg: Segment, source: str, row_lines: int, raw: str | None = None, 
     return [f[k] for k in FEATURES]
 
 
+# The evidence row as a whole, for the row gate: how its statements scored, how much of it the vetoes took, the
+# shape of its lines (chrome.row_signs) and where it came from. A row of noise can hold one statement that reads
+# like a fact ("It's 9:02, let's wait a bit"); beside the rest of its row it stands out less.
+ROW_FEATURES = ("top", "top3", "mean", "kept_share", "log_kept", "strong_share", "log_statements", "vetoed",
+                "row_chrome", "row_prose", "row_tabular", "row_short") + tuple(f"src_{s}" for s in SOURCES)
+
+
+# The gate reads a row as a whole, and a meeting is mostly small talk around the one thing decided: a row with a
+# statement the keep model is this sure of is never dropped, whatever the rest of it looks like.
+GATE_YIELDS_AT = 0.8
+
+
+def row_features(scores: np.ndarray, vetoed: np.ndarray, signs: RowSigns, source: str, threshold: float) -> list[float]:
+    """The signs of one evidence row (ROW_FEATURES order) from its statements' keep scores and vetoes."""
+    ranked = np.sort(np.asarray(scores, dtype=np.float64))[::-1]
+    if ranked.size == 0:
+        ranked = np.zeros(1)
+    kept = int((ranked >= threshold).sum())
+    f = {"top": ranked[0], "top3": ranked[:3].mean(), "mean": ranked.mean(), "kept_share": kept / ranked.size,
+         "log_kept": math.log1p(kept), "strong_share": float((ranked >= 0.5).mean()), "log_statements": math.log1p(
+             ranked.size), "vetoed": float(np.mean(vetoed)) if len(vetoed) else 0.0, "row_chrome": signs.chrome,
+         "row_prose": signs.prose, "row_tabular": signs.tabular, "row_short": signs.short}
+    for s in SOURCES:
+        f[f"src_{s}"] = float(source == s)
+    return [float(f[k]) for k in ROW_FEATURES]
+
+
 def noise_sign(text: str) -> str | None:
     """Why this statement is screen chrome or small talk, if it plainly is (then it is never kept)."""
     t = text.strip()
@@ -257,6 +286,16 @@ class SalienceModel:
         self.type_names = list(spec["type"]["classes"])
         if list(spec["features"]) != list(FEATURES):
             raise ValueError("salience weights were fitted on other features; retrain with bench/train_salience.py")
+        gate = spec.get("gate")  # weights fitted before the row gate existed have none: every row is read
+        if gate is not None and list(gate["features"]) != list(ROW_FEATURES):
+            raise ValueError("the row gate was fitted on other row features; retrain with bench/train_salience.py")
+        self.gate = gate
+        if gate is not None:
+            self.gate_w = np.asarray(gate["coef"], dtype=np.float32)
+            self.gate_b = float(gate["intercept"])
+            self.gate_mean = np.asarray(gate["feature_mean"], dtype=np.float32)
+            self.gate_std = np.asarray(gate["feature_std"], dtype=np.float32)
+            self.gate_threshold = float(gate["threshold"])
 
     def design(self, vectors: np.ndarray, feats: np.ndarray) -> np.ndarray:
         """The model input: embedding and standardised signs, side by side."""
@@ -265,6 +304,15 @@ class SalienceModel:
     def keep_scores(self, x: np.ndarray) -> np.ndarray:
         """P(worth keeping) per row of the design matrix."""
         return 1.0 / (1.0 + np.exp(-(x @ self.keep_w + self.keep_b)))
+
+    def noise_row(self, vectors: np.ndarray, row_feats: list[float]) -> float:
+        """P(the evidence row holds nothing worth keeping) from its statements' mean vector and its row features
+        (row_features); 0 when the weights have no row gate or a statement scored GATE_YIELDS_AT or more."""
+        if self.gate is None or (len(row_feats) and row_feats[ROW_FEATURES.index("top")] >= GATE_YIELDS_AT):
+            return 0.0
+        raw = np.concatenate([np.asarray(vectors, dtype=np.float32).mean(axis=0), np.asarray(row_feats, dtype=np.float32)])
+        x = (raw - self.gate_mean) / self.gate_std  # every column standardised, the vector's too
+        return float(1.0 / (1.0 + np.exp(-(x @ self.gate_w + self.gate_b))))
 
     def types(self, x: np.ndarray) -> list[str]:
         """The most likely memory type per row of the design matrix."""

@@ -116,16 +116,19 @@ def job_extract(store: Store, stopping: threading.Event | None = None) -> str:
     # Only the llm engine loads the LLM; the statement engine (auto) judges with the store's embedder.
     llm = _StopAwareLLM(shared_llm(store.config, store.home), stopping) if x.engine == "llm" else None
     extractor = make_extractor(store, llm=llm)
-    n = created = candidates = corroborated = 0
+    n = created = candidates = corroborated = noise = 0
     while n < x.max_items_per_run and not stopping.is_set():
         r = run_extraction(store, extractor=extractor, limit=min(x.batch_size, x.max_items_per_run - n))
         if not r.evidence:
             break
         n, created = n + r.evidence, created + r.created
         candidates, corroborated = candidates + r.candidates, corroborated + r.corroborated
+        noise += r.noise_rows
     if stopping.is_set():
         raise JobCancelled(f"Mirador is stopping ({n} evidence extracted first)")
-    return f"{n} evidence → {created} active, {candidates} candidates, {corroborated} corroborated"
+    # Rows read as noise throughout give no memory; saying how many keeps that judgement visible.
+    return (f"{n} evidence → {created} active, {candidates} candidates, {corroborated} corroborated"
+            + (f", {noise} read as noise" if noise else ""))
 
 
 def job_dream(store: Store, stopping: threading.Event | None = None) -> str:

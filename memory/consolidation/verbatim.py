@@ -1,8 +1,9 @@
 """The default extraction engine: the evidence's own statements, judged by MiniLM, kept verbatim.
 
-Evidence rows → statements (statements.py) → worth keeping? which type? (salience.py) → one draft
-per kept statement or record, whose text is the evidence's words (so no detail is lost and none is
-invented) and whose fields (when, who, link, path) are read from those words by the rules.
+Evidence rows → statements (statements.py) → worth keeping? which type? is the whole row noise?
+(salience.py) → one draft per kept statement or record, whose text is the evidence's words (so no
+detail is lost and none is invented) and whose fields (when, who, link, path) are read from those
+words by the rules.
 Without the fitted weights (another embedder, a damaged install) the rule scores decide.
 """
 
@@ -15,9 +16,17 @@ from datetime import datetime
 import numpy as np
 import numpy.typing as npt
 
-from memory.consolidation.chrome import row_signs
+from memory.consolidation.chrome import RowSigns, row_signs
 from memory.consolidation.rules import Draft, find_paths, find_people, find_urls, resolve_date
-from memory.consolidation.salience import SalienceModel, features, load_model, rule_score, rule_type, vetoes
+from memory.consolidation.salience import (
+    SalienceModel,
+    features,
+    load_model,
+    row_features,
+    rule_score,
+    rule_type,
+    vetoes,
+)
 from memory.consolidation.statements import NEIGHBOUR_WORDS, Segment, compose, line_words, render, segment_row
 from memory.types import MemoryType, build_details
 
@@ -37,6 +46,7 @@ class StatementEngine:
         self.embed = embed
         self.model = model if model is not None else load_model()
         self.max_chars = max_chars
+        self.noise_rows = 0  # rows the row gate has read as noise throughout (extraction reports them)
         if self.model is not None and (embed is None or embedder_name != self.model.embedder):
             log.info("salience weights fit %s, not %s: judging statements by rules alone", self.model.embedder,
                      embedder_name)
@@ -51,10 +61,11 @@ class StatementEngine:
         """One draft per kept statement group of each row (rows never share a draft: provenance stays exact)."""
         segs: list[Segment] = []
         feats: list[list[float]] = []
+        signs_of: dict[int, RowSigns] = {}
         for n, r in enumerate(items):
             row = segment_row(r.get("text") or "", r.get("source") or "", n, self.max_chars)
             lines = len({s.line for s in row})
-            signs = row_signs((r.get("text") or "")[: self.max_chars].splitlines())
+            signs = signs_of[n] = row_signs((r.get("text") or "")[: self.max_chars].splitlines())
             for s in row:
                 segs.append(s)
                 feats.append(features(s, r.get("source") or "", lines, row=signs))
@@ -62,8 +73,10 @@ class StatementEngine:
             return []
         vetoed = np.asarray(vetoes(segs, {n: r.get("source") or "" for n, r in enumerate(items)}))
         types: list[str]
+        vectors = None
         if self.model is not None and self.embed is not None:
-            x = self.model.design(np.asarray(self.embed([s.text for s in segs])), np.asarray(feats, dtype=np.float32))
+            vectors = np.asarray(self.embed([s.text for s in segs]), dtype=np.float32)
+            x = self.model.design(vectors, np.asarray(feats, dtype=np.float32))
             scores = self.model.keep_scores(x) * ~vetoed
             types = self.model.types(x)
             threshold = self.model.threshold
@@ -77,6 +90,15 @@ class StatementEngine:
         out: list[Draft] = []
         for n, r in enumerate(items):
             idx = by_row.get(n, [])
+            if not idx:
+                continue
+            if self.model is not None and vectors is not None and self.model.gate is not None:
+                gate = self.model.noise_row(vectors[idx], row_features(scores[idx], vetoed[idx], signs_of[n],
+                                                                       r.get("source") or "", threshold))
+                if gate >= self.model.gate_threshold:
+                    self.noise_rows += 1
+                    log.debug("evidence row %s reads as noise throughout (%.2f): no memory from it", r.get("id"), gate)
+                    continue
             row_segs = [segs[i] for i in idx]
             keep = whole_records(row_segs, [bool(scores[i] >= threshold) for i in idx], [bool(vetoed[i]) for i in idx])
             for g in memory_groups(row_segs, keep):

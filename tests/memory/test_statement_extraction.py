@@ -56,9 +56,11 @@ LOOKALIKES = [
      "Mon 8   Tue 9   Wed 10   Thu 11   Fri 12\n09:40 Physio — Dr. Lindqvist, Storgatan 12", ["Physio", "Lindqvist"]),
     ("screen", "Terminal", "~/src/shop — zsh", "% ls -l\ntotal 8\n-rw-r--r--  1 kim  staff  2210 Jun  2 10:02 Makefile\n"
      "% # the signing key for releases is in 1Password under Shop Release", ["1Password", "Shop Release"]),
-    ("screen", "Google Chrome", "Sign in · Bank", "Sign in\nCustomer number\nPassword\nForgot password?\n"
-     "Your customer number is on your card. Branch: Rua Augusta 210, Lisbon", ["Rua Augusta 210"]),
 ]
+# A fact the row gate loses: the page reads as a sign-in form throughout (P(noise row) 0.78, the gate drops from
+# 0.7). The gate's price in train CV: 4 of 478 facts, all in rows like this one, for 45 of 102 noise memories.
+SIGN_IN_BRANCH = ("screen", "Google Chrome", "Sign in · Bank", "Sign in\nCustomer number\nPassword\nForgot password?\n"
+                  "Your customer number is on your card. Branch: Rua Augusta 210, Lisbon", ["Rua Augusta 210"])
 NOISE = [
     ("screen", "Safari", "news site", "We value your privacy. We and our 312 partners use cookies to personalise "
      "content and ads. Accept all  Reject all  Manage options"),
@@ -116,6 +118,64 @@ def test_every_source_keeps_its_key_detail_and_noise_gives_nothing(store):
         for m in _memories_of(store, row["id"]):
             if fact[0] == "screen":
                 assert m["status"] == "candidate"
+
+
+# Noise the keep model alone turns into memories and the row gate stops (each checked both ways below).
+GATED = [
+    ("audio", "zoom.us", "Zoom Meeting", "Testing, testing, one two three, is this thing on? Okay, the red light is on."),
+    ("screen", "Slack", "Software Update", "Software Update                                   ✕\n"
+     "A new version of Slack is available!\nSlack 4.41.105 is now available—you have 4.40.2. Would you like to "
+     "download it now?\nSkip This Version   Remind Me Later   Install Update"),
+    ("screen", "Stocks", "Stocks", "Markets closed · Prices as of Mar 3, 16:30 GMT · Delayed 15 min\n"
+     "FTSE 100  8,412.20  +0.4%\nDAX  18,203.55  −0.2%"),
+]
+
+
+def test_a_row_of_noise_throughout_gives_no_memory_is_counted_and_its_evidence_stays(store):
+    from memory.consolidation.salience import SalienceModel, load_model
+
+    shipped = load_model()
+    assert shipped is not None and shipped.gate is not None
+    without_gate = SalienceModel({k: v for k, v in shipped.spec.items() if k != "gate"})
+    assert without_gate.gate is None and without_gate.noise_row([[0.0]], []) == 0.0
+    ungated = StatementEngine(store.embedder.embed, store.embedder.name, model=without_gate)
+    for src, _, _, text in GATED:
+        assert ungated.drafts([{"id": "evd_x", "text": text, "source": src, "captured_at": T0}]), text
+    rows = _add(store, GATED + FACTS[:1])
+    detail = job_extract(store)
+    assert detail.endswith(f", {len(GATED)} read as noise"), detail
+    for row in rows[:len(GATED)]:
+        assert _memories_of(store, row["id"]) == [], row["text"]
+        assert store.get(row["id"])["text"] == row["text"]  # the judgement drops memories, never evidence
+    assert any(holds(m["text"], FACTS[0][4]) for m in _memories_of(store, rows[-1]["id"]))
+
+
+def test_mirador_extract_says_how_many_rows_it_read_as_noise(mirador_home, capsys):
+    from desktop.cli.main import main
+
+    _add(Store(mirador_home), GATED)
+    assert main(["extract"]) == 0
+    out = capsys.readouterr().out
+    assert f"read as noise   {len(GATED)} evidence rows (no memory from them; the evidence is kept)" in out, out
+
+
+def test_a_gate_fitted_on_other_row_features_is_refused():
+    from memory.consolidation.salience import SalienceModel, load_model
+
+    spec = dict(load_model().spec)
+    spec["gate"] = {**spec["gate"], "features": ["top", "mean"]}
+    with pytest.raises(ValueError, match="retrain with bench/train_salience.py"):
+        SalienceModel(spec)
+
+
+@pytest.mark.xfail(strict=True, reason="the row gate reads a sign-in page with a branch address on it as noise "
+                                       "throughout (issue 44's trade: 4 of 478 train-CV facts for 45 of 102 noise "
+                                       "memories); strict, so a gate that keeps it makes this fail until it is "
+                                       "moved back among LOOKALIKES")
+def test_a_branch_address_on_a_sign_in_page_is_kept(store):
+    row = _add(store, [SIGN_IN_BRANCH])[0]
+    job_extract(store)
+    assert any(holds(m["text"], SIGN_IN_BRANCH[4]) for m in _memories_of(store, row["id"]))
 
 
 def test_no_memory_holds_a_number_or_name_its_evidence_lacks(store):
