@@ -248,10 +248,11 @@ def gate_scores(r: np.ndarray, mean, std, model, idx: np.ndarray) -> np.ndarray:
     return model.predict_proba((r[idx] - mean) / std)[:, 1]
 
 
-def gate_cv(items: list[dict], d: dict, folds: int, c: float, threshold: float, scores: np.ndarray) -> np.ndarray:
+def gate_cv(items: list[dict], d: dict, folds: int, c: float, threshold: float, scores: np.ndarray,
+            rows_read: np.ndarray) -> np.ndarray:
     """P(noise row) of every item from a gate that never saw it. The gate reads keep scores, so it is fitted as
     it ships, on scores its rows were not fitted on: per outer fold, on keep scores from an inner CV over the
-    training items; then it reads the test items' outer-fold scores."""
+    training items; then it reads the test items' rows as made from the outer-fold scores (rows_read)."""
     noise = np.asarray([not it["facts"] for it in items])
     fold_of = fold_assignment(len(items), folds)
     out = np.zeros(len(items))
@@ -266,7 +267,7 @@ def gate_cv(items: list[dict], d: dict, folds: int, c: float, threshold: float, 
             inner[idx], _ = predict(d, mean, std, keep, typ, idx)
         g = fit_gate(row_design(items, d, inner, threshold), noise, train)
         test = np.where(fold_of == k)[0]
-        out[test] = gate_scores(row_design(items, d, scores, threshold), *g, test)
+        out[test] = gate_scores(rows_read, *g, test)
     top = np.asarray([scores[d["item"] == n].max(initial=0.0) for n in range(len(items))])
     return np.where(top >= GATE_YIELDS_AT, 0.0, out)  # as SalienceModel.noise_row: the gate yields to a sure statement
 
@@ -315,34 +316,31 @@ def main(argv: list[str] | None = None) -> int:
     report = {}
     for c in CS:
         scores, types = cross_validate(items, d, args.folds, c)
-        rows = []
-        for th in THRESHOLDS:
-            r = evaluate(items, d, every, scores, types, th)
-            rows.append({"threshold": th, **{k: round(v, 3) for k, v in r.items()}})
+        rows = threshold_rows(items, d, scores, types)
         pick = choose(rows)
         report[f"C={c}"] = {"pick": pick, "curve": rows[::4]}
         value = (pick["fact_recall"] >= RECALL_FLOOR, -pick["noise_memories"], pick["typed_recall"], pick["fact_recall"])
         if best is None or value > best[0]:
-            best = (value, c, pick)
-    _, c, pick = best
+            best = (value, c, pick, scores, types)
+    _, c, pick, scores, types = best
     if fractions:
         print(json.dumps(learning_curve(items, d, args.folds, c, fractions, args.seeds, time.monotonic() - t0), indent=2))
         return 0
-    scores, types = cross_validate(items, d, args.folds, c)
     th = pick["threshold"]
+    noise = np.asarray([not it["facts"] for it in items])
+    rows_read = row_design(items, d, scores, th)  # what the gate reads of each item, from out-of-fold keep scores
     gate_rows = [{**pick, "gate": None}]
+    gate_p = np.zeros(len(items))
     if not args.judge_cv:  # the judge experiment measures the keep model alone
-        gate_p = gate_cv(items, d, args.folds, c, th, scores)
+        gate_p = gate_cv(items, d, args.folds, c, th, scores, rows_read)
         gate_rows += [{"threshold": th, **{k: round(v, 3) for k, v in
                                            evaluate(items, d, every, scores, types, th, gated=gate_p >= g).items()},
                        "gate": g} for g in GATES]
     system = choose(gate_rows)
-    gated = gate_p >= system["gate"] if system["gate"] is not None else None  # gate_p exists when a gate is picked
+    gated = gate_p >= system["gate"] if system["gate"] is not None else None
     confusion: Counter = Counter()
     evaluate(items, d, every, scores, types, th, confusion, gated=gated)
     mean, std, keep, typ = fit(d, np.arange(len(items)), c)
-    gate_model = fit_gate(row_design(items, d, scores, th), np.asarray([not it["facts"] for it in items]),
-                          np.arange(len(items)))
     out = {"bench": "train_salience", "statements": len(d["keep"]), "positives": int(d["keep"].sum()),
            "items": len(items), "noise_items": sum(not it["facts"] for it in items), "C": c,
            "threshold": th, "cv": report, "cv_pick": system, "cv_pick_without_gate": pick, "cv_gate": gate_rows,
@@ -359,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                          "intercept": [float(m.intercept_[0]) for m in typ.values()]},
                 "types_known": list(TYPES)}
         if system["gate"] is not None:
-            gm, gs, gmodel = gate_model
+            gm, gs, gmodel = fit_gate(rows_read, noise, np.arange(len(items)))
             spec["gate"] = {"features": list(ROW_FEATURES), "threshold": system["gate"],
                             "feature_mean": [round(float(v), 6) for v in gm], "feature_std": [round(float(v), 6) for v in gs],
                             "coef": [round(float(v), 6) for v in gmodel.coef_[0]], "intercept": float(gmodel.intercept_[0])}
@@ -375,14 +373,12 @@ def learning_curve(items: list[dict], d: dict, folds: int, c: float, fractions: 
     """CV figures at the chosen C and the pick rule with each fold fitted on a share of its training items:
     whether more labelled items of this kind would still move the figures, and how fast."""
     t0 = time.monotonic()
-    every = list(range(len(items)))
     points = []
     for frac in fractions:
         picks = []
         for seed in range(seeds if frac < 1.0 else 1):  # the whole of each fold is one draw
             scores, types = cross_validate(items, d, folds, c, frac, seed)
-            rows = [{"threshold": th, **{k: round(v, 3) for k, v in evaluate(items, d, every, scores, types, th).items()}}
-                    for th in THRESHOLDS]
+            rows = threshold_rows(items, d, scores, types)
             # The pick's threshold moves with each draw's best recall; noise memories at one fixed recall compare
             # the shares on equal terms.
             level = [r["noise_memories"] for r in rows if r["fact_recall"] >= CURVE_RECALL]
@@ -396,6 +392,13 @@ def learning_curve(items: list[dict], d: dict, folds: int, c: float, fractions: 
                        "draws": [{k: p[k] for k in ("threshold", *keys, "noise_at_fixed_recall")} for p in picks]})
     return {"bench": "train_salience", "learning_curve": points, "C": c, "fixed_recall": CURVE_RECALL, "items": len(items),
             "noise_items": sum(not it["facts"] for it in items), "seconds": round(spent + time.monotonic() - t0, 1)}
+
+
+def threshold_rows(items: list[dict], d: dict, scores: np.ndarray, types: np.ndarray) -> list[dict]:
+    """evaluate() over every item at each of THRESHOLDS, rounded: the curve choose() picks from."""
+    every = list(range(len(items)))
+    return [{"threshold": th, **{k: round(v, 3) for k, v in evaluate(items, d, every, scores, types, th).items()}}
+            for th in THRESHOLDS]
 
 
 def choose(rows: list[dict]) -> dict:
